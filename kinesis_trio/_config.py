@@ -1,0 +1,125 @@
+"""ProducerConfig: the KPL's settings, validated once, times in seconds."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import ssl
+from dataclasses import dataclass
+
+__all__ = ["ProducerConfig"]
+
+_MIB = 1024 * 1024
+#: Hard limits of the PutRecords API.
+PUT_RECORDS_MAX_ENTRIES = 500
+PUT_RECORDS_MAX_BYTES_DEFAULT = 5 * _MIB
+PUT_RECORDS_MAX_BYTES_CEILING = 10 * _MIB
+RECORD_MAX_SIZE_CEILING = 10 * _MIB
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerConfig:
+    """Settings of a :class:`~kinesis_trio.Producer`, named after the KPL's (times in seconds).
+
+    Every field has the KPL default where the KPL has one. Invalid values raise
+    ``ValueError`` naming the field when the config is built.
+    """
+
+    #: KPL ``AggregationEnabled``: pack user records into KPL aggregated records.
+    aggregation_enabled: bool = True
+    #: KPL ``AggregationMaxCount``: user records per aggregated record.
+    aggregation_max_count: int = 4_294_967_295
+    #: KPL ``AggregationMaxSize``: bytes of one aggregated record.
+    aggregation_max_size: int = 51_200
+    #: KPL ``CollectionMaxCount``: Kinesis records per PutRecords request (API max 500).
+    collection_max_count: int = PUT_RECORDS_MAX_ENTRIES
+    #: KPL ``CollectionMaxSize``: bytes (data + partition keys) per PutRecords request.
+    collection_max_size: int = PUT_RECORDS_MAX_BYTES_DEFAULT
+    #: KPL ``RecordMaxBufferedTime``: longest a record waits to be batched (linger).
+    record_max_buffered_time: float = 0.1
+    #: KPL ``RecordTtl``: a record not confirmed within this time fails as expired.
+    record_ttl: float = 30.0
+    #: KPL ``MaxConnections``: PutRecords requests in flight at once.
+    max_connections: int = 24
+    #: KPL ``RequestTimeout``.
+    request_timeout: float = 6.0
+    #: KPL ``ConnectTimeout``.
+    connect_timeout: float = 6.0
+    #: KPL ``VerifyCertificate``; like httpx: a bool, a CA bundle path or an ``ssl.SSLContext``.
+    verify: bool | str | ssl.SSLContext = True
+    #: Backpressure: accepted records not yet resolved. ``put`` waits beyond it.
+    max_outstanding_records: int = 100_000
+    #: Backpressure: bytes (data + partition key) of accepted, unresolved records.
+    max_outstanding_bytes: int = 128 * _MIB
+    #: KPL ``MaxUserRecordSize``: data plus partition key of one record.
+    max_record_size: int = _MIB
+    #: How long a normal exit waits for outstanding records before failing them.
+    close_timeout: float = 30.0
+    #: Sealed batches a shard worker may have queued before ``put`` waits.
+    shard_queue_size: int = 64
+
+    def __post_init__(self) -> None:
+        def positive_int(name: str, upper: int | None = None) -> None:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"ProducerConfig.{name} must be a positive int, got {value!r}")
+            if upper is not None and value > upper:
+                raise ValueError(f"ProducerConfig.{name} must be at most {upper}, got {value!r}")
+
+        def positive_time(name: str) -> None:
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value <= 0
+            ):
+                raise ValueError(
+                    f"ProducerConfig.{name} must be a positive, finite number of seconds, "
+                    f"got {value!r}"
+                )
+
+        if not isinstance(self.aggregation_enabled, bool):
+            raise ValueError(
+                "ProducerConfig.aggregation_enabled must be a bool, "
+                f"got {self.aggregation_enabled!r}"
+            )
+        positive_int("aggregation_max_count", 4_294_967_295)
+        positive_int("aggregation_max_size", RECORD_MAX_SIZE_CEILING)
+        positive_int("collection_max_count", PUT_RECORDS_MAX_ENTRIES)
+        positive_int("collection_max_size", PUT_RECORDS_MAX_BYTES_CEILING)
+        positive_int("max_connections", 10_000)
+        positive_int("max_outstanding_records")
+        positive_int("max_outstanding_bytes")
+        positive_int("max_record_size", RECORD_MAX_SIZE_CEILING)
+        positive_int("shard_queue_size")
+        if self.aggregation_max_size < 64:
+            raise ValueError(
+                "ProducerConfig.aggregation_max_size must be at least 64 bytes, "
+                f"got {self.aggregation_max_size!r}"
+            )
+        if self.record_max_buffered_time != 0:
+            positive_time("record_max_buffered_time")
+        positive_time("record_ttl")
+        positive_time("request_timeout")
+        positive_time("connect_timeout")
+        positive_time("close_timeout")
+        if not isinstance(self.verify, (bool, str, ssl.SSLContext)):
+            raise ValueError(
+                "ProducerConfig.verify must be a bool, a CA bundle path or an ssl.SSLContext, "
+                f"got {self.verify!r}"
+            )
+        if self.max_outstanding_bytes < self.max_record_size:
+            raise ValueError(
+                "ProducerConfig.max_outstanding_bytes must be at least max_record_size "
+                f"({self.max_record_size}), got {self.max_outstanding_bytes!r}"
+            )
+        if self.collection_max_size < self.max_record_size:
+            raise ValueError(
+                "ProducerConfig.collection_max_size must be at least max_record_size "
+                f"({self.max_record_size}), got {self.collection_max_size!r}"
+            )
+
+    def replace(self, **changes: object) -> ProducerConfig:
+        """Return a copy with ``changes`` applied (and validated)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]

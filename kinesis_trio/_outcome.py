@@ -1,0 +1,204 @@
+"""Outcome, RecordResult and Attempt: what became of each accepted record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import anyio
+import anyio.lowlevel
+
+__all__ = ["Attempt", "Outcome", "RecordResult"]
+
+#: Error codes the producer itself assigns (AWS codes are passed through as they are).
+EXPIRED = "RecordExpired"
+ABORTED = "ProducerAborted"
+CLOSE_TIMEOUT = "ProducerCloseTimeout"
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One try at writing a record, like the KPL's ``Attempt``.
+
+    ``start`` is on the event loop's clock (``anyio.current_time()``); ``delay`` is the time
+    from the record's arrival (first attempt) or the previous attempt's end to this one's
+    start; ``duration`` is the request's round trip. ``ambiguous`` marks a failure after the
+    request was sent (a timeout or reset): the record may have been written anyway.
+    """
+
+    start: float
+    delay: float
+    duration: float
+    success: bool
+    error_code: str | None = None
+    error_message: str | None = None
+    ambiguous: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RecordResult:
+    """The final word on one record.
+
+    ``ok`` records carry the ``shard_id`` and ``sequence_number`` Kinesis gave the record (for
+    an aggregated record, the aggregate's; ``sub_sequence_number`` is the record's index in
+    it, ``None`` for a record sent on its own). Failed records carry ``error_code`` and
+    ``error_message``. ``attempts`` is the history, the last attempt being the terminal one;
+    it is empty when the record failed before any request (for instance on an abort).
+    """
+
+    ok: bool
+    stream_name: str
+    partition_key: str
+    shard_id: str | None
+    sequence_number: str | None
+    sub_sequence_number: int | None
+    attempts: tuple[Attempt, ...]
+    error_code: str | None = None
+    error_message: str | None = None
+
+
+class Resolution:
+    """What one Kinesis record (plain or aggregated) came to; shared by its user records."""
+
+    __slots__ = (
+        "aggregated",
+        "attempt",
+        "error_code",
+        "error_message",
+        "ok",
+        "sequence_number",
+        "shard_id",
+    )
+
+    def __init__(
+        self,
+        ok: bool,
+        shard_id: str | None,
+        sequence_number: str | None,
+        attempt: Attempt | None,
+        aggregated: bool,
+        error_code: str | None = None,
+        error_message: str | None = None,
+    ) -> None:
+        self.ok = ok
+        self.shard_id = shard_id
+        self.sequence_number = sequence_number
+        self.attempt = attempt
+        self.aggregated = aggregated
+        self.error_code = error_code
+        self.error_message = error_message
+
+
+class Outcome:
+    """The pending result of one accepted record; resolved exactly once.
+
+    ``await outcome.wait()`` returns the :class:`RecordResult`. Waiting is cancel-safe:
+    cancelling a waiter changes nothing for the record or for other waiters. The object also
+    carries the record itself until it is resolved (the producer keeps no other per-record
+    object), and creates its event only when somebody waits.
+    """
+
+    __slots__ = (
+        "_arrival",
+        "_attempts",
+        "_data",
+        "_epoch",
+        "_event",
+        "_explicit_hash_key",
+        "_hash_key",
+        "_partition_key",
+        "_resolution",
+        "_result",
+        "_size",
+        "_stream",
+        "_sub",
+    )
+
+    def __init__(
+        self,
+        data: bytes,
+        partition_key: str,
+        explicit_hash_key: str | None,
+        hash_key: int,
+        size: int,
+        arrival: float,
+        stream: str,
+        epoch: int,
+    ) -> None:
+        self._data: bytes | None = data
+        self._partition_key = partition_key
+        self._explicit_hash_key = explicit_hash_key
+        self._hash_key = hash_key
+        self._size = size
+        self._arrival = arrival
+        self._stream = stream
+        self._epoch = epoch
+        self._attempts: tuple[Attempt, ...] = ()
+        self._resolution: Resolution | None = None
+        self._sub = 0
+        self._result: RecordResult | None = None
+        self._event: anyio.Event | None = None
+
+    def done(self) -> bool:
+        """True once the record's result is known."""
+        return self._resolution is not None
+
+    def result(self) -> RecordResult:
+        """The result; raises ``RuntimeError`` if the record is not resolved yet."""
+        result = self._result
+        if result is None:
+            res = self._resolution
+            if res is None:
+                raise RuntimeError("outcome not resolved yet: await outcome.wait()")
+            attempts = self._attempts if res.attempt is None else (*self._attempts, res.attempt)
+            result = self._result = RecordResult(
+                ok=res.ok,
+                stream_name=self._stream,
+                partition_key=self._partition_key,
+                shard_id=res.shard_id,
+                sequence_number=res.sequence_number,
+                sub_sequence_number=self._sub if res.aggregated else None,
+                attempts=attempts,
+                error_code=res.error_code,
+                error_message=res.error_message,
+            )
+        return result
+
+    async def wait(self) -> RecordResult:
+        """Wait for the result. Cancel-safe; returns after a checkpoint if already done."""
+        if self._resolution is None:
+            event = self._event
+            if event is None:
+                event = self._event = anyio.Event()
+            await event.wait()
+        else:
+            await anyio.lowlevel.checkpoint()
+        return self.result()
+
+    @property
+    def stream_name(self) -> str:
+        """The stream the record was put to."""
+        return self._stream
+
+    @property
+    def partition_key(self) -> str:
+        """The record's partition key."""
+        return self._partition_key
+
+    def __repr__(self) -> str:
+        res = self._resolution
+        state = "pending" if res is None else ("ok" if res.ok else f"failed {res.error_code}")
+        return f"<Outcome {state} stream={self._stream!r} partition_key={self._partition_key!r}>"
+
+    # -- producer side -------------------------------------------------------------------
+
+    def _resolve(self, resolution: Resolution, sub: int = 0) -> bool:
+        """Resolve once; returns False (and changes nothing) if already resolved."""
+        if self._resolution is not None:
+            return False
+        self._resolution = resolution
+        self._sub = sub
+        self._data = None  # the payload is no longer needed: let it go
+        event = self._event
+        if event is not None:
+            event.set()
+        return True

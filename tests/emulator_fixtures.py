@@ -1,0 +1,80 @@
+"""Pytest plugin: session fixtures that run the local Kinesis emulators.
+
+``kinesalite`` and ``kinesis_local`` start their emulator once per session (per xdist
+worker) on free ports; set ``KINESIS_TRIO_KINESALITE_URL`` / ``KINESIS_TRIO_KINESIS_LOCAL_URL``
+to use an already running one instead. ``emulator`` runs a test against each of them.
+Tests using any of these fixtures are marked ``integration``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from kinesis_trio._emulator import EmulatorKind, LocalKinesis
+
+EMULATOR_FIXTURES = {"kinesalite": "kinesalite", "kinesis-local": "kinesis_local"}
+"""Emulator kind -> fixture name."""
+
+_URL_ENV = {
+    "kinesalite": "KINESIS_TRIO_KINESALITE_URL",
+    "kinesis-local": "KINESIS_TRIO_KINESIS_LOCAL_URL",
+}
+
+
+@dataclass(frozen=True)
+class EmulatorEndpoint:
+    """A running emulator: its kind and plain-HTTP endpoint.
+
+    ``process`` is the :class:`LocalKinesis` this session started, or ``None`` when the
+    endpoint came from an environment variable.
+    """
+
+    kind: EmulatorKind
+    endpoint_url: str
+    process: LocalKinesis | None = None
+
+
+def _run_emulator(
+    kind: EmulatorKind, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[EmulatorEndpoint]:
+    url = os.environ.get(_URL_ENV[kind])
+    if url:
+        yield EmulatorEndpoint(kind, url.rstrip("/"))
+        return
+    log_file = tmp_path_factory.mktemp("emulators") / f"{kind}.log"
+    with LocalKinesis(kind, log_file=log_file) as emu:
+        yield EmulatorEndpoint(kind, emu.endpoint_url, emu)
+
+
+@pytest.fixture(scope="session")
+def kinesalite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorEndpoint]:
+    """A kinesalite emulator shared by the whole session."""
+    yield from _run_emulator("kinesalite", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def kinesis_local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorEndpoint]:
+    """A kinesis-local (kinesis-mock) emulator shared by the whole session."""
+    yield from _run_emulator("kinesis-local", tmp_path_factory)
+
+
+@pytest.fixture(scope="session", params=list(EMULATOR_FIXTURES), ids=list(EMULATOR_FIXTURES))
+def emulator(request: pytest.FixtureRequest) -> EmulatorEndpoint:
+    """Each emulator in turn; only the ones actually requested are started."""
+    endpoint = request.getfixturevalue(EMULATOR_FIXTURES[request.param])
+    assert isinstance(endpoint, EmulatorEndpoint)
+    return endpoint
+
+
+_INTEGRATION_FIXTURES = frozenset({"emulator", *EMULATOR_FIXTURES.values()})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that uses an emulator fixture as an integration test."""
+    for item in items:
+        if _INTEGRATION_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
