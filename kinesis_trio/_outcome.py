@@ -54,6 +54,10 @@ class RecordResult:
     attempts: tuple[Attempt, ...]
     error_code: str | None = None
     error_message: str | None = None
+    #: When ``put`` accepted the record and when its outcome was resolved, on the event
+    #: loop's clock (``anyio.current_time()``): ``resolved_at - accepted_at`` is its latency.
+    accepted_at: float = 0.0
+    resolved_at: float = 0.0
 
 
 class Resolution:
@@ -61,6 +65,7 @@ class Resolution:
 
     __slots__ = (
         "aggregated",
+        "at",
         "attempt",
         "error_code",
         "error_message",
@@ -76,10 +81,12 @@ class Resolution:
         sequence_number: str | None,
         attempt: Attempt | None,
         aggregated: bool,
+        at: float,
         error_code: str | None = None,
         error_message: str | None = None,
     ) -> None:
         self.ok = ok
+        self.at = at
         self.shard_id = shard_id
         self.sequence_number = sequence_number
         self.attempt = attempt
@@ -160,6 +167,8 @@ class Outcome:
                 attempts=attempts,
                 error_code=res.error_code,
                 error_message=res.error_message,
+                accepted_at=self._arrival,
+                resolved_at=res.at,
             )
         return result
 

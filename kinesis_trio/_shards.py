@@ -86,11 +86,12 @@ class ShardMap:
 
     @classmethod
     def from_api(cls, shards: Iterable[Mapping[str, Any]]) -> ShardMap:
-        """Build from ListShards entries, keeping only open shards (no EndingSequenceNumber)."""
+        """Build from ListShards entries, keeping only open shards (no EndingSequenceNumber;
+        some emulators send it as null)."""
         return cls(
             Shard.from_api(s)
             for s in shards
-            if "EndingSequenceNumber" not in s.get("SequenceNumberRange", {})
+            if (s.get("SequenceNumberRange") or {}).get("EndingSequenceNumber") is None
         )
 
     def index_for(self, hash_key: int) -> int:

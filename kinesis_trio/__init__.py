@@ -1,0 +1,33 @@
+"""kinesis_trio: a structured-concurrency producer for Amazon Kinesis Data Streams.
+
+KPL aggregation and batching, per-record outcomes, bounded memory; under Trio and asyncio.
+"""
+
+from ._aggregation import UserRecord as UserRecord
+from ._aggregation import deaggregate as deaggregate
+from ._client import KinesisClient as KinesisClient
+from ._config import ProducerConfig as ProducerConfig
+from ._credentials import StaticCredentials as StaticCredentials
+from ._errors import AccessDeniedError as AccessDeniedError
+from ._errors import AuthenticationError as AuthenticationError
+from ._errors import ConnectError as ConnectError
+from ._errors import ConnectionLostError as ConnectionLostError
+from ._errors import CredentialsError as CredentialsError
+from ._errors import ExpiredTokenError as ExpiredTokenError
+from ._errors import KinesisError as KinesisError
+from ._errors import KinesisTrioError as KinesisTrioError
+from ._errors import KMSError as KMSError
+from ._errors import LimitExceededError as LimitExceededError
+from ._errors import ProducerClosedError as ProducerClosedError
+from ._errors import ProvisionedThroughputExceededError as ProvisionedThroughputExceededError
+from ._errors import RequestTimeoutError as RequestTimeoutError
+from ._errors import ResourceInUseError as ResourceInUseError
+from ._errors import ResourceNotFoundError as ResourceNotFoundError
+from ._errors import ServiceError as ServiceError
+from ._errors import TransportError as TransportError
+from ._errors import ValidationError as ValidationError
+from ._outcome import Attempt as Attempt
+from ._outcome import Outcome as Outcome
+from ._outcome import RecordResult as RecordResult
+from ._producer import Producer as Producer
+from ._version import __version__ as __version__

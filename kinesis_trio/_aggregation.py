@@ -1,0 +1,341 @@
+"""KPL aggregated record codec.
+
+An aggregated Kinesis record's data is ``MAGIC || AggregatedRecord || MD5(AggregatedRecord)``,
+where ``AggregatedRecord`` is the protobuf message of ``proto/messages.proto`` (the KPL's
+schema). The encoder writes the protobuf wire format by hand from precomputed byte pieces
+(it never builds message objects; the tests prove it byte-identical to the protobuf library);
+the decoder parses with the generated protobuf module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kinesis_trio.proto import messages_pb2 as _pb_module
+
+__all__ = [
+    "DIGEST_SIZE",
+    "MAGIC",
+    "AggregateBuilder",
+    "UserRecord",
+    "deaggregate",
+    "encode_aggregate",
+    "hash_key_of",
+    "partition_hash_key",
+]
+
+MAGIC = b"\xf3\x89\x9a\xc2"
+"""First four bytes of every aggregated record."""
+DIGEST_SIZE = 16
+"""Length of the trailing MD5 digest."""
+_OVERHEAD = len(MAGIC) + DIGEST_SIZE
+_MAX_HASH_KEY = (1 << 128) - 1
+
+_pb: Any = _pb_module  # the generated module is untyped for mypy's purposes
+
+# Wire-format tag bytes: (field_number << 3) | wire_type.
+#   AggregatedRecord: 1 partition_key_table (LEN) = 0x0A, 2 explicit_hash_key_table (LEN) = 0x12,
+#                     3 records (LEN) = 0x1A
+#   Record: 1 partition_key_index (VARINT) = 0x08, 2 explicit_hash_key_index (VARINT) = 0x10,
+#           3 data (LEN) = 0x1A
+_TAG_PK_TABLE = 0x0A
+_TAG_EHK_TABLE = 0x12
+_TAG_LEN3 = 0x1A
+_TAG_PK_INDEX = 0x08
+_TAG_EHK_INDEX = 0x10
+
+
+def _varint(value: int) -> bytes:
+    """Protobuf base-128 varint of a non-negative int."""
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _varint_len(value: int) -> int:
+    """Length in bytes of ``_varint(value)``."""
+    if value < 0x80:
+        return 1
+    if value < 0x4000:
+        return 2
+    return (value.bit_length() + 6) // 7
+
+
+def _tagged_varints(tag: int, count: int) -> list[bytes]:
+    """``[bytes([tag]) + _varint(n) for n in range(count)]``."""
+    prefix = bytes((tag,))
+    return [prefix + _varint(n) for n in range(count)]
+
+
+# Precomputed "tag + varint(n)" pieces, so the hot path indexes a list instead of encoding
+# varints. Beyond the tables (rare: such records cost far more in MD5 anyway) pieces are
+# computed. `records` in AggregatedRecord and `data` in Record share the tag byte 0x1A, so
+# one table of length headers serves both.
+_LEN3_HEADERS = _tagged_varints(_TAG_LEN3, 4096)  # record / data length headers
+_PK_ENTRY_HEADERS = _tagged_varints(_TAG_PK_TABLE, 1025)  # any valid key: <= 1024 bytes
+_EHK_ENTRY_HEADERS = _tagged_varints(_TAG_EHK_TABLE, 40)  # any valid key: <= 39 digits
+_PK_INDEX_PIECES = _tagged_varints(_TAG_PK_INDEX, 2048)
+_EHK_INDEX_PIECES = _tagged_varints(_TAG_EHK_INDEX, 2048)
+
+
+class AggregateBuilder:
+    """Accumulates user records for one aggregated Kinesis record.
+
+    ``add`` is O(1): dict lookups and a few precomputed byte pieces appended to a list;
+    ``encode`` joins them once and appends the MD5. Builders are cheap: create a new one per
+    aggregate (or ``clear()`` one to reuse it). Not thread-safe.
+    """
+
+    __slots__ = ("_ehk_index", "_ehk_table", "_parts", "_pk_index", "_pk_table", "_proto")
+
+    def __init__(self) -> None:
+        # key -> record-side index piece (tag + varint(index)); the table entries are the
+        # encoded AggregatedRecord fields, in insertion (= index) order.
+        self._pk_index: dict[str, bytes] = {}
+        self._pk_table: list[bytes] = []
+        self._ehk_index: dict[str, bytes] = {}
+        self._ehk_table: list[bytes] = []
+        # Four pieces per record: record tag + length, index field(s), data tag + length, data.
+        self._parts: list[bytes] = []
+        self._proto = 0  # length of the serialized AggregatedRecord
+
+    def clear(self) -> None:
+        """Drop every record, as if newly constructed."""
+        self._pk_index = {}
+        self._pk_table = []
+        self._ehk_index = {}
+        self._ehk_table = []
+        self._parts = []
+        self._proto = 0
+
+    @property
+    def count(self) -> int:
+        """Number of user records added."""
+        return len(self._parts) >> 2
+
+    def __len__(self) -> int:
+        return len(self._parts) >> 2
+
+    @property
+    def size(self) -> int:
+        """Exact current encoded size, ``len(self.encode())`` (MAGIC + protobuf + MD5)."""
+        return self._proto + _OVERHEAD
+
+    def add(
+        self,
+        data: bytes,
+        partition_key: str,
+        explicit_hash_key: str | None,
+        max_size: int | None = None,
+    ) -> bool:
+        """Append one user record; keys are stored verbatim (validate them beforehand).
+
+        With ``max_size``, a record that would make ``size`` exceed it is not added and
+        ``False`` is returned: one call instead of ``size_if_added`` then ``add``.
+        """
+        grow = 0
+        pk_piece = self._pk_index.get(partition_key)
+        pk_entry = None
+        new_ehk: tuple[str, bytes, bytes] | None = None  # key, table entry, index piece
+        if pk_piece is None:  # new key: its table entry and index piece (inline: common case)
+            pk = partition_key.encode()
+            try:
+                pk_entry = _PK_ENTRY_HEADERS[len(pk)] + pk
+            except IndexError:
+                pk_entry = bytes((_TAG_PK_TABLE,)) + _varint(len(pk)) + pk
+            index = len(self._pk_table)
+            try:
+                pk_piece = _PK_INDEX_PIECES[index]
+            except IndexError:
+                pk_piece = bytes((_TAG_PK_INDEX,)) + _varint(index)
+            grow = len(pk_entry)
+        if explicit_hash_key is None:
+            prefix = pk_piece
+        else:
+            ehk_piece = self._ehk_index.get(explicit_hash_key)
+            if ehk_piece is None:
+                ehk = explicit_hash_key.encode()
+                try:
+                    ehk_entry = _EHK_ENTRY_HEADERS[len(ehk)] + ehk
+                except IndexError:
+                    ehk_entry = bytes((_TAG_EHK_TABLE,)) + _varint(len(ehk)) + ehk
+                index = len(self._ehk_table)
+                try:
+                    ehk_piece = _EHK_INDEX_PIECES[index]
+                except IndexError:
+                    ehk_piece = bytes((_TAG_EHK_INDEX,)) + _varint(index)
+                grow += len(ehk_entry)
+                new_ehk = (explicit_hash_key, ehk_entry, ehk_piece)
+            prefix = pk_piece + ehk_piece
+        n = len(data)
+        try:
+            data_header = _LEN3_HEADERS[n]
+        except IndexError:
+            data_header = bytes((_TAG_LEN3,)) + _varint(n)
+        inner = len(prefix) + len(data_header) + n
+        try:
+            record_header = _LEN3_HEADERS[inner]
+        except IndexError:
+            record_header = bytes((_TAG_LEN3,)) + _varint(inner)
+        grow += len(record_header) + inner
+        if max_size is not None and self._proto + grow + _OVERHEAD > max_size:
+            return False
+        if pk_entry is not None:
+            self._pk_table.append(pk_entry)
+            self._pk_index[partition_key] = pk_piece
+        if new_ehk is not None:
+            self._ehk_table.append(new_ehk[1])
+            self._ehk_index[new_ehk[0]] = new_ehk[2]
+        append = self._parts.append
+        append(record_header)
+        append(prefix)
+        append(data_header)
+        append(data)
+        self._proto += grow
+        return True
+
+    def size_if_added(
+        self, data_len: int, partition_key: str, pk_utf8_len: int, explicit_hash_key: str | None
+    ) -> int:
+        """Exact ``size`` after ``add``-ing such a record, without adding it.
+
+        ``pk_utf8_len`` is ``len(partition_key.encode())``, which callers already have.
+        """
+        # Varint lengths are inlined (1 byte below 2**7, 2 below 2**14): this is a hot path.
+        size = self._proto + _OVERHEAD
+        piece = self._pk_index.get(partition_key)
+        if piece is None:
+            n = pk_utf8_len
+            size += n + (2 if n < 0x80 else 3 if n < 0x4000 else 1 + _varint_len(n))
+            n = len(self._pk_table)
+            inner = 2 if n < 0x80 else 3 if n < 0x4000 else 1 + _varint_len(n)
+        else:
+            inner = len(piece)
+        if explicit_hash_key is not None:
+            piece = self._ehk_index.get(explicit_hash_key)
+            if piece is None:
+                n = len(explicit_hash_key.encode())
+                size += n + (2 if n < 0x80 else 3 if n < 0x4000 else 1 + _varint_len(n))
+                n = len(self._ehk_table)
+                inner += 2 if n < 0x80 else 3 if n < 0x4000 else 1 + _varint_len(n)
+            else:
+                inner += len(piece)
+        n = data_len
+        inner += n + (2 if n < 0x80 else 3 if n < 0x4000 else 1 + _varint_len(n))
+        return (
+            size + inner + (2 if inner < 0x80 else 3 if inner < 0x4000 else 1 + _varint_len(inner))
+        )
+
+    def encode(self) -> bytes:
+        """``MAGIC + AggregatedRecord + MD5(AggregatedRecord)``, fields in field-number order."""
+        proto = b"".join(self._pk_table + self._ehk_table + self._parts)
+        digest = hashlib.md5(proto, usedforsecurity=False).digest()
+        return b"".join((MAGIC, proto, digest))
+
+
+def encode_aggregate(records: Iterable[tuple[bytes, str, str | None]]) -> bytes:
+    """Encode ``(data, partition_key, explicit_hash_key)`` tuples as one aggregated record."""
+    builder = AggregateBuilder()
+    for data, partition_key, explicit_hash_key in records:
+        builder.add(data, partition_key, explicit_hash_key)
+    return builder.encode()
+
+
+def partition_hash_key(partition_key: str, explicit_hash_key: str | None = None) -> int:
+    """The 128-bit hash key Kinesis routes by.
+
+    ``int(explicit_hash_key)`` if given (a decimal string in ``0..2**128-1``, else
+    ``ValueError``), otherwise MD5 of the utf-8 partition key as a big-endian integer.
+    """
+    if explicit_hash_key is None:
+        digest = hashlib.md5(partition_key.encode(), usedforsecurity=False).digest()
+        return int.from_bytes(digest, "big")
+    if not (explicit_hash_key.isascii() and explicit_hash_key.isdigit()):
+        raise ValueError(f"explicit hash key is not a decimal integer: {explicit_hash_key!r}")
+    value = int(explicit_hash_key)
+    if value > _MAX_HASH_KEY:
+        raise ValueError(f"explicit hash key exceeds 2**128-1: {explicit_hash_key!r}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class UserRecord:
+    """One user record recovered from a Kinesis record.
+
+    ``aggregated`` is False for a record that was not a (valid) KPL aggregate; its data is
+    then the Kinesis record's data unchanged. ``sub_sequence_number`` is the position inside
+    the aggregate (0 for plain records); ``sequence_number`` is the Kinesis record's, if given.
+    """
+
+    data: bytes
+    partition_key: str
+    explicit_hash_key: str | None = None
+    sub_sequence_number: int = 0
+    aggregated: bool = False
+    sequence_number: str | None = None
+
+    @property
+    def hash_key(self) -> int:
+        """The 128-bit hash key (see ``partition_hash_key``)."""
+        return partition_hash_key(self.partition_key, self.explicit_hash_key)
+
+
+def hash_key_of(record: UserRecord) -> int:
+    """``record.hash_key``: explicit hash key if present, else MD5 of the partition key."""
+    return partition_hash_key(record.partition_key, record.explicit_hash_key)
+
+
+def _text(value: str | bytes) -> str:
+    # upb hands back proto2 strings holding invalid UTF-8 as bytes; decode them the way Java
+    # protobuf (and so the KCL) does, with U+FFFD replacement.
+    return value if isinstance(value, str) else value.decode("utf-8", "replace")
+
+
+def deaggregate(
+    data: bytes | bytearray | memoryview,
+    partition_key: str,
+    *,
+    explicit_hash_key: str | None = None,
+    sequence_number: str | None = None,
+) -> list[UserRecord]:
+    """Split one Kinesis record (as from GetRecords, data already base64-decoded) into
+    its user records.
+
+    A KPL aggregate yields its records in order, ``sub_sequence_number`` = index. Anything
+    else (no magic, too short, MD5 mismatch, unparsable protobuf, missing required fields,
+    out-of-range key index) yields the record itself as one plain ``UserRecord``: like the
+    KCL, this never raises on foreign data. A valid aggregate holding no records yields ``[]``.
+    """
+    size = len(data)
+    if size > _OVERHEAD and data[:4] == MAGIC:
+        view = memoryview(data)
+        proto = view[4 : size - DIGEST_SIZE]
+        if hashlib.md5(proto, usedforsecurity=False).digest() == view[size - DIGEST_SIZE :]:
+            try:
+                message = _pb.AggregatedRecord()
+                message.ParseFromString(proto)
+                if message.IsInitialized():
+                    pks = [_text(k) for k in message.partition_key_table]
+                    ehks = [_text(k) for k in message.explicit_hash_key_table]
+                    return [
+                        UserRecord(
+                            record.data,
+                            pks[record.partition_key_index],
+                            ehks[record.explicit_hash_key_index]
+                            if record.HasField("explicit_hash_key_index")
+                            else None,
+                            index,
+                            True,
+                            sequence_number,
+                        )
+                        for index, record in enumerate(message.records)
+                    ]
+            except Exception:  # DecodeError, IndexError: not a KPL aggregate after all
+                pass
+    return [UserRecord(bytes(data), partition_key, explicit_hash_key, 0, False, sequence_number)]

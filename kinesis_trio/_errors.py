@@ -1,0 +1,373 @@
+"""Exceptions raised by kinesis_trio.
+
+::
+
+    KinesisTrioError(Exception)
+    ├── KinesisError                 AWS answered with an error (.code .message .status_code
+    │   │                            .operation .request_id)
+    │   ├── ResourceNotFoundError        ResourceNotFoundException
+    │   ├── ResourceInUseError           ResourceInUseException
+    │   ├── AccessDeniedError            AccessDeniedException
+    │   ├── ValidationError              ValidationException, InvalidArgumentException,
+    │   │                                SerializationException, ... (and HTTP 413)
+    │   ├── LimitExceededError           LimitExceededException, ThrottlingException (and HTTP 429)
+    │   ├── ProvisionedThroughputExceededError
+    │   ├── ExpiredTokenError            ExpiredTokenException
+    │   ├── KMSError                     every KMS* code
+    │   ├── AuthenticationError          UnrecognizedClientException, IncompleteSignature,
+    │   │                                MissingAuthenticationToken, InvalidSignatureException,
+    │   │                                SignatureDoesNotMatch, ...
+    │   └── ServiceError                 InternalFailure, ServiceUnavailable, any other 5xx
+    ├── TransportError               network-level failure (.sent, .operation)
+    │   ├── ConnectError                 no connection: the request was never sent
+    │   ├── RequestTimeoutError          read/write timeout: ambiguous, may have been processed
+    │   └── ConnectionLostError          connection dropped/protocol error: ambiguous
+    ├── CredentialsError             no credentials found, or refreshing them failed
+    └── ProducerClosedError          the producer is closed
+
+``retryable`` on KinesisError and TransportError is a hint following the Kinesis
+documentation (throttling, 5xx, network errors: yes; validation, auth, missing stream: no).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "AccessDeniedError",
+    "AuthenticationError",
+    "ConnectError",
+    "ConnectionLostError",
+    "CredentialsError",
+    "ExpiredTokenError",
+    "KMSError",
+    "KinesisError",
+    "KinesisTrioError",
+    "LimitExceededError",
+    "ProducerClosedError",
+    "ProvisionedThroughputExceededError",
+    "RequestTimeoutError",
+    "ResourceInUseError",
+    "ResourceNotFoundError",
+    "ServiceError",
+    "TransportError",
+    "ValidationError",
+    "error_from_response",
+]
+
+_MAX_MESSAGE = 512
+
+
+class KinesisTrioError(Exception):
+    """Base class of every exception raised by kinesis_trio."""
+
+
+class KinesisError(KinesisTrioError):
+    """Kinesis (or AWS in front of it) answered a request with an error."""
+
+    retryable: bool = False
+
+    def __init__(
+        self,
+        code: str,
+        message: str = "",
+        *,
+        status_code: int = 0,
+        operation: str = "",
+        request_id: str | None = None,
+    ) -> None:
+        self.code = code
+        self.message = message
+        self.status_code = status_code
+        self.operation = operation
+        self.request_id = request_id
+        super().__init__(code, message)
+
+    def __str__(self) -> str:
+        head = f"{self.code}: {self.message}" if self.message else self.code
+        return f"{head} ({self.operation}, HTTP {self.status_code})"
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(code={self.code!r}, message={self.message!r}, "
+            f"status_code={self.status_code}, operation={self.operation!r}, "
+            f"request_id={self.request_id!r})"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild_kinesis_error,
+            (
+                type(self),
+                self.code,
+                self.message,
+                self.status_code,
+                self.operation,
+                self.request_id,
+            ),
+        )
+
+
+def _rebuild_kinesis_error(
+    cls: type[KinesisError],
+    code: str,
+    message: str,
+    status_code: int,
+    operation: str,
+    request_id: str | None,
+) -> KinesisError:
+    return cls(code, message, status_code=status_code, operation=operation, request_id=request_id)
+
+
+class ResourceNotFoundError(KinesisError):
+    """The stream (or shard, or consumer) does not exist."""
+
+
+class ResourceInUseError(KinesisError):
+    """The resource is not in a state that allows the operation (e.g. CREATING)."""
+
+
+class AccessDeniedError(KinesisError):
+    """IAM denied the operation."""
+
+
+class ValidationError(KinesisError):
+    """The request was malformed or violated a constraint; retrying will not help."""
+
+
+class LimitExceededError(KinesisError):
+    """An API rate or account limit was exceeded; retry with backoff."""
+
+    retryable = True
+
+
+class ProvisionedThroughputExceededError(KinesisError):
+    """A shard's write or read throughput was exceeded; retry with backoff."""
+
+    retryable = True
+
+
+class ExpiredTokenError(KinesisError):
+    """The session token expired; refresh the credentials and retry."""
+
+    retryable = True
+
+
+class KMSError(KinesisError):
+    """A KMS problem with the stream's encryption key (``KMS*`` codes)."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str = "",
+        *,
+        status_code: int = 0,
+        operation: str = "",
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(
+            code, message, status_code=status_code, operation=operation, request_id=request_id
+        )
+        # Only KMS throttling is worth retrying.
+        self.retryable = code == "KMSThrottlingException"
+
+
+class AuthenticationError(KinesisError):
+    """The request's signature or access key was rejected."""
+
+
+class ServiceError(KinesisError):
+    """Kinesis failed internally (InternalFailure, ServiceUnavailable, 5xx)."""
+
+    retryable = True
+
+
+class TransportError(KinesisTrioError):
+    """The HTTP exchange failed at the network level.
+
+    ``sent`` is False only when the request certainly never reached the server; when it is
+    True the server may have processed it (a retry could duplicate records).
+    """
+
+    retryable = True
+    sent: bool = True
+
+    def __init__(self, message: str, *, operation: str = "", sent: bool | None = None) -> None:
+        self.message = message
+        self.operation = operation
+        if sent is not None:
+            self.sent = sent
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        state = "request may have been received" if self.sent else "request not sent"
+        return f"{self.message} ({self.operation}, {state})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_transport_error, (type(self), self.message, self.operation, self.sent))
+
+
+def _rebuild_transport_error(
+    cls: type[TransportError], message: str, operation: str, sent: bool
+) -> TransportError:
+    return cls(message, operation=operation, sent=sent)
+
+
+class ConnectError(TransportError):
+    """No connection could be made (refused, DNS, connect or pool timeout): never sent."""
+
+    sent = False
+
+
+class RequestTimeoutError(TransportError):
+    """Timed out writing the request or waiting for the response: ambiguous."""
+
+
+class ConnectionLostError(TransportError):
+    """The connection broke or the server spoke bad HTTP mid-exchange: ambiguous."""
+
+
+class CredentialsError(KinesisTrioError):
+    """No AWS credentials could be found, or refreshing them failed."""
+
+
+class ProducerClosedError(KinesisTrioError):
+    """The producer has been closed; no more records are accepted."""
+
+
+_EXACT: dict[str, type[KinesisError]] = {}
+
+
+def _register(cls: type[KinesisError], *codes: str) -> None:
+    for code in codes:
+        _EXACT[code] = cls
+
+
+_register(ResourceNotFoundError, "ResourceNotFoundException", "ResourceNotFound")
+_register(ResourceInUseError, "ResourceInUseException")
+_register(AccessDeniedError, "AccessDeniedException", "AccessDenied", "NotAuthorized")
+_register(
+    ValidationError,
+    "ValidationException",
+    "ValidationError",
+    "InvalidArgumentException",
+    "SerializationException",
+    "InvalidParameterValue",
+    "InvalidParameterCombination",
+    "InvalidQueryParameter",
+    "MissingParameter",
+    "MalformedQueryString",
+    "InvalidAction",
+    "UnknownOperationException",
+)
+_register(
+    LimitExceededError,
+    "LimitExceededException",
+    "ThrottlingException",
+    "Throttling",
+    "RequestLimitExceeded",
+    "TooManyRequestsException",
+)
+_register(ProvisionedThroughputExceededError, "ProvisionedThroughputExceededException")
+_register(ExpiredTokenError, "ExpiredTokenException", "ExpiredToken")
+_register(
+    AuthenticationError,
+    "UnrecognizedClientException",
+    "IncompleteSignature",
+    "IncompleteSignatureException",
+    "MissingAuthenticationToken",
+    "MissingAuthenticationTokenException",
+    "InvalidSignatureException",
+    "SignatureDoesNotMatch",
+    "InvalidClientTokenId",
+    "RequestExpired",
+)
+_register(
+    ServiceError,
+    "InternalFailure",
+    "InternalFailureException",
+    "InternalServerError",
+    "InternalError",
+    "ServiceUnavailable",
+    "ServiceUnavailableException",
+)
+
+_BY_STATUS: dict[int, type[KinesisError]] = {413: ValidationError, 429: LimitExceededError}
+
+
+def _class_for(code: str, status: int) -> type[KinesisError]:
+    cls = _EXACT.get(code)
+    if cls is not None:
+        return cls
+    if code.startswith("KMS"):
+        return KMSError
+    if status >= 500:
+        return ServiceError
+    return _BY_STATUS.get(status, KinesisError)
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    value = headers.get(name)
+    if value is not None:
+        return value
+    lname = name.lower()
+    for key, val in headers.items():
+        if key.lower() == lname:
+            return val
+    return None
+
+
+def _clean_code(code: str) -> str:
+    # "ns.v1#Code", "Code:http://internal.amazon.com/coral/..." or plain "Code".
+    code = code.strip()
+    if ":" in code:
+        code = code.split(":", 1)[0]
+    if "#" in code:
+        code = code.rsplit("#", 1)[1]
+    return code.strip()
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    if len(text) > _MAX_MESSAGE:
+        text = text[: _MAX_MESSAGE - 3] + "..."
+    return text
+
+
+def error_from_response(
+    operation: str, status: int, body: bytes, headers: Mapping[str, str]
+) -> KinesisError:
+    """Build the right KinesisError subclass from an error response.
+
+    The code comes from the JSON ``__type`` (namespace before ``#`` stripped), else the
+    ``x-amzn-ErrorType`` header, else ``code``/``Code`` in the body, else the status code.
+    """
+    parsed: Any = None
+    if body:
+        try:
+            parsed = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            parsed = None
+    data: Mapping[str, Any] = parsed if isinstance(parsed, dict) else {}
+
+    raw_code: Any = data.get("__type") or _header(headers, "x-amzn-ErrorType")
+    if not raw_code:
+        raw_code = data.get("code") or data.get("Code")
+    code = _clean_code(raw_code) if isinstance(raw_code, str) else ""
+    if not code:
+        code = str(status)
+
+    raw_message: Any = data.get("message")
+    if raw_message is None:
+        raw_message = data.get("Message")
+    if raw_message is None and parsed is None and body:
+        # Not JSON (an HTML page from a proxy, say): keep a short, one-line excerpt.
+        raw_message = body[:_MAX_MESSAGE].decode("utf-8", "replace")
+    message = _one_line(str(raw_message)) if raw_message is not None else ""
+
+    request_id = _header(headers, "x-amzn-RequestId") or _header(headers, "x-amz-request-id")
+    return _class_for(code, status)(
+        code, message, status_code=status, operation=operation, request_id=request_id
+    )

@@ -1,0 +1,1091 @@
+"""The Producer: a task group of per-shard workers, collectors and senders.
+
+Pipeline, per stream::
+
+    put() ──► shard container (aggregate in formation, plain records)        [caller's task]
+               │ sealed when full / at its linger deadline / on flush
+               ▼
+          shard channel (bounded: ``shard_queue_size`` batches) ──► shard worker task
+               ▼
+          collector channel (bounded) ──► collector task: PutRecords batches (500 / 5 MiB)
+               ▼
+          sender tasks (at most ``max_connections`` in flight) ──► resolve Outcomes / retry
+
+``put`` does a hash, a lookup and an append when there is room: no task switch. It waits
+(backpressure) while ``max_outstanding_records`` / ``max_outstanding_bytes`` would be
+exceeded or while its shard's channel is full.
+"""
+
+from __future__ import annotations
+
+import base64
+import heapq
+import itertools
+import json
+import math
+import sys
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import sniffio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ._aggregation import AggregateBuilder
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+from ._client import KinesisClient
+from ._config import ProducerConfig
+from ._credentials import StaticCredentials
+from ._errors import KinesisError, KinesisTrioError, ProducerClosedError, TransportError
+from ._logging import get_logger
+from ._outcome import ABORTED, CLOSE_TIMEOUT, EXPIRED, Attempt, Outcome, Resolution
+from ._retry import Action, backoff_delay, classify_entry_error, classify_exception
+from ._shards import ShardMap, hash_key_for, parse_explicit_hash_key
+
+__all__ = ["Producer"]
+
+_log = get_logger("kinesis_trio.producer")
+
+_INF = math.inf
+_OPEN, _CLOSING, _CLOSED = 0, 1, 2
+_KEY_CACHE_MAX = 1 << 16
+#: Outer partition key of a multi-record aggregate (the explicit hash key routes it).
+_AGG_PARTITION_KEY = "a"
+#: ``put`` yields to the event loop once every this many calls, so a loop that only puts
+#: still lets responses in (a checkpoint per record would cost a task switch per record).
+_YIELD_EVERY = 1024
+
+
+class _KRecord:
+    """One Kinesis record in flight: a plain user record or a KPL aggregate."""
+
+    __slots__ = (
+        "aggregated",
+        "data",
+        "deadline",
+        "ehk",
+        "fragment",
+        "members",
+        "partition_key",
+        "shard",
+        "since",
+        "size",
+        "tries",
+    )
+
+    def __init__(
+        self,
+        members: list[Outcome],
+        data: bytes,
+        partition_key: str,
+        ehk: str | None,
+        size: int,
+        shard: _ShardState,
+        deadline: float,
+        aggregated: bool,
+    ) -> None:
+        self.members = members
+        self.data = data
+        self.partition_key = partition_key
+        self.ehk = ehk
+        self.size = size
+        self.shard = shard
+        self.deadline = deadline
+        self.aggregated = aggregated
+        self.fragment: str | None = None
+        self.since = members[0]._arrival
+        self.tries = 0
+
+
+class _ShardState:
+    """A shard's open containers, its channel and its worker's wake-up scope."""
+
+    __slots__ = (
+        "builder",
+        "end",
+        "members",
+        "open_deadline",
+        "plain",
+        "plain_bytes",
+        "queued",
+        "recv",
+        "retired",
+        "scope",
+        "send",
+        "shard_id",
+        "start",
+    )
+
+    def __init__(self, shard_id: str, start: int, end: int, queue_size: int) -> None:
+        self.shard_id = shard_id
+        self.start = start
+        self.end = end
+        self.builder = AggregateBuilder()
+        self.members: list[Outcome] = []
+        self.plain: list[_KRecord] = []
+        self.plain_bytes = 0
+        self.open_deadline = _INF
+        self.queued = 0
+        self.retired = False
+        self.scope: anyio.CancelScope | None = None
+        # The bound (queue_size) is enforced where records enter, in put: internal re-routes
+        # (retries after a reshard) must never block, so the channel object itself has room.
+        send, recv = anyio.create_memory_object_stream[list[_KRecord]](math.inf)
+        self.send: MemoryObjectSendStream[list[_KRecord]] = send
+        self.recv: MemoryObjectReceiveStream[list[_KRecord]] = recv
+
+
+class _StreamState:
+    """Per-stream state: the shard map, shard states, the collector and the retry queue."""
+
+    __slots__ = (
+        "coll_recv",
+        "coll_scope",
+        "coll_send",
+        "json_name",
+        "map",
+        "name",
+        "pending",
+        "refreshing",
+        "retry_heap",
+        "retry_scope",
+        "shards",
+    )
+
+    def __init__(self, name: str, shard_map: ShardMap) -> None:
+        self.name = name
+        self.json_name = json.dumps(name)
+        self.map = shard_map
+        self.shards: list[_ShardState] = []
+        send, recv = anyio.create_memory_object_stream[list[_KRecord]](16)
+        self.coll_send: MemoryObjectSendStream[list[_KRecord]] = send
+        self.coll_recv: MemoryObjectReceiveStream[list[_KRecord]] = recv
+        self.coll_scope: anyio.CancelScope | None = None
+        self.pending: list[_KRecord] = []
+        self.retry_heap: list[tuple[float, int, list[_KRecord]]] = []
+        self.retry_scope: anyio.CancelScope | None = None
+        self.refreshing = False
+
+
+class _StreamNotLoaded(anyio.WouldBlock):
+    """put_nowait to a stream whose shard map is not loaded yet (``put`` loads it)."""
+
+
+def _poke(scope: anyio.CancelScope | None, deadline: float) -> None:
+    """Move a waiting task's wake-up earlier (no task switch, no channel message)."""
+    if scope is not None and deadline < scope.deadline:
+        scope.deadline = deadline
+
+
+class Producer:
+    """A Kinesis producer with KPL aggregation, per-shard batching, backpressure and outcomes.
+
+    Use it as an async context manager, under Trio or asyncio::
+
+        async with Producer("orders", region_name="us-east-1") as producer:
+            outcome = await producer.put(b"payload", partition_key="user-1")
+            result = await outcome.wait()
+
+    ``stream_name`` is the default stream (optional). ``region_name``, ``endpoint_url`` and
+    ``credentials`` default as the AWS SDKs do (``AWS_REGION``, ``AWS_ENDPOINT_URL_KINESIS``,
+    the botocore credential chain). ``transport`` is an httpx transport for tests (for
+    instance ``kinesis_trio.testing``'s fake Kinesis).
+    """
+
+    def __init__(
+        self,
+        stream_name: str | None = None,
+        *,
+        region_name: str | None = None,
+        endpoint_url: str | None = None,
+        credentials: StaticCredentials | None = None,
+        config: ProducerConfig | None = None,
+        profile_name: str | None = None,
+        transport: Any = None,
+    ) -> None:
+        if config is None:
+            config = ProducerConfig()
+        if not isinstance(config, ProducerConfig):
+            raise TypeError(f"config must be a ProducerConfig, got {type(config).__name__}")
+        if stream_name is not None and (not isinstance(stream_name, str) or not stream_name):
+            raise ValueError(f"stream_name must be a non-empty str, got {stream_name!r}")
+        self._default_stream = stream_name
+        self._config = config
+        self._client_args: dict[str, Any] = {
+            "region_name": region_name,
+            "endpoint_url": endpoint_url,
+            "credentials": credentials,
+            "profile_name": profile_name,
+            "max_connections": config.max_connections,
+            "request_timeout": config.request_timeout,
+            "connect_timeout": config.connect_timeout,
+            "verify": config.verify,
+            "transport": transport,
+        }
+        self._client: KinesisClient | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._state = _CLOSED
+        self._entered = False
+        self._streams: dict[str, _StreamState] = {}
+        self._stream_locks: dict[str, anyio.Lock] = {}
+        self._now: Callable[[], float] = anyio.current_time
+        self._conn_sem: anyio.Semaphore | None = None
+        # per-record bookkeeping
+        self._key_cache: dict[str, tuple[bytes, int]] = {}
+        self._outstanding_records = 0
+        self._outstanding_bytes = 0
+        self._unresolved: set[Outcome] = set()
+        self._epoch = 0
+        self._epoch_pending: dict[int, int] = {}
+        self._progress: anyio.Event | None = None
+        self._flushing = 0
+        self._put_calls = 0
+        self._seq = itertools.count()
+        # derived settings
+        self._linger = config.record_max_buffered_time
+        self._agg = config.aggregation_enabled
+        self._agg_max_size = min(config.aggregation_max_size, config.max_record_size)
+        self._agg_max_count = config.aggregation_max_count
+        self._coll_max_count = config.collection_max_count
+        self._coll_max_size = config.collection_max_size
+        self._queue_size = config.shard_queue_size
+        self._max_records = config.max_outstanding_records
+        self._max_bytes = config.max_outstanding_bytes
+        self._max_record_size = config.max_record_size
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def config(self) -> ProducerConfig:
+        """The producer's settings."""
+        return self._config
+
+    @property
+    def outstanding_records(self) -> int:
+        """Accepted records whose outcome is not resolved yet."""
+        return self._outstanding_records
+
+    @property
+    def outstanding_bytes(self) -> int:
+        """Bytes (data + partition key) of the outstanding records."""
+        return self._outstanding_bytes
+
+    @property
+    def client(self) -> KinesisClient:
+        """The underlying signed Kinesis client (open while the producer is)."""
+        if self._client is None:
+            raise ProducerClosedError("the producer is not open")
+        return self._client
+
+    async def __aenter__(self) -> Producer:
+        if self._entered:
+            raise RuntimeError("a Producer can be entered only once")
+        self._entered = True
+        if sniffio.current_async_library() == "trio":
+            import trio
+
+            self._now = trio.current_time
+        else:
+            import asyncio
+
+            self._now = asyncio.get_running_loop().time
+        self._conn_sem = anyio.Semaphore(self._config.max_connections)
+        client = KinesisClient(**self._client_args)
+        await client.__aenter__()
+        self._client = client
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        self._state = _OPEN
+        try:
+            if self._default_stream is not None:
+                await self._load_stream(self._default_stream)
+        except BaseException as exc:
+            self._state = _CLOSED
+            tg.cancel_scope.cancel()
+            try:
+                await tg.__aexit__(None, None, None)
+            finally:
+                await self._close_client()
+            raise exc from None
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        tg = self._tg
+        assert tg is not None
+        self._state = _CLOSING
+        self._notify_progress()
+        reason: tuple[str, str] | None = None
+        try:
+            if exc_type is None:
+                with anyio.move_on_after(self._config.close_timeout):
+                    await self._flush_all()
+                if self._unresolved:
+                    reason = (
+                        CLOSE_TIMEOUT,
+                        f"not confirmed within close_timeout ({self._config.close_timeout} s)",
+                    )
+            else:
+                what = (
+                    "cancelled"
+                    if isinstance(exc, anyio.get_cancelled_exc_class())
+                    else f"{exc_type.__name__}: {exc}"[:200]
+                )
+                reason = (
+                    ABORTED,
+                    f"producer scope exited ({what}) before the record was confirmed; "
+                    "a request in flight may still have written it",
+                )
+        except BaseException as inner:
+            reason = (ABORTED, f"producer closing was interrupted ({type(inner).__name__})")
+            raise
+        finally:
+            tg.cancel_scope.cancel()
+            try:
+                # The body's own exception (if any) propagates by itself: we return None.
+                await tg.__aexit__(None, None, None)
+            except BaseExceptionGroup as group:
+                self._fail_unresolved(reason or (ABORTED, "producer task failed"))
+                await self._close_client()
+                self._state = _CLOSED
+                if len(group.exceptions) == 1:
+                    raise group.exceptions[0] from group
+                raise
+            except BaseException:
+                self._fail_unresolved(reason or (ABORTED, "producer closing was interrupted"))
+                await self._close_client()
+                self._state = _CLOSED
+                raise
+            self._fail_unresolved(reason or (ABORTED, "producer closed"))
+            await self._close_client()
+            self._state = _CLOSED
+        return None
+
+    async def _close_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await client.aclose()
+
+    def _fail_unresolved(self, reason: tuple[str, str]) -> None:
+        if not self._unresolved:
+            return
+        res = Resolution(False, None, None, None, False, self._now(), reason[0], reason[1])
+        pending, self._unresolved = self._unresolved, set()
+        for outcome in pending:
+            outcome._resolve(res)
+        self._outstanding_records = 0
+        self._outstanding_bytes = 0
+        self._epoch_pending.clear()
+        _log.warning("records_failed_on_close", records=len(pending), error_code=reason[0])
+        self._notify_progress()
+
+    # -- put ------------------------------------------------------------------------------
+
+    async def put(
+        self,
+        data: bytes | bytearray | memoryview,
+        partition_key: str,
+        explicit_hash_key: str | None = None,
+        *,
+        stream_name: str | None = None,
+    ) -> Outcome:
+        """Accept a record and return its :class:`Outcome`.
+
+        Waits while the producer is at its backpressure limits; cancelling it while it waits
+        means the record was not accepted. Bad input raises ``TypeError``/``ValueError`` at
+        once. The first put to a stream other than the default loads that stream's shard
+        map and raises the AWS error if the stream cannot be used.
+        """
+        self._put_calls += 1
+        if self._put_calls % _YIELD_EVERY == 0:
+            await anyio.lowlevel.checkpoint()
+        while True:
+            try:
+                return self.put_nowait(
+                    data, partition_key, explicit_hash_key, stream_name=stream_name
+                )
+            except _StreamNotLoaded:
+                await self._load_stream(stream_name or self._require_default())
+            except anyio.WouldBlock:
+                await self._wait_progress()
+
+    def put_nowait(
+        self,
+        data: bytes | bytearray | memoryview,
+        partition_key: str,
+        explicit_hash_key: str | None = None,
+        *,
+        stream_name: str | None = None,
+    ) -> Outcome:
+        """Accept a record without waiting; raises ``anyio.WouldBlock`` when full.
+
+        Also raises ``anyio.WouldBlock`` when ``stream_name`` is a stream whose shard map is
+        not loaded yet (``await put()`` loads it).
+        """
+        if self._state != _OPEN:
+            raise ProducerClosedError(
+                "the producer is closed"
+                if self._entered
+                else "the producer is not open: use `async with Producer(...)`"
+            )
+        name = stream_name or self._default_stream
+        stream = self._streams.get(name) if name is not None else None
+        if stream is None:
+            if name is None:
+                self._require_default()
+            if stream_name is not None and not isinstance(stream_name, str):
+                raise TypeError(f"stream_name must be a str, got {type(stream_name).__name__}")
+            raise _StreamNotLoaded(name)
+        if type(data) is not bytes:
+            data = _coerce_data(data)
+        try:
+            key = self._key_cache.get(partition_key)
+        except TypeError:  # unhashable: _key_info names the problem
+            key = None
+        if key is None:
+            key = self._key_info(partition_key)
+        pk_bytes, hash_key = key
+        size = len(data) + len(pk_bytes)
+        if size > self._max_record_size:
+            raise ValueError(
+                f"record too large: data ({len(data)} bytes) plus partition key "
+                f"({len(pk_bytes)} bytes) is {size} bytes, over max_record_size "
+                f"({self._max_record_size})"
+            )
+        if explicit_hash_key is not None:
+            hash_key = parse_explicit_hash_key(explicit_hash_key)
+        if (
+            self._outstanding_records >= self._max_records
+            or self._outstanding_bytes + size > self._max_bytes
+        ):
+            raise anyio.WouldBlock
+        now = self._now()
+        outcome = Outcome(
+            data, partition_key, explicit_hash_key, hash_key, size, now, stream.name, self._epoch
+        )
+        self._place(stream, outcome, len(pk_bytes), now, check_room=True)
+        self._outstanding_records += 1
+        self._outstanding_bytes += size
+        self._unresolved.add(outcome)
+        epoch_pending = self._epoch_pending
+        epoch_pending[self._epoch] = epoch_pending.get(self._epoch, 0) + 1
+        return outcome
+
+    def _require_default(self) -> str:
+        if self._default_stream is None:
+            raise ValueError("no stream_name given and the producer has no default stream")
+        return self._default_stream
+
+    def _key_info(self, partition_key: str) -> tuple[bytes, int]:
+        if not isinstance(partition_key, str):
+            raise TypeError(f"partition_key must be a str, got {type(partition_key).__name__}")
+        if not 1 <= len(partition_key) <= 256:
+            raise ValueError(f"partition_key must be 1 to 256 characters, got {len(partition_key)}")
+        try:
+            pk_bytes = partition_key.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"partition_key is not valid Unicode text: {exc}") from None
+        info = (pk_bytes, hash_key_for(partition_key))
+        cache = self._key_cache
+        if len(cache) >= _KEY_CACHE_MAX:
+            cache.clear()
+        cache[partition_key] = info
+        return info
+
+    def _place(
+        self, stream: _StreamState, outcome: Outcome, pk_len: int, now: float, check_room: bool
+    ) -> None:
+        """Route an accepted (or re-routed) record into its shard's open containers.
+
+        With ``check_room`` it raises ``anyio.WouldBlock`` *before changing anything* when a
+        seal would be needed and the shard's channel is full.
+        """
+        shard_map = stream.map
+        index = shard_map.index_for(outcome._hash_key)
+        if index < 0:  # a gap in a stale map: send it alone, Kinesis routes it anyway
+            index = 0
+            can_aggregate = False
+        else:
+            can_aggregate = self._agg
+        shard = stream.shards[index]
+        data = outcome._data
+        assert data is not None
+        if can_aggregate:
+            pk = outcome._partition_key
+            ehk = outcome._explicit_hash_key
+            members = shard.members
+            max_size = self._agg_max_size
+            if len(members) < self._agg_max_count and shard.builder.add(data, pk, ehk, max_size):
+                if shard.open_deadline == _INF:
+                    self._open(shard, now)
+                members.append(outcome)
+                return
+            if members:  # the aggregate is full: seal it, start the next one
+                if check_room and shard.queued >= self._queue_size:
+                    raise anyio.WouldBlock  # nothing changed: add() refused the record
+                self._seal_into_channel(shard)
+                if shard.builder.add(data, pk, ehk, max_size):
+                    if shard.open_deadline == _INF:
+                        self._open(shard, now)
+                    shard.members.append(outcome)
+                    return
+            # too large to aggregate: it goes alone
+        # a plain Kinesis record
+        size = outcome._size
+        if shard.plain and (
+            len(shard.plain) >= self._coll_max_count
+            or shard.plain_bytes + size > self._coll_max_size
+        ):
+            if check_room and shard.queued >= self._queue_size:
+                raise anyio.WouldBlock
+            self._seal_into_channel(shard)
+        if shard.open_deadline == _INF:
+            self._open(shard, now)
+        shard.plain.append(
+            _KRecord(
+                [outcome],
+                data,
+                outcome._partition_key,
+                outcome._explicit_hash_key,
+                size,
+                shard,
+                now + self._linger,
+                False,
+            )
+        )
+        shard.plain_bytes += size
+
+    def _open(self, shard: _ShardState, now: float) -> None:
+        deadline = now + self._linger
+        shard.open_deadline = deadline
+        _poke(shard.scope, deadline)
+
+    def _seal(self, shard: _ShardState) -> list[_KRecord]:
+        """Close the shard's open containers into a batch of Kinesis records."""
+        batch = shard.plain
+        members = shard.members
+        if members:
+            deadline = shard.open_deadline
+            if len(members) == 1:
+                only = members[0]
+                data = only._data
+                assert data is not None
+                batch.append(
+                    _KRecord(
+                        members,
+                        data,
+                        only._partition_key,
+                        only._explicit_hash_key,
+                        only._size,
+                        shard,
+                        deadline,
+                        False,
+                    )
+                )
+            else:
+                blob = shard.builder.encode()
+                batch.append(
+                    _KRecord(
+                        members,
+                        blob,
+                        _AGG_PARTITION_KEY,
+                        str(members[0]._hash_key),
+                        len(blob) + len(_AGG_PARTITION_KEY),
+                        shard,
+                        deadline,
+                        True,
+                    )
+                )
+            shard.builder = AggregateBuilder()
+            shard.members = []
+        shard.plain = []
+        shard.plain_bytes = 0
+        shard.open_deadline = _INF
+        return batch
+
+    def _seal_into_channel(self, shard: _ShardState) -> None:
+        batch = self._seal(shard)
+        shard.send.send_nowait(batch)  # room was checked (or the caller is internal)
+        shard.queued += 1
+
+    # -- flush ----------------------------------------------------------------------------
+
+    async def flush(self) -> None:
+        """Send everything buffered now; return when every outcome created before is resolved."""
+        if self._state == _CLOSED:
+            return
+        await self._flush_all()
+
+    async def _flush_all(self) -> None:
+        target = self._epoch
+        self._epoch += 1
+        self._flushing += 1
+        try:
+            self._poke_all()
+            while any(epoch <= target for epoch in self._epoch_pending):
+                await self._wait_progress()
+        finally:
+            self._flushing -= 1
+
+    def _poke_all(self) -> None:
+        for stream in self._streams.values():
+            for shard in stream.shards:
+                _poke(shard.scope, -_INF)
+            _poke(stream.coll_scope, -_INF)
+
+    # -- progress notification -------------------------------------------------------------
+
+    async def _wait_progress(self) -> None:
+        if self._state == _CLOSED:
+            raise ProducerClosedError("the producer is closed")
+        event = self._progress
+        if event is None:
+            event = self._progress = anyio.Event()
+        await event.wait()
+        if self._state != _OPEN and self._state != _CLOSING:
+            raise ProducerClosedError("the producer is closed")
+
+    def _notify_progress(self) -> None:
+        event = self._progress
+        if event is not None:
+            self._progress = None
+            event.set()
+
+    # -- streams --------------------------------------------------------------------------
+
+    async def _load_stream(self, name: str) -> _StreamState:
+        stream = self._streams.get(name)
+        if stream is not None:
+            return stream
+        lock = self._stream_locks.setdefault(name, anyio.Lock())
+        async with lock:
+            stream = self._streams.get(name)
+            if stream is not None:
+                return stream
+            if self._state != _OPEN:
+                raise ProducerClosedError("the producer is closed")
+            shards = await self.client.list_shards(name)
+            shard_map = ShardMap.from_api(shards)
+            stream = _StreamState(name, shard_map)
+            tg = self._tg
+            assert tg is not None
+            for shard in shard_map.shards:
+                state = _ShardState(shard.shard_id, shard.start, shard.end, self._queue_size)
+                stream.shards.append(state)
+                tg.start_soon(self._shard_worker, stream, state)
+            tg.start_soon(self._collector, stream)
+            tg.start_soon(self._retrier, stream)
+            self._streams[name] = stream
+            _log.debug("stream_loaded", stream=name, shards=len(shard_map))
+            return stream
+
+    async def _refresh_map(self, stream: _StreamState) -> None:
+        """Reload a stream's shard map and re-route what was buffered for closed shards."""
+        if stream.refreshing:
+            return
+        stream.refreshing = True
+        try:
+            try:
+                shards = await self.client.list_shards(stream.name)
+                new_map = ShardMap.from_api(shards)
+            except (KinesisTrioError, ValueError) as exc:
+                _log.warning("shard_map_refresh_failed", stream=stream.name, error=str(exc))
+                return
+            old = {s.shard_id: s for s in stream.shards}
+            tg = self._tg
+            assert tg is not None
+            states: list[_ShardState] = []
+            for shard in new_map.shards:
+                state = old.pop(shard.shard_id, None)
+                if state is None or (state.start, state.end) != (shard.start, shard.end):
+                    state = _ShardState(shard.shard_id, shard.start, shard.end, self._queue_size)
+                    tg.start_soon(self._shard_worker, stream, state)
+                states.append(state)
+            stream.map = new_map
+            stream.shards = states
+            now = self._now()
+            for gone in old.values():
+                gone.retired = True
+                batch = self._seal(gone)
+                self._reroute(stream, batch, now)
+                _poke(gone.scope, -_INF)  # its worker re-routes what is queued, then exits
+            _log.info("shard_map_refreshed", stream=stream.name, shards=len(new_map))
+        finally:
+            stream.refreshing = False
+
+    def _reroute(self, stream: _StreamState, batch: list[_KRecord], now: float) -> None:
+        for krec in batch:
+            for outcome in krec.members:
+                if outcome._resolution is None:
+                    self._place(stream, outcome, len(outcome._partition_key.encode()), now, False)
+
+    # -- tasks ----------------------------------------------------------------------------
+
+    async def _shard_worker(self, stream: _StreamState, shard: _ShardState) -> None:
+        recv = shard.recv
+        while True:
+            batch: list[_KRecord] | None = None
+            if shard.retired:
+                deadline = -_INF
+            elif shard.members or shard.plain:
+                deadline = -_INF if self._flushing else shard.open_deadline
+            else:
+                deadline = _INF
+            with anyio.CancelScope(deadline=deadline) as scope:
+                shard.scope = scope
+                batch = await recv.receive()
+            shard.scope = None
+            if batch is not None:
+                shard.queued -= 1
+                self._notify_progress()
+                await self._forward(stream, shard, batch)
+                continue
+            # A deadline passed (or a flush/retirement): drain the channel in order, then seal.
+            while True:
+                try:
+                    batch = recv.receive_nowait()
+                except anyio.WouldBlock:
+                    break
+                shard.queued -= 1
+                self._notify_progress()
+                await self._forward(stream, shard, batch)
+            if shard.retired:
+                return
+            if (shard.members or shard.plain) and (
+                self._flushing or self._now() >= shard.open_deadline
+            ):
+                await self._forward(stream, shard, self._seal(shard))
+
+    async def _forward(
+        self, stream: _StreamState, shard: _ShardState, batch: list[_KRecord]
+    ) -> None:
+        if shard.retired:
+            self._reroute(stream, batch, self._now())
+            return
+        if self._flushing:
+            for krec in batch:
+                krec.deadline = -_INF
+        await stream.coll_send.send(batch)
+
+    async def _collector(self, stream: _StreamState) -> None:
+        recv = stream.coll_recv
+        max_count = self._coll_max_count
+        max_size = self._coll_max_size
+        pending_bytes = 0
+        pending_deadline = _INF
+        while True:
+            batches: list[list[_KRecord]] = []
+            # nothing pending: wait for data; pending: until its deadline (now, if flushing)
+            deadline = (-_INF if self._flushing else pending_deadline) if stream.pending else _INF
+            if deadline > self._now():
+                with anyio.CancelScope(deadline=deadline) as scope:
+                    stream.coll_scope = scope
+                    batches.append(await recv.receive())
+                stream.coll_scope = None
+            while True:
+                try:
+                    batches.append(recv.receive_nowait())
+                except anyio.WouldBlock:
+                    break
+            for batch in batches:
+                for krec in batch:
+                    if stream.pending and (
+                        len(stream.pending) >= max_count or pending_bytes + krec.size > max_size
+                    ):
+                        await self._dispatch(stream)
+                        pending_bytes = 0
+                        pending_deadline = _INF
+                    stream.pending.append(krec)
+                    pending_bytes += krec.size
+                    if krec.deadline < pending_deadline:
+                        pending_deadline = krec.deadline
+            if stream.pending and (self._flushing or self._now() >= pending_deadline):
+                await self._dispatch(stream)
+                pending_bytes = 0
+                pending_deadline = _INF
+
+    async def _dispatch(self, stream: _StreamState) -> None:
+        sem = self._conn_sem
+        tg = self._tg
+        assert sem is not None and tg is not None
+        await sem.acquire()
+        krecs, stream.pending = stream.pending, []
+        tg.start_soon(self._send, stream, krecs)
+
+    async def _retrier(self, stream: _StreamState) -> None:
+        heap = stream.retry_heap
+        while True:
+            deadline = heap[0][0] if heap else _INF
+            if deadline > self._now():
+                with anyio.CancelScope(deadline=deadline) as scope:
+                    stream.retry_scope = scope
+                    await anyio.sleep_forever()
+                stream.retry_scope = None
+            now = self._now()
+            due: list[_KRecord] = []
+            while heap and heap[0][0] <= now:
+                due.extend(heapq.heappop(heap)[2])
+            if due:
+                live = [k for k in due if any(o._resolution is None for o in k.members)]
+                if live:
+                    await stream.coll_send.send(live)
+
+    # -- sending --------------------------------------------------------------------------
+
+    def _body(self, stream: _StreamState, krecs: list[_KRecord]) -> bytes:
+        parts = []
+        for krec in krecs:
+            fragment = krec.fragment
+            if fragment is None:
+                data64 = base64.b64encode(krec.data).decode("ascii")
+                if krec.ehk is None:
+                    fragment = (
+                        f'{{"Data":"{data64}","PartitionKey":{json.dumps(krec.partition_key)}}}'
+                    )
+                else:
+                    fragment = (
+                        f'{{"Data":"{data64}","PartitionKey":{json.dumps(krec.partition_key)},'
+                        f'"ExplicitHashKey":"{krec.ehk}"}}'
+                    )
+                krec.fragment = fragment
+            parts.append(fragment)
+        return f'{{"StreamName":{stream.json_name},"Records":[{",".join(parts)}]}}'.encode()
+
+    async def _send(self, stream: _StreamState, krecs: list[_KRecord]) -> None:
+        sem = self._conn_sem
+        assert sem is not None
+        try:
+            body = self._body(stream, krecs)
+            client = self.client
+            start = self._now()
+            limit = self._config.request_timeout + self._config.connect_timeout
+            response: dict[str, Any] | None = None
+            error: BaseException | None = None
+            with anyio.move_on_after(limit):
+                try:
+                    response = await client.call_raw("PutRecords", body)
+                except (KinesisTrioError, ValueError) as exc:
+                    error = exc
+            end = self._now()
+            if response is None and error is None:
+                error = TransportError(
+                    f"PutRecords did not complete within {limit} s", operation="PutRecords"
+                )
+            if error is not None:
+                self._on_request_error(stream, krecs, error, start, end)
+            else:
+                assert response is not None
+                self._on_response(stream, krecs, response, start, end)
+        finally:
+            sem.release()
+
+    def _on_response(
+        self,
+        stream: _StreamState,
+        krecs: list[_KRecord],
+        response: dict[str, Any],
+        start: float,
+        end: float,
+    ) -> None:
+        entries = response.get("Records")
+        if not isinstance(entries, list) or len(entries) != len(krecs):
+            self._on_request_error(
+                stream,
+                krecs,
+                TransportError(
+                    "PutRecords answered with a malformed result", operation="PutRecords"
+                ),
+                start,
+                end,
+            )
+            return
+        duration = end - start
+        retry: list[tuple[_KRecord, Attempt]] = []
+        resolved_records = 0
+        resolved_bytes = 0
+        epoch_pending = self._epoch_pending
+        unresolved = self._unresolved
+        stale = False
+        for krec, entry in zip(krecs, entries, strict=True):
+            sequence_number = entry.get("SequenceNumber")
+            if sequence_number is not None:
+                shard_id = entry.get("ShardId")
+                attempt = Attempt(start, start - krec.since, duration, True)
+                res = Resolution(True, shard_id, sequence_number, attempt, krec.aggregated, end)
+                if shard_id != krec.shard.shard_id:
+                    stale = True
+                for sub, outcome in enumerate(krec.members):
+                    if outcome._resolve(res, sub):
+                        resolved_records += 1
+                        resolved_bytes += outcome._size
+                        unresolved.discard(outcome)
+                        epoch = outcome._epoch
+                        left = epoch_pending[epoch] - 1
+                        if left:
+                            epoch_pending[epoch] = left
+                        else:
+                            del epoch_pending[epoch]
+                continue
+            code = str(entry.get("ErrorCode") or "UnknownError")
+            message = str(entry.get("ErrorMessage") or "")
+            attempt = Attempt(start, start - krec.since, duration, False, code, message)
+            if classify_entry_error(code) is Action.FAIL:
+                r, b = self._fail_krec(
+                    krec,
+                    Resolution(False, None, None, attempt, krec.aggregated, end, code, message),
+                )
+                resolved_records += r
+                resolved_bytes += b
+            else:
+                retry.append((krec, attempt))
+        self._resolved(resolved_records, resolved_bytes)
+        if retry:
+            self._schedule_retries(stream, retry, end)
+        if stale and not stream.refreshing and self._tg is not None:
+            self._tg.start_soon(self._refresh_map, stream)
+
+    def _on_request_error(
+        self,
+        stream: _StreamState,
+        krecs: list[_KRecord],
+        error: BaseException,
+        start: float,
+        end: float,
+    ) -> None:
+        code = error.code if isinstance(error, KinesisError) else type(error).__name__
+        message = str(error)[:500]
+        ambiguous = isinstance(error, TransportError) and error.sent
+        attempt = Attempt(start, 0.0, end - start, False, code, message, ambiguous)
+        action = classify_exception(error)
+        _log.debug(
+            "put_records_failed",
+            stream=stream.name,
+            error_code=code,
+            records=len(krecs),
+            action=action.value,
+        )
+        if action is Action.FAIL:
+            total_r = total_b = 0
+            for krec in krecs:
+                r, b = self._fail_krec(
+                    krec,
+                    Resolution(False, None, None, attempt, krec.aggregated, end, code, message),
+                )
+                total_r += r
+                total_b += b
+            self._resolved(total_r, total_b)
+            return
+        if action is Action.REFRESH_CREDENTIALS and self._tg is not None:
+            self._tg.start_soon(self._refresh_credentials)
+        self._schedule_retries(stream, [(k, attempt) for k in krecs], end)
+
+    async def _refresh_credentials(self) -> None:
+        client = self._client
+        if client is not None:
+            try:
+                await client.credentials.force_refresh()
+            except KinesisTrioError as exc:
+                _log.warning("credentials_refresh_failed", error=str(exc))
+
+    def _fail_krec(self, krec: _KRecord, res: Resolution) -> tuple[int, int]:
+        return self._fail_outcomes(krec.members, res, krec.shard.shard_id)
+
+    def _fail_outcomes(
+        self, members: list[Outcome], res: Resolution, shard_id: str
+    ) -> tuple[int, int]:
+        records = size = 0
+        epoch_pending = self._epoch_pending
+        for sub, outcome in enumerate(members):
+            if outcome._resolve(res, sub):
+                records += 1
+                size += outcome._size
+                self._unresolved.discard(outcome)
+                epoch = outcome._epoch
+                left = epoch_pending[epoch] - 1
+                if left:
+                    epoch_pending[epoch] = left
+                else:
+                    del epoch_pending[epoch]
+        if records:
+            _log.info(
+                "records_failed",
+                stream=members[0]._stream,
+                shard_id=shard_id,
+                error_code=res.error_code,
+                records=records,
+            )
+        return records, size
+
+    def _resolved(self, records: int, size: int) -> None:
+        if records:
+            self._outstanding_records -= records
+            self._outstanding_bytes -= size
+            self._notify_progress()
+
+    def _schedule_retries(
+        self, stream: _StreamState, failed: list[tuple[_KRecord, Attempt]], now: float
+    ) -> None:
+        ttl = self._config.record_ttl
+        total_r = total_b = 0
+        ready: list[_KRecord] = []
+        due_at = now
+        for krec, attempt in failed:
+            krec.tries += 1
+            delay = backoff_delay(krec.tries)
+            due_at = max(due_at, now + delay)
+            krec.since = now
+            keep: list[Outcome] = []
+            for outcome in krec.members:
+                if outcome._resolution is not None:
+                    continue
+                outcome._attempts = (*outcome._attempts, attempt)
+                if outcome._arrival + ttl <= now + delay:
+                    res = Resolution(
+                        False,
+                        None,
+                        None,
+                        None,
+                        False,
+                        now,
+                        EXPIRED,
+                        f"not written within record_ttl ({ttl} s) after "
+                        f"{len(outcome._attempts)} attempts; last error: "
+                        f"{attempt.error_code}: {attempt.error_message}",
+                    )
+                    r, b = self._fail_outcomes([outcome], res, krec.shard.shard_id)
+                    total_r += r
+                    total_b += b
+                else:
+                    keep.append(outcome)
+            if not keep:
+                continue
+            current = stream.map.get(krec.shard.shard_id)
+            if len(keep) == len(krec.members) and current is not None and not krec.shard.retired:
+                krec.deadline = -_INF
+                ready.append(krec)
+            else:  # partly expired or the shard is gone: rebuild from the survivors
+                for outcome in keep:
+                    self._place(stream, outcome, len(outcome._partition_key.encode()), now, False)
+        self._resolved(total_r, total_b)
+        if ready:
+            heapq.heappush(stream.retry_heap, (due_at, next(self._seq), ready))
+            _poke(stream.retry_scope, due_at)
+
+
+def _coerce_data(data: object) -> bytes:
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    raise TypeError(
+        f"data must be bytes (or bytearray/memoryview), got {type(data).__name__}"
+        + ("; encode text first, e.g. data.encode()" if isinstance(data, str) else "")
+    )

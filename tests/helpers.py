@@ -1,0 +1,80 @@
+"""Shared helpers for tests: a Producer pointed at the in-memory fake, and read-back checks."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import httpx
+
+from kinesis_trio import Outcome, Producer, ProducerConfig, StaticCredentials, deaggregate
+from kinesis_trio._aggregation import partition_hash_key
+from kinesis_trio.testing import FakeKinesis
+
+CREDS = StaticCredentials("AKIDTEST", "secret-test-key")
+
+
+def fake_producer(fake: FakeKinesis, stream: str | None = "s", **config: Any) -> Producer:
+    return Producer(
+        stream,
+        region_name="us-east-1",
+        endpoint_url="http://fake.local",
+        credentials=CREDS,
+        config=ProducerConfig(**config),
+        transport=fake.transport(),
+    )
+
+
+def throttle_response(
+    body: dict[str, Any], code: str = "ProvisionedThroughputExceededException"
+) -> httpx.Response:
+    """A 200 PutRecords answer failing every entry with ``code``."""
+    n = len(body["Records"])
+    return httpx.Response(
+        200,
+        json={
+            "FailedRecordCount": n,
+            "Records": [{"ErrorCode": code, "ErrorMessage": f"{code} (injected)"}] * n,
+        },
+    )
+
+
+def error_response(status: int, code: str) -> httpx.Response:
+    return httpx.Response(status, json={"__type": code, "message": f"{code} (injected)"})
+
+
+def check_landed(
+    stored: Iterable[tuple[str, int, int, bytes, str, str | None, str]],
+    sent: Sequence[tuple[bytes, str, str | None, Outcome]],
+) -> None:
+    """Every sent record is stored exactly once, where its outcome says, inside its shard.
+
+    ``stored`` yields (shard_id, shard_start, shard_end, data, partition_key,
+    explicit_hash_key, sequence_number) for each Kinesis record read back. GetRecords does
+    not return a plain record's ExplicitHashKey, so its range is checked with the one sent.
+    """
+    expected: dict[tuple[str, str, int | None], tuple[bytes, str, str | None]] = {}
+    for data, pk, ehk, outcome in sent:
+        result = outcome.result()
+        assert result.ok, result
+        assert result.shard_id is not None and result.sequence_number is not None
+        where = (result.shard_id, result.sequence_number, result.sub_sequence_number)
+        assert where not in expected, f"two outcomes name the same place {where}"
+        expected[where] = (data, pk, ehk)
+    landed: Counter[tuple[str, str, int | None]] = Counter()
+    for shard_id, start, end, data, pk, ehk, seq in stored:
+        for user in deaggregate(data, pk, explicit_hash_key=ehk, sequence_number=seq):
+            where = (shard_id, seq, user.sub_sequence_number if user.aggregated else None)
+            landed[where] += 1
+            assert where in expected, f"a record no outcome names landed at {where}"
+            sent_data, sent_pk, sent_ehk = expected[where]
+            assert (user.data, user.partition_key) == (sent_data, sent_pk), where
+            if user.aggregated:
+                assert user.explicit_hash_key == sent_ehk, where
+            hk = partition_hash_key(sent_pk, sent_ehk)
+            assert start <= hk <= end, f"record at {where} lies outside its shard's range"
+    duplicates = {w: n for w, n in landed.items() if n > 1}
+    assert not duplicates, f"duplicated: {list(duplicates)[:5]}"
+    missing = set(expected) - set(landed)
+    assert not missing, f"{len(missing)} confirmed records not in the stream: {list(missing)[:5]}"

@@ -1,0 +1,147 @@
+"""Time-dependent behaviour: linger, TTL, close timeout, request timeouts.
+
+On trio these run under ``MockClock(autojump_threshold=0)`` with the KPL's real defaults (a
+30 s TTL takes milliseconds); on asyncio the same scenarios run on a scaled-down real clock.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from trio.testing import MockClock
+
+from kinesis_trio import Outcome
+from kinesis_trio.testing import FakeKinesis
+
+from .helpers import fake_producer, throttle_response
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(("trio", {"clock": MockClock(autojump_threshold=0)}), id="trio-mockclock"),
+        pytest.param("asyncio", id="asyncio"),
+    ]
+)
+def anyio_backend(request: pytest.FixtureRequest) -> Any:
+    return request.param
+
+
+@pytest.fixture
+def scale(anyio_backend: Any) -> float:
+    """1.0 on trio's virtual clock; a small factor on asyncio's real one."""
+    return 1.0 if isinstance(anyio_backend, tuple) else 0.02
+
+
+async def test_linger_sends_a_lone_record_at_its_deadline(scale: float) -> None:
+    linger = 0.1 if scale == 1.0 else 0.05
+    fake = FakeKinesis()
+    fake.create_stream("s", 2)
+    async with fake_producer(fake, record_max_buffered_time=linger) as producer:
+        start = anyio.current_time()
+        outcome = await producer.put(b"v", "k")
+        await anyio.sleep(linger * 0.5)
+        assert not outcome.done()  # still lingering
+        result = await outcome.wait()
+        elapsed = anyio.current_time() - start
+    assert result.ok
+    assert linger <= elapsed < linger + (0.01 if scale == 1.0 else 0.25)
+    assert result.attempts[0].delay >= linger * 0.99
+
+
+async def test_always_throttled_records_expire_after_the_ttl(scale: float) -> None:
+    ttl = 30.0 * scale
+
+    async def hook(operation: str, body: dict[str, Any]) -> httpx.Response | None:
+        return throttle_response(body) if operation == "PutRecords" else None
+
+    fake = FakeKinesis(hook=hook)
+    fake.create_stream("s", 2)
+    async with fake_producer(fake, record_ttl=ttl, record_max_buffered_time=0.01) as producer:
+        start = anyio.current_time()
+        outcomes = [await producer.put(b"v", f"k{i}") for i in range(20)]
+        results = [await o.wait() for o in outcomes]
+        elapsed = anyio.current_time() - start
+    assert all(not r.ok and r.error_code == "RecordExpired" for r in results)
+    assert all(len(r.attempts) >= 3 for r in results)
+    assert all(
+        a.error_code == "ProvisionedThroughputExceededException"
+        for r in results
+        for a in r.attempts
+    )
+    assert "record_ttl" in (results[0].error_message or "")
+    # failed no later than the TTL (plus one backoff step), not long after
+    assert ttl * 0.7 <= elapsed <= ttl + 5.0 * scale + 0.5
+
+
+async def test_close_timeout_fails_what_is_left(scale: float) -> None:
+    async def hook(operation: str, body: dict[str, Any]) -> httpx.Response | None:
+        if operation == "PutRecords":
+            await anyio.sleep_forever()
+        return None
+
+    fake = FakeKinesis(hook=hook)
+    fake.create_stream("s", 1)
+    outcomes: list[Outcome] = []
+    close_timeout = 10.0 * scale
+    async with fake_producer(
+        fake, close_timeout=close_timeout, request_timeout=1000.0, record_ttl=1000.0
+    ) as producer:
+        outcomes.append(await producer.put(b"v", "k"))
+        start = anyio.current_time()
+    elapsed = anyio.current_time() - start
+    result = outcomes[0].result()
+    assert not result.ok and result.error_code == "ProducerCloseTimeout"
+    assert close_timeout * 0.999 <= elapsed < close_timeout + 1.0
+
+
+async def test_timed_out_request_is_retried_never_reported_ok(scale: float) -> None:
+    calls = 0
+
+    async def hook(operation: str, body: dict[str, Any]) -> httpx.Response | None:
+        nonlocal calls
+        if operation == "PutRecords":
+            calls += 1
+            if calls == 1:
+                await anyio.sleep_forever()  # the first request never answers
+        return None
+
+    fake = FakeKinesis(hook=hook)
+    fake.create_stream("s", 1)
+    timeout = 6.0 * scale
+    async with fake_producer(
+        fake, request_timeout=timeout, connect_timeout=timeout, record_max_buffered_time=0.01
+    ) as producer:
+        outcome = await producer.put(b"v", "k")
+        result = await outcome.wait()
+    assert result.ok
+    assert len(result.attempts) == 2
+    first = result.attempts[0]
+    assert not first.success and first.ambiguous
+    assert first.duration >= 2 * timeout * 0.99
+    assert len(fake.records("s")) == 1
+
+
+async def test_request_timeout_until_ttl_fails_with_history(scale: float) -> None:
+    async def hook(operation: str, body: dict[str, Any]) -> httpx.Response | None:
+        if operation == "PutRecords":
+            await anyio.sleep_forever()
+        return None
+
+    fake = FakeKinesis(hook=hook)
+    fake.create_stream("s", 1)
+    async with fake_producer(
+        fake,
+        request_timeout=2.0 * scale,
+        connect_timeout=1.0 * scale,
+        record_ttl=30.0 * scale,
+        record_max_buffered_time=0.01,
+    ) as producer:
+        result = await (await producer.put(b"v", "k")).wait()
+    assert not result.ok and result.error_code == "RecordExpired"
+    assert len(result.attempts) >= 2
+    assert all(a.ambiguous and not a.success for a in result.attempts)
