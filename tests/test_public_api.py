@@ -1,0 +1,80 @@
+"""The public surface is a decision: this pins it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+import kinesis_trio
+
+
+def test_exported_names() -> None:
+    public = {
+        name
+        for name, value in vars(kinesis_trio).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    assert public == {
+        "AccessDeniedError",
+        "Attempt",
+        "AuthenticationError",
+        "ConnectError",
+        "ConnectionLostError",
+        "CredentialsError",
+        "ExpiredTokenError",
+        "KMSError",
+        "KinesisClient",
+        "KinesisError",
+        "KinesisTrioError",
+        "LimitExceededError",
+        "Outcome",
+        "Producer",
+        "ProducerClosedError",
+        "ProducerConfig",
+        "ProvisionedThroughputExceededError",
+        "RecordResult",
+        "RequestTimeoutError",
+        "ResourceInUseError",
+        "ResourceNotFoundError",
+        "ServiceError",
+        "StaticCredentials",
+        "TransportError",
+        "UserRecord",
+        "ValidationError",
+        "deaggregate",
+    }
+    assert kinesis_trio.__version__
+
+
+def test_demo_command_runs_against_the_embedded_emulator() -> None:
+    """The README's first command, shortened: it starts kinesalite and writes records."""
+    out = subprocess.run(
+        [sys.executable, "-m", "kinesis_trio", "demo", "-n", "3000", "--shards", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "starting an embedded kinesalite" in out.stdout
+    row = next(line for line in out.stdout.splitlines() if line.startswith("| 3,000 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[-1] == "0"  # failed
+    assert float(cells[2].replace(",", "")) > 0  # records/s
+
+
+def test_cli_bad_arguments_get_one_line_errors() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "kinesis_trio", "demo", "--linger", "-1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "kinesis-trio: error: ProducerConfig.record_max_buffered_time must be a positive, "
+        "finite number of seconds, got -1.0"
+    ]
+    assert "Traceback" not in out.stderr
