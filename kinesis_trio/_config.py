@@ -57,6 +57,18 @@ class ProducerConfig:
     close_timeout: float = 30.0
     #: Sealed batches a shard worker may have queued before ``put`` waits.
     shard_queue_size: int = 64
+    #: KPL ``RateLimit``: per-shard send rate, percent of the shard limits (1000 records/s
+    #: and 1 MiB/s), applied with or without aggregation and during ``flush()``.
+    rate_limit: float = 150.0
+    #: KPL ``FailIfThrottled``: fail throttled records at once instead of retrying them.
+    fail_if_throttled: bool = False
+    #: Reload shard maps this often (seconds; ``None``: only when a write reveals a reshard).
+    #: On-demand streams reshard on their own: a periodic refresh catches that early.
+    shard_map_refresh_interval: float | None = None
+    #: Backoff before retrying a shard's failed records: full jitter, exponential from
+    #: ``retry_backoff_base`` up to ``retry_backoff_max`` seconds.
+    retry_backoff_base: float = 0.1
+    retry_backoff_max: float = 5.0
 
     def __post_init__(self) -> None:
         def positive_int(name: str, upper: int | None = None) -> None:
@@ -104,6 +116,23 @@ class ProducerConfig:
         positive_time("request_timeout")
         positive_time("connect_timeout")
         positive_time("close_timeout")
+        positive_time("retry_backoff_base")
+        positive_time("retry_backoff_max")
+        if (
+            isinstance(self.rate_limit, bool)
+            or not isinstance(self.rate_limit, (int, float))
+            or not 0 < self.rate_limit <= 1000
+        ):
+            raise ValueError(
+                "ProducerConfig.rate_limit must be a percentage in (0, 1000], "
+                f"got {self.rate_limit!r}"
+            )
+        if not isinstance(self.fail_if_throttled, bool):
+            raise ValueError(
+                f"ProducerConfig.fail_if_throttled must be a bool, got {self.fail_if_throttled!r}"
+            )
+        if self.shard_map_refresh_interval is not None:
+            positive_time("shard_map_refresh_interval")
         if not isinstance(self.verify, (bool, str, ssl.SSLContext)):
             raise ValueError(
                 "ProducerConfig.verify must be a bool, a CA bundle path or an ssl.SSLContext, "

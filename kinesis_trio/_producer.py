@@ -23,6 +23,7 @@ import heapq
 import itertools
 import json
 import math
+import random
 import sys
 from collections.abc import Callable
 from types import TracebackType
@@ -40,11 +41,18 @@ if sys.version_info < (3, 11):  # pragma: no cover
 from ._client import KinesisClient
 from ._config import ProducerConfig
 from ._credentials import StaticCredentials
-from ._errors import KinesisError, KinesisTrioError, ProducerClosedError, TransportError
+from ._errors import (
+    ConnectionLostError,
+    KinesisError,
+    KinesisTrioError,
+    ProducerClosedError,
+    RequestTimeoutError,
+)
+from ._limiter import ShardLimiter
 from ._logging import get_logger
 from ._outcome import ABORTED, CLOSE_TIMEOUT, EXPIRED, Attempt, Outcome, Resolution
 from ._retry import Action, backoff_delay, classify_entry_error, classify_exception
-from ._shards import ShardMap, hash_key_for, parse_explicit_hash_key
+from ._shards import Shard, ShardMap, hash_key_for, parse_explicit_hash_key
 
 __all__ = ["Producer"]
 
@@ -58,6 +66,9 @@ _AGG_PARTITION_KEY = "a"
 #: ``put`` yields to the event loop once every this many calls, so a loop that only puts
 #: still lets responses in (a checkpoint per record would cost a task switch per record).
 _YIELD_EVERY = 1024
+#: At most one ListShards per stream per this many seconds from this producer (plus jitter).
+_MIN_REFRESH_INTERVAL = 1.0
+_REFRESH_JITTER = 0.1
 
 
 class _KRecord:
@@ -74,7 +85,6 @@ class _KRecord:
         "shard",
         "since",
         "size",
-        "tries",
     )
 
     def __init__(
@@ -98,15 +108,16 @@ class _KRecord:
         self.aggregated = aggregated
         self.fragment: str | None = None
         self.since = members[0]._arrival
-        self.tries = 0
 
 
 class _ShardState:
-    """A shard's open containers, its channel and its worker's wake-up scope."""
+    """A shard's open containers, its channel, its worker's wake-up scope and its limiter."""
 
     __slots__ = (
         "builder",
         "end",
+        "failures",
+        "limiter",
         "members",
         "open_deadline",
         "plain",
@@ -120,7 +131,9 @@ class _ShardState:
         "start",
     )
 
-    def __init__(self, shard_id: str, start: int, end: int, queue_size: int) -> None:
+    def __init__(
+        self, shard_id: str, start: int, end: int, queue_size: int, limiter: ShardLimiter
+    ) -> None:
         self.shard_id = shard_id
         self.start = start
         self.end = end
@@ -132,11 +145,24 @@ class _ShardState:
         self.queued = 0
         self.retired = False
         self.scope: anyio.CancelScope | None = None
+        self.limiter = limiter
+        self.failures = 0  # consecutive failed writes: drives this shard's retry backoff
         # The bound (queue_size) is enforced where records enter, in put: internal re-routes
-        # (retries after a reshard) must never block, so the channel object itself has room.
+        # (retries, records of a retired shard) must never block, so the channel has room.
         send, recv = anyio.create_memory_object_stream[list[_KRecord]](math.inf)
         self.send: MemoryObjectSendStream[list[_KRecord]] = send
         self.recv: MemoryObjectReceiveStream[list[_KRecord]] = recv
+
+
+class _Unverified:
+    """An aggregate written to a shard we did not predict: which members does it hold?"""
+
+    __slots__ = ("attempt", "krec", "res")
+
+    def __init__(self, krec: _KRecord, res: Resolution, attempt: Attempt) -> None:
+        self.krec = krec
+        self.res = res
+        self.attempt = attempt
 
 
 class _StreamState:
@@ -147,13 +173,18 @@ class _StreamState:
         "coll_scope",
         "coll_send",
         "json_name",
+        "known",
+        "last_refresh",
         "map",
         "name",
         "pending",
+        "refresh_again",
         "refreshing",
         "retry_heap",
         "retry_scope",
         "shards",
+        "stale",
+        "unverified",
     )
 
     def __init__(self, name: str, shard_map: ShardMap) -> None:
@@ -168,7 +199,16 @@ class _StreamState:
         self.pending: list[_KRecord] = []
         self.retry_heap: list[tuple[float, int, list[_KRecord]]] = []
         self.retry_scope: anyio.CancelScope | None = None
+        #: A write revealed that the map is out of date: aggregate nothing until it's reloaded.
+        self.stale = False
         self.refreshing = False
+        self.refresh_again = False
+        self.last_refresh = -_INF
+        #: Every shard's hash key range seen so far, closed ones included.
+        self.known: dict[str, tuple[int, int]] = {
+            s.shard_id: (s.start, s.end) for s in shard_map.shards
+        }
+        self.unverified: list[_Unverified] = []
 
 
 class _StreamNotLoaded(anyio.WouldBlock):
@@ -256,6 +296,9 @@ class Producer:
         self._max_records = config.max_outstanding_records
         self._max_bytes = config.max_outstanding_bytes
         self._max_record_size = config.max_record_size
+        self._ttl = config.record_ttl
+        self._fail_if_throttled = config.fail_if_throttled
+        self._rand = random.Random()
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -516,7 +559,7 @@ class Producer:
             index = 0
             can_aggregate = False
         else:
-            can_aggregate = self._agg
+            can_aggregate = self._agg and not stream.stale
         shard = stream.shards[index]
         data = outcome._data
         assert data is not None
@@ -594,18 +637,18 @@ class Producer:
                 )
             else:
                 blob = shard.builder.encode()
-                batch.append(
-                    _KRecord(
-                        members,
-                        blob,
-                        _AGG_PARTITION_KEY,
-                        str(members[0]._hash_key),
-                        len(blob) + len(_AGG_PARTITION_KEY),
-                        shard,
-                        deadline,
-                        True,
-                    )
+                krec = _KRecord(
+                    members,
+                    blob,
+                    _AGG_PARTITION_KEY,
+                    str(members[0]._hash_key),
+                    len(blob) + len(_AGG_PARTITION_KEY),
+                    shard,
+                    deadline,
+                    True,
                 )
+                krec.since = min(o._arrival for o in members)  # re-routed ones may be older
+                batch.append(krec)
             shard.builder = AggregateBuilder()
             shard.members = []
         shard.plain = []
@@ -663,6 +706,10 @@ class Producer:
 
     # -- streams --------------------------------------------------------------------------
 
+    def _new_shard(self, shard: Shard) -> _ShardState:
+        limiter = ShardLimiter(self._config.rate_limit, self._now())
+        return _ShardState(shard.shard_id, shard.start, shard.end, self._queue_size, limiter)
+
     async def _load_stream(self, name: str) -> _StreamState:
         stream = self._streams.get(name)
         if stream is not None:
@@ -677,57 +724,169 @@ class Producer:
             shards = await self.client.list_shards(name)
             shard_map = ShardMap.from_api(shards)
             stream = _StreamState(name, shard_map)
+            stream.last_refresh = self._now()
             tg = self._tg
             assert tg is not None
             for shard in shard_map.shards:
-                state = _ShardState(shard.shard_id, shard.start, shard.end, self._queue_size)
+                state = self._new_shard(shard)
                 stream.shards.append(state)
                 tg.start_soon(self._shard_worker, stream, state)
             tg.start_soon(self._collector, stream)
             tg.start_soon(self._retrier, stream)
+            if self._config.shard_map_refresh_interval is not None:
+                tg.start_soon(
+                    self._periodic_refresh, stream, self._config.shard_map_refresh_interval
+                )
             self._streams[name] = stream
             _log.debug("stream_loaded", stream=name, shards=len(shard_map))
             return stream
 
-    async def _refresh_map(self, stream: _StreamState) -> None:
-        """Reload a stream's shard map and re-route what was buffered for closed shards."""
+    def _request_refresh(self, stream: _StreamState) -> None:
+        """Reload the stream's shard map soon: deduplicated, jittered, rate-limited."""
         if stream.refreshing:
+            stream.refresh_again = True
             return
         stream.refreshing = True
+        assert self._tg is not None
+        self._tg.start_soon(self._refresh_loop, stream)
+
+    async def _refresh_loop(self, stream: _StreamState) -> None:
         try:
-            try:
-                shards = await self.client.list_shards(stream.name)
-                new_map = ShardMap.from_api(shards)
-            except (KinesisTrioError, ValueError) as exc:
-                _log.warning("shard_map_refresh_failed", stream=stream.name, error=str(exc))
-                return
-            old = {s.shard_id: s for s in stream.shards}
-            tg = self._tg
-            assert tg is not None
-            states: list[_ShardState] = []
-            for shard in new_map.shards:
-                state = old.pop(shard.shard_id, None)
-                if state is None or (state.start, state.end) != (shard.start, shard.end):
-                    state = _ShardState(shard.shard_id, shard.start, shard.end, self._queue_size)
-                    tg.start_soon(self._shard_worker, stream, state)
-                states.append(state)
-            stream.map = new_map
-            stream.shards = states
-            now = self._now()
-            for gone in old.values():
-                gone.retired = True
-                batch = self._seal(gone)
-                self._reroute(stream, batch, now)
-                _poke(gone.scope, -_INF)  # its worker re-routes what is queued, then exits
-            _log.info("shard_map_refreshed", stream=stream.name, shards=len(new_map))
+            while True:
+                stream.refresh_again = False
+                # ListShards allows 100 calls/s per stream, shared with every other client:
+                # at most one of ours per _MIN_REFRESH_INTERVAL, jittered so that producers
+                # which saw the same reshard don't all call at once.
+                now = self._now()
+                wait = max(0.0, stream.last_refresh + _MIN_REFRESH_INTERVAL - now)
+                await anyio.sleep(wait + self._rand.uniform(0.0, _REFRESH_JITTER))
+                stream.last_refresh = self._now()
+                if not await self._refresh_once(stream):
+                    self._expire_unverified(stream)
+                    stream.refresh_again = True
+                if not stream.refresh_again:
+                    return
         finally:
             stream.refreshing = False
+
+    async def _periodic_refresh(self, stream: _StreamState, interval: float) -> None:
+        while True:
+            await anyio.sleep(interval * self._rand.uniform(0.9, 1.1))
+            self._request_refresh(stream)
+
+    async def _refresh_once(self, stream: _StreamState) -> bool:
+        try:
+            new_map = ShardMap.from_api(await self.client.list_shards(stream.name))
+        except (KinesisTrioError, ValueError) as exc:
+            _log.warning("shard_map_refresh_failed", stream=stream.name, error=str(exc))
+            return False
+        self._apply_map(stream, new_map)
+        pending, stream.unverified = stream.unverified, []
+        if any(u.res.shard_id not in stream.known for u in pending):
+            try:  # a shard born and closed between two refreshes: look at the history
+                for shard in await self.client.list_shards(stream.name, at_latest=False):
+                    rng = shard["HashKeyRange"]
+                    stream.known[shard["ShardId"]] = (
+                        int(rng["StartingHashKey"]),
+                        int(rng["EndingHashKey"]),
+                    )
+            except (KinesisTrioError, KeyError, ValueError) as exc:
+                _log.warning("shard_history_failed", stream=stream.name, error=str(exc))
+        for item in pending:
+            self._verify(stream, item)
+        return True
+
+    def _apply_map(self, stream: _StreamState, new_map: ShardMap) -> None:
+        """Swap in a new shard map; re-route what was buffered for shards that changed."""
+        old = {s.shard_id: s for s in stream.shards}
+        tg = self._tg
+        assert tg is not None
+        states: list[_ShardState] = []
+        for shard in new_map.shards:
+            stream.known[shard.shard_id] = (shard.start, shard.end)
+            state = old.pop(shard.shard_id, None)
+            if state is None or (state.start, state.end) != (shard.start, shard.end):
+                if state is not None:
+                    old[shard.shard_id] = state  # same id, new range: retire the old state
+                state = self._new_shard(shard)
+                tg.start_soon(self._shard_worker, stream, state)
+            states.append(state)
+        stream.map = new_map
+        stream.shards = states
+        stream.stale = False
+        now = self._now()
+        for gone in old.values():
+            gone.retired = True
+            self._reroute(stream, self._seal(gone), now)
+            _poke(gone.scope, -_INF)  # its worker re-routes what is queued, then exits
+        if old:
+            _log.info(
+                "shard_map_changed", stream=stream.name, shards=len(new_map), retired=sorted(old)
+            )
 
     def _reroute(self, stream: _StreamState, batch: list[_KRecord], now: float) -> None:
         for krec in batch:
             for outcome in krec.members:
                 if outcome._resolution is None:
                     self._place(stream, outcome, len(outcome._partition_key.encode()), now, False)
+
+    def _verify(self, stream: _StreamState, item: _Unverified) -> None:
+        """Resolve the members the actual shard holds; send the others again."""
+        krec, res = item.krec, item.res
+        rng = stream.known.get(res.shard_id or "")
+        records = size = 0
+        again: list[Outcome] = []
+        for sub, outcome in enumerate(krec.members):
+            if outcome._resolution is not None:
+                continue
+            if rng is not None and rng[0] <= outcome._hash_key <= rng[1]:
+                if outcome._resolve(res, sub):
+                    records += 1
+                    size += outcome._size
+                    self._forget(outcome)
+            else:
+                again.append(outcome)
+        self._resolved(records, size)
+        if again:
+            attempt = item.attempt
+            note = Attempt(
+                attempt.start,
+                attempt.delay,
+                attempt.duration,
+                False,
+                "WrittenOutsideShardRange",
+                f"aggregate written to {res.shard_id} (sequence number {res.sequence_number}) "
+                + (
+                    "whose hash key range does not hold this record"
+                    if rng is not None
+                    else "whose hash key range could not be found"
+                )
+                + ": consumers drop it there, so it is sent again",
+                rng is None,
+            )
+            now = self._now()
+            _log.info(
+                "records_resent_after_reshard",
+                stream=stream.name,
+                shard_id=res.shard_id,
+                records=len(again),
+            )
+            for outcome in again:
+                outcome._attempts = (*outcome._attempts, note)
+                self._place(stream, outcome, len(outcome._partition_key.encode()), now, False)
+
+    def _expire_unverified(self, stream: _StreamState) -> None:
+        now = self._now()
+        keep: list[_Unverified] = []
+        for item in stream.unverified:
+            if item.krec.since + self._ttl <= now:
+                members = [o for o in item.krec.members if o._resolution is None]
+                for o in members:
+                    o._attempts = (*o._attempts, item.attempt)
+                self._expire(members, now, "its shard map could not be reloaded")
+            else:
+                keep.append(item)
+        stream.unverified = keep
 
     # -- tasks ----------------------------------------------------------------------------
 
@@ -769,13 +928,73 @@ class Producer:
     async def _forward(
         self, stream: _StreamState, shard: _ShardState, batch: list[_KRecord]
     ) -> None:
+        """Pass a shard's batch to the collector, through the shard's rate limiter."""
         if shard.retired:
             self._reroute(stream, batch, self._now())
             return
+        now = self._now()
+        ttl = self._ttl
+        if any(k.since + ttl <= now for k in batch):
+            batch = self._drop_expired(stream, batch, now)
+        if stream.stale:
+            batch = self._unaggregate(batch)
+        if not batch:
+            return
+        wait = shard.limiter.reserve(len(batch), sum(k.size for k in batch), now)
+        if wait > 0:
+            await anyio.sleep(wait)
+            if shard.retired:
+                self._reroute(stream, batch, self._now())
+                return
+            if stream.stale:
+                batch = self._unaggregate(batch)
         if self._flushing:
             for krec in batch:
                 krec.deadline = -_INF
         await stream.coll_send.send(batch)
+
+    def _drop_expired(
+        self, stream: _StreamState, batch: list[_KRecord], now: float
+    ) -> list[_KRecord]:
+        keep: list[_KRecord] = []
+        for krec in batch:
+            live = [o for o in krec.members if o._resolution is None]
+            expired = [o for o in live if o._arrival + self._ttl <= now]
+            if not expired:
+                keep.append(krec)
+                continue
+            self._expire(expired, now, "it waited in the producer's queues (rate limit)")
+            survivors = [o for o in live if o._arrival + self._ttl > now]
+            keep.extend(self._plain_krec(o, krec.shard) for o in survivors)
+        return keep
+
+    def _plain_krec(self, outcome: Outcome, shard: _ShardState) -> _KRecord:
+        data = outcome._data
+        assert data is not None
+        return _KRecord(
+            [outcome],
+            data,
+            outcome._partition_key,
+            outcome._explicit_hash_key,
+            outcome._size,
+            shard,
+            -_INF,
+            False,
+        )
+
+    def _unaggregate(self, batch: list[_KRecord]) -> list[_KRecord]:
+        """Split aggregates into plain records (while the shard map is known to be stale)."""
+        if not any(k.aggregated for k in batch):
+            return batch
+        out: list[_KRecord] = []
+        for krec in batch:
+            if krec.aggregated:
+                out.extend(
+                    self._plain_krec(o, krec.shard) for o in krec.members if o._resolution is None
+                )
+            else:
+                out.append(krec)
+        return out
 
     async def _collector(self, stream: _StreamState) -> None:
         recv = stream.coll_recv
@@ -818,11 +1037,33 @@ class Producer:
         sem = self._conn_sem
         tg = self._tg
         assert sem is not None and tg is not None
-        await sem.acquire()
         krecs, stream.pending = stream.pending, []
-        tg.start_soon(self._send, stream, krecs)
+        if stream.stale:
+            krecs = self._unaggregate(krecs)
+        for chunk in self._chunks(krecs):
+            await sem.acquire()
+            tg.start_soon(self._send, stream, chunk)
+
+    def _chunks(self, krecs: list[_KRecord]) -> list[list[_KRecord]]:
+        max_count = self._coll_max_count
+        max_size = self._coll_max_size
+        if len(krecs) <= max_count and sum(k.size for k in krecs) <= max_size:
+            return [krecs]
+        chunks: list[list[_KRecord]] = []
+        chunk: list[_KRecord] = []
+        size = 0
+        for krec in krecs:
+            if chunk and (len(chunk) >= max_count or size + krec.size > max_size):
+                chunks.append(chunk)
+                chunk, size = [], 0
+            chunk.append(krec)
+            size += krec.size
+        if chunk:
+            chunks.append(chunk)
+        return chunks
 
     async def _retrier(self, stream: _StreamState) -> None:
+        """Send failed records back through their shard (and its limiter) when due."""
         heap = stream.retry_heap
         while True:
             deadline = heap[0][0] if heap else _INF
@@ -832,13 +1073,20 @@ class Producer:
                     await anyio.sleep_forever()
                 stream.retry_scope = None
             now = self._now()
-            due: list[_KRecord] = []
+            by_shard: dict[_ShardState, list[_KRecord]] = {}
             while heap and heap[0][0] <= now:
-                due.extend(heapq.heappop(heap)[2])
-            if due:
-                live = [k for k in due if any(o._resolution is None for o in k.members)]
-                if live:
-                    await stream.coll_send.send(live)
+                for krec in heapq.heappop(heap)[2]:
+                    if all(o._resolution is not None for o in krec.members):
+                        continue
+                    shard = krec.shard
+                    if shard.retired or (krec.aggregated and stream.stale):
+                        self._reroute(stream, [krec], now)
+                    else:
+                        krec.deadline = -_INF
+                        by_shard.setdefault(shard, []).append(krec)
+            for shard, krecs in by_shard.items():
+                shard.send.send_nowait(krecs)
+                shard.queued += 1
 
     # -- sending --------------------------------------------------------------------------
 
@@ -878,7 +1126,7 @@ class Producer:
                     error = exc
             end = self._now()
             if response is None and error is None:
-                error = TransportError(
+                error = RequestTimeoutError(
                     f"PutRecords did not complete within {limit} s", operation="PutRecords"
                 )
             if error is not None:
@@ -902,7 +1150,7 @@ class Producer:
             self._on_request_error(
                 stream,
                 krecs,
-                TransportError(
+                ConnectionLostError(
                     "PutRecords answered with a malformed result", operation="PutRecords"
                 ),
                 start,
@@ -913,33 +1161,46 @@ class Producer:
         retry: list[tuple[_KRecord, Attempt]] = []
         resolved_records = 0
         resolved_bytes = 0
-        epoch_pending = self._epoch_pending
-        unresolved = self._unresolved
-        stale = False
+        ok_shards: set[_ShardState] = set()
+        bad_shards: set[_ShardState] = set()
+        throttled_shards: set[_ShardState] = set()
         for krec, entry in zip(krecs, entries, strict=True):
+            shard = krec.shard
             sequence_number = entry.get("SequenceNumber")
             if sequence_number is not None:
+                ok_shards.add(shard)
                 shard_id = entry.get("ShardId")
                 attempt = Attempt(start, start - krec.since, duration, True)
                 res = Resolution(True, shard_id, sequence_number, attempt, krec.aggregated, end)
-                if shard_id != krec.shard.shard_id:
-                    stale = True
+                if shard_id != shard.shard_id:
+                    # The map was out of date (a reshard), or the shard was retired since.
+                    if not shard.retired:
+                        stream.stale = True
+                        self._request_refresh(stream)
+                    if krec.aggregated:
+                        # Kinesis routed the aggregate by its explicit hash key: only the
+                        # members the actual shard holds are where consumers will find them.
+                        item = _Unverified(krec, res, attempt)
+                        if shard_id in stream.known:
+                            self._verify(stream, item)
+                        else:
+                            stream.unverified.append(item)
+                            self._request_refresh(stream)
+                        continue
                 for sub, outcome in enumerate(krec.members):
                     if outcome._resolve(res, sub):
                         resolved_records += 1
                         resolved_bytes += outcome._size
-                        unresolved.discard(outcome)
-                        epoch = outcome._epoch
-                        left = epoch_pending[epoch] - 1
-                        if left:
-                            epoch_pending[epoch] = left
-                        else:
-                            del epoch_pending[epoch]
+                        self._forget(outcome)
                 continue
             code = str(entry.get("ErrorCode") or "UnknownError")
             message = str(entry.get("ErrorMessage") or "")
+            decision = classify_entry_error(code, fail_if_throttled=self._fail_if_throttled)
             attempt = Attempt(start, start - krec.since, duration, False, code, message)
-            if classify_entry_error(code) is Action.FAIL:
+            if decision.throttled:
+                throttled_shards.add(shard)
+            bad_shards.add(shard)
+            if decision.action is Action.FAIL:
                 r, b = self._fail_krec(
                     krec,
                     Resolution(False, None, None, attempt, krec.aggregated, end, code, message),
@@ -948,11 +1209,16 @@ class Producer:
                 resolved_bytes += b
             else:
                 retry.append((krec, attempt))
+        for shard in throttled_shards:
+            shard.limiter.on_throttled(end)
+        for shard in bad_shards:
+            shard.failures += 1
+        for shard in ok_shards - bad_shards:
+            shard.failures = 0
+            shard.limiter.on_success(end)
         self._resolved(resolved_records, resolved_bytes)
         if retry:
             self._schedule_retries(stream, retry, end)
-        if stale and not stream.refreshing and self._tg is not None:
-            self._tg.start_soon(self._refresh_map, stream)
 
     def _on_request_error(
         self,
@@ -964,17 +1230,22 @@ class Producer:
     ) -> None:
         code = error.code if isinstance(error, KinesisError) else type(error).__name__
         message = str(error)[:500]
-        ambiguous = isinstance(error, TransportError) and error.sent
-        attempt = Attempt(start, 0.0, end - start, False, code, message, ambiguous)
-        action = classify_exception(error)
-        _log.debug(
+        decision = classify_exception(error, fail_if_throttled=self._fail_if_throttled)
+        attempt = Attempt(start, 0.0, end - start, False, code, message, decision.ambiguous)
+        _log.info(
             "put_records_failed",
             stream=stream.name,
             error_code=code,
             records=len(krecs),
-            action=action.value,
+            action=decision.action.value,
+            ambiguous=decision.ambiguous,
         )
-        if action is Action.FAIL:
+        shards = {k.shard for k in krecs}
+        for shard in shards:
+            shard.failures += 1
+            if decision.throttled:
+                shard.limiter.on_throttled(end)
+        if decision.action is Action.FAIL:
             total_r = total_b = 0
             for krec in krecs:
                 r, b = self._fail_krec(
@@ -985,7 +1256,7 @@ class Producer:
                 total_b += b
             self._resolved(total_r, total_b)
             return
-        if action is Action.REFRESH_CREDENTIALS and self._tg is not None:
+        if decision.action is Action.REFRESH_CREDENTIALS and self._tg is not None:
             self._tg.start_soon(self._refresh_credentials)
         self._schedule_retries(stream, [(k, attempt) for k in krecs], end)
 
@@ -997,6 +1268,17 @@ class Producer:
             except KinesisTrioError as exc:
                 _log.warning("credentials_refresh_failed", error=str(exc))
 
+    def _forget(self, outcome: Outcome) -> None:
+        """Bookkeeping for a resolved record (the caller updates the outstanding totals)."""
+        self._unresolved.discard(outcome)
+        epoch_pending = self._epoch_pending
+        epoch = outcome._epoch
+        left = epoch_pending[epoch] - 1
+        if left:
+            epoch_pending[epoch] = left
+        else:
+            del epoch_pending[epoch]
+
     def _fail_krec(self, krec: _KRecord, res: Resolution) -> tuple[int, int]:
         return self._fail_outcomes(krec.members, res, krec.shard.shard_id)
 
@@ -1004,18 +1286,11 @@ class Producer:
         self, members: list[Outcome], res: Resolution, shard_id: str
     ) -> tuple[int, int]:
         records = size = 0
-        epoch_pending = self._epoch_pending
         for sub, outcome in enumerate(members):
             if outcome._resolve(res, sub):
                 records += 1
                 size += outcome._size
-                self._unresolved.discard(outcome)
-                epoch = outcome._epoch
-                left = epoch_pending[epoch] - 1
-                if left:
-                    epoch_pending[epoch] = left
-                else:
-                    del epoch_pending[epoch]
+                self._forget(outcome)
         if records:
             _log.info(
                 "records_failed",
@@ -1026,6 +1301,25 @@ class Producer:
             )
         return records, size
 
+    def _expire(self, outcomes: list[Outcome], now: float, why: str) -> None:
+        records = size = 0
+        for outcome in outcomes:
+            last = outcome._attempts[-1] if outcome._attempts else None
+            message = (
+                f"not written within record_ttl ({self._ttl} s) after "
+                f"{len(outcome._attempts)} attempts"
+                + (f"; last error: {last.error_code}: {last.error_message}" if last else "")
+                + f"; {why}"
+            )
+            res = Resolution(False, None, None, None, False, now, EXPIRED, message)
+            if outcome._resolve(res):
+                records += 1
+                size += outcome._size
+                self._forget(outcome)
+        if records:
+            _log.info("records_expired", stream=outcomes[0]._stream, records=records)
+        self._resolved(records, size)
+
     def _resolved(self, records: int, size: int) -> None:
         if records:
             self._outstanding_records -= records
@@ -1035,51 +1329,30 @@ class Producer:
     def _schedule_retries(
         self, stream: _StreamState, failed: list[tuple[_KRecord, Attempt]], now: float
     ) -> None:
-        ttl = self._config.record_ttl
-        total_r = total_b = 0
-        ready: list[_KRecord] = []
-        due_at = now
+        ttl = self._ttl
+        base = self._config.retry_backoff_base
+        cap = self._config.retry_backoff_max
+        by_due: dict[float, list[_KRecord]] = {}
         for krec, attempt in failed:
-            krec.tries += 1
-            delay = backoff_delay(krec.tries)
-            due_at = max(due_at, now + delay)
-            krec.since = now
-            keep: list[Outcome] = []
-            for outcome in krec.members:
-                if outcome._resolution is not None:
-                    continue
+            shard = krec.shard
+            due = now + backoff_delay(max(1, shard.failures), base=base, cap=cap, rand=self._rand)
+            live = [o for o in krec.members if o._resolution is None]
+            for outcome in live:
                 outcome._attempts = (*outcome._attempts, attempt)
-                if outcome._arrival + ttl <= now + delay:
-                    res = Resolution(
-                        False,
-                        None,
-                        None,
-                        None,
-                        False,
-                        now,
-                        EXPIRED,
-                        f"not written within record_ttl ({ttl} s) after "
-                        f"{len(outcome._attempts)} attempts; last error: "
-                        f"{attempt.error_code}: {attempt.error_message}",
-                    )
-                    r, b = self._fail_outcomes([outcome], res, krec.shard.shard_id)
-                    total_r += r
-                    total_b += b
-                else:
-                    keep.append(outcome)
-            if not keep:
-                continue
-            current = stream.map.get(krec.shard.shard_id)
-            if len(keep) == len(krec.members) and current is not None and not krec.shard.retired:
-                krec.deadline = -_INF
-                ready.append(krec)
-            else:  # partly expired or the shard is gone: rebuild from the survivors
-                for outcome in keep:
-                    self._place(stream, outcome, len(outcome._partition_key.encode()), now, False)
-        self._resolved(total_r, total_b)
-        if ready:
-            heapq.heappush(stream.retry_heap, (due_at, next(self._seq), ready))
-            _poke(stream.retry_scope, due_at)
+            expired = [o for o in live if o._arrival + ttl <= due]
+            if expired:
+                self._expire(expired, now, "retrying was not done in time")
+                live = [o for o in live if o._arrival + ttl > due]
+                if not live:
+                    continue
+                retry = [self._plain_krec(o, shard) for o in live]
+            else:
+                retry = [krec]
+            krec.since = now
+            by_due.setdefault(due, []).extend(retry)
+        for due, krecs in by_due.items():
+            heapq.heappush(stream.retry_heap, (due, next(self._seq), krecs))
+            _poke(stream.retry_scope, due)
 
 
 def _coerce_data(data: object) -> bytes:

@@ -1,16 +1,31 @@
-"""Retry decisions: which failures to retry, which to fail at once, and how long to wait.
+"""Retry decisions: retry, refresh and retry, or fail now; and how long to back off.
 
-Pure: no I/O, no clock. The producer asks, then acts.
+Pure: no I/O, no clock. The producer asks, then acts. The tables follow the Kinesis API
+reference (see ``docs``/the reference notes): throttling, internal failures, 5xx and network
+errors are retried until ``record_ttl``; errors that retrying cannot fix (a missing stream,
+denied access, validation, KMS key problems, bad signatures) fail the records at once.
 """
 
 from __future__ import annotations
 
 import enum
 import random
+from typing import NamedTuple
 
-from ._errors import CredentialsError, ExpiredTokenError, KinesisError, TransportError
+from ._errors import (
+    CredentialsError,
+    ExpiredTokenError,
+    KinesisError,
+    TransportError,
+)
 
-__all__ = ["Action", "backoff_delay", "classify_entry_error", "classify_exception"]
+__all__ = [
+    "Action",
+    "Decision",
+    "backoff_delay",
+    "classify_entry_error",
+    "classify_exception",
+]
 
 
 class Action(enum.Enum):
@@ -21,22 +36,40 @@ class Action(enum.Enum):
     FAIL = "fail"
 
 
-#: Per-entry and request error codes that retrying can fix.
-RETRYABLE_CODES = frozenset(
+class Decision(NamedTuple):
+    """A classification: the action, whether it was throttling, whether it is ambiguous
+    (the request may have been processed: a retry can duplicate records)."""
+
+    action: Action
+    throttled: bool = False
+    ambiguous: bool = False
+
+
+#: Throttling: retried (unless ``fail_if_throttled``) and slows the shard's rate down.
+THROTTLING_CODES = frozenset(
     {
         "ProvisionedThroughputExceededException",
         "LimitExceededException",
         "KMSThrottlingException",
+        "ThrottlingException",
+        "Throttling",
+        "SlowDown",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+    }
+)
+
+#: Transient service-side failures: retried.
+TRANSIENT_CODES = frozenset(
+    {
         "InternalFailure",
         "InternalFailureException",
         "InternalServerError",
+        "InternalError",
         "ServiceUnavailable",
         "ServiceUnavailableException",
-        "ThrottlingException",
-        "Throttling",
         "RequestTimeout",
         "RequestTimeoutException",
-        "SlowDown",
     }
 )
 
@@ -44,9 +77,11 @@ RETRYABLE_CODES = frozenset(
 FATAL_CODES = frozenset(
     {
         "ResourceNotFoundException",
+        "ResourceInUseException",
         "AccessDeniedException",
         "ValidationException",
         "InvalidArgumentException",
+        "SerializationException",
         "KMSDisabledException",
         "KMSInvalidStateException",
         "KMSAccessDeniedException",
@@ -54,47 +89,67 @@ FATAL_CODES = frozenset(
         "KMSOptInRequired",
         "UnrecognizedClientException",
         "IncompleteSignature",
+        "IncompleteSignatureException",
         "MissingAuthenticationToken",
+        "MissingAuthenticationTokenException",
         "InvalidSignatureException",
-        "SerializationException",
+        "SignatureDoesNotMatch",
+        "InvalidClientTokenId",
+        "OptInRequired",
+        "UnknownOperationException",
     }
 )
 
+_RETRY = Decision(Action.RETRY)
+_THROTTLED = Decision(Action.RETRY, throttled=True)
+_THROTTLED_FAIL = Decision(Action.FAIL, throttled=True)
+_FAIL = Decision(Action.FAIL)
 
-def classify_entry_error(code: str) -> Action:
-    """Decide for one failed PutRecords entry (an ``ErrorCode`` in a 200 response)."""
+
+def classify_code(code: str, status: int = 200, *, fail_if_throttled: bool = False) -> Decision:
+    """Decide from an AWS error code (and the HTTP status of a whole-request error)."""
+    if code in THROTTLING_CODES or status == 429:
+        return _THROTTLED_FAIL if fail_if_throttled else _THROTTLED
+    if code == "ExpiredTokenException" or code == "ExpiredToken":
+        return Decision(Action.REFRESH_CREDENTIALS)
     if code in FATAL_CODES:
-        return Action.FAIL
-    # The documented per-entry codes are throttling and InternalFailure, both retryable;
-    # anything unknown is retried too (until the TTL) rather than dropped.
-    return Action.RETRY
+        return _FAIL
+    if code in TRANSIENT_CODES or status >= 500:
+        return _RETRY
+    if status == 200:
+        # A per-entry code we don't know: the documented ones are throttling and
+        # InternalFailure, both retryable. Retrying until the TTL beats dropping a record.
+        return _RETRY
+    return _FAIL  # any other 4xx: the request itself is wrong
 
 
-def classify_exception(exc: BaseException) -> Action:
-    """Decide for a failed request (HTTP error, transport error)."""
+def classify_entry_error(code: str, *, fail_if_throttled: bool = False) -> Decision:
+    """Decide for one failed PutRecords entry (an ``ErrorCode`` in a 200 response)."""
+    return classify_code(code, 200, fail_if_throttled=fail_if_throttled)
+
+
+def classify_exception(exc: BaseException, *, fail_if_throttled: bool = False) -> Decision:
+    """Decide for a failed request: an AWS error response or a transport failure."""
     if isinstance(exc, ExpiredTokenError):
-        return Action.REFRESH_CREDENTIALS
+        return Decision(Action.REFRESH_CREDENTIALS)
     if isinstance(exc, KinesisError):
-        if exc.code in FATAL_CODES:
-            return Action.FAIL
-        if exc.code in RETRYABLE_CODES or exc.status_code >= 500:
-            return Action.RETRY
-        return Action.FAIL
+        return classify_code(exc.code, exc.status_code, fail_if_throttled=fail_if_throttled)
     if isinstance(exc, TransportError):
-        return Action.RETRY
+        # Not sent (connect failure): a clean retry. Sent (timeout, reset): ambiguous.
+        return Decision(Action.RETRY, ambiguous=exc.sent)
     if isinstance(exc, CredentialsError):
-        return Action.FAIL
-    return Action.FAIL
+        return _FAIL
+    return _FAIL
 
 
 def backoff_delay(
-    attempt: int,
+    failures: int,
     *,
     base: float = 0.1,
     cap: float = 5.0,
     rand: random.Random | None = None,
 ) -> float:
-    """Full-jitter exponential backoff before retry number ``attempt`` (1 = first retry)."""
-    ceiling = min(cap, base * 2.0 ** max(0, attempt - 1))
+    """Full-jitter exponential backoff after ``failures`` consecutive failures (>= 1)."""
+    ceiling = min(cap, base * 2.0 ** max(0, failures - 1))
     r: float = rand.random() if rand is not None else random.random()
     return ceiling * r

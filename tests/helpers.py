@@ -78,3 +78,57 @@ def check_landed(
     assert not duplicates, f"duplicated: {list(duplicates)[:5]}"
     missing = set(expected) - set(landed)
     assert not missing, f"{len(missing)} confirmed records not in the stream: {list(missing)[:5]}"
+
+
+def check_landed_kcl(
+    stored: Iterable[tuple[str, int, int, bytes, str, str | None, str]],
+    sent: Sequence[tuple[bytes, str, str | None, Outcome]],
+) -> dict[str, int]:
+    """Like :func:`check_landed`, for runs with resharding and ambiguous failures.
+
+    Reads the stream as the KCL does: a sub-record outside its shard's hash key range is
+    dropped (it is counted as ``strays`` and must belong to a record whose history says it
+    was written outside its shard and sent again). Every ok outcome names a place holding its
+    record, inside the shard's range; every record whose outcome is not ok is absent;
+    a record present twice had an ambiguous attempt. Records need unique ``data``.
+    """
+    by_data = {data: (pk, ehk, outcome) for data, pk, ehk, outcome in sent}
+    assert len(by_data) == len(sent), "records need unique data for this check"
+    expected: dict[tuple[str, str, int | None], bytes] = {}
+    for data, _pk, _ehk, outcome in sent:
+        result = outcome.result()
+        if result.ok:
+            assert result.shard_id is not None and result.sequence_number is not None
+            expected[(result.shard_id, result.sequence_number, result.sub_sequence_number)] = data
+    found: Counter[bytes] = Counter()
+    strays = 0
+    for shard_id, start, end, data, pk, ehk, seq in stored:
+        for user in deaggregate(data, pk, explicit_hash_key=ehk, sequence_number=seq):
+            assert user.data in by_data, "a record nobody sent is in the stream"
+            sent_pk, sent_ehk, outcome = by_data[user.data]
+            assert user.partition_key == sent_pk
+            hk = partition_hash_key(sent_pk, sent_ehk)
+            if not start <= hk <= end:
+                strays += 1  # the KCL drops it; the producer must have sent it again
+                codes = [a.error_code for a in outcome.result().attempts]
+                assert "WrittenOutsideShardRange" in codes, codes
+                continue
+            found[user.data] += 1
+            where = (shard_id, seq, user.sub_sequence_number if user.aggregated else None)
+            if expected.get(where) != user.data:
+                # not where the outcome says: only a duplicate of an ambiguous attempt
+                assert any(a.ambiguous for a in outcome.result().attempts), where
+    for data, _pk, _ehk, outcome in sent:
+        result = outcome.result()
+        if result.ok:
+            assert found[data] >= 1, f"confirmed record missing: {result}"
+            if found[data] > 1:
+                assert any(a.ambiguous for a in result.attempts), result
+        else:
+            assert found[data] == 0 or any(a.ambiguous for a in result.attempts), result
+    return {
+        "records": len(sent),
+        "ok": sum(1 for *_, o in sent if o.result().ok),
+        "strays": strays,
+        "duplicates": sum(n - 1 for n in found.values() if n > 1),
+    }

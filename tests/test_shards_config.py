@@ -9,7 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kinesis_trio import ProducerConfig
-from kinesis_trio._retry import Action, backoff_delay, classify_entry_error
 from kinesis_trio._shards import (
     MAX_HASH_KEY,
     Shard,
@@ -148,11 +147,3 @@ def test_config_is_frozen() -> None:
     with pytest.raises(AttributeError):
         config.record_ttl = 5.0  # type: ignore[misc]
     assert config.replace(record_ttl=5.0).record_ttl == 5.0
-
-
-def test_retry_basics() -> None:
-    assert classify_entry_error("ProvisionedThroughputExceededException") is Action.RETRY
-    assert classify_entry_error("InternalFailure") is Action.RETRY
-    assert classify_entry_error("KMSNotFoundException") is Action.FAIL
-    for attempt in range(1, 20):
-        assert 0 <= backoff_delay(attempt) <= 5.0

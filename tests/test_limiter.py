@@ -1,0 +1,70 @@
+"""Token buckets and the AIMD shard limiter (pure: time is passed in)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kinesis_trio._limiter import ShardLimiter, TokenBucket
+
+
+def test_bucket_refills_up_to_capacity() -> None:
+    bucket = TokenBucket(rate=10, capacity=10, now=0.0)
+    assert bucket.wait_time(10, 0.0) == 0.0
+    bucket.take(10, 0.0)
+    assert bucket.wait_time(5, 0.0) == 0.5
+    assert bucket.wait_time(5, 0.5) == 0.0
+    assert bucket.wait_time(10, 100.0) == 0.0
+    assert bucket.tokens == 10  # capped
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 500), st.integers(1, 300_000)), min_size=1, max_size=200),
+    st.sampled_from([50.0, 100.0, 150.0]),
+)
+def test_following_the_waits_never_exceeds_the_rate(
+    batches: list[tuple[int, int]], percent: float
+) -> None:
+    limiter = ShardLimiter(percent, now=0.0)
+    now = 0.0
+    sent_records = sent_bytes = 0
+    for records, size in batches:
+        now += limiter.reserve(records, size, now)
+        sent_records += records
+        sent_bytes += size
+        # one second of burst (the bucket) plus the refill since the start
+        share = percent / 100
+        assert sent_records <= 1000 * share * (1 + now) + records
+        assert sent_bytes <= 1048576 * share * (1 + now) + size
+
+
+def test_sustained_rate_matches_the_limit() -> None:
+    limiter = ShardLimiter(100, now=0.0)
+    now = 0.0
+    for _ in range(10_000):  # 10 records a batch: 100,000 records
+        now += limiter.reserve(10, 10 * 200, now)
+    # 100,000 records at 1000/s, the first 1000 from the full bucket
+    assert 98.9 <= now <= 99.1
+
+
+def test_throttling_halves_the_rate_and_success_restores_it() -> None:
+    limiter = ShardLimiter(100, now=0.0)
+    assert limiter.records_rate == 1000
+    limiter.on_throttled(1.0)
+    assert limiter.records_rate == 500
+    limiter.on_throttled(1.05)  # within decrease_interval: counted, not halved again
+    assert limiter.records_rate == 500 and limiter.throttles == 2
+    limiter.on_throttled(1.5)
+    assert limiter.records_rate == 250
+    limiter.on_success(3.5)  # 2 s later: +0.2
+    assert abs(limiter.multiplier - 0.45) < 1e-9
+    limiter.on_success(100.0)
+    assert limiter.multiplier == 1.0 and limiter.records_rate == 1000
+
+
+def test_multiplier_has_a_floor() -> None:
+    limiter = ShardLimiter(150, now=0.0)
+    for i in range(100):
+        limiter.on_throttled(i * 1.0)
+    assert limiter.multiplier == limiter.min_multiplier
+    assert limiter.records_rate > 0
