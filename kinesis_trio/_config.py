@@ -121,10 +121,10 @@ class ProducerConfig:
         if (
             isinstance(self.rate_limit, bool)
             or not isinstance(self.rate_limit, (int, float))
-            or not 0 < self.rate_limit <= 1000
+            or not 0 < self.rate_limit < math.inf
         ):
             raise ValueError(
-                "ProducerConfig.rate_limit must be a percentage in (0, 1000], "
+                "ProducerConfig.rate_limit must be a positive percentage of the shard limits, "
                 f"got {self.rate_limit!r}"
             )
         if not isinstance(self.fail_if_throttled, bool):
