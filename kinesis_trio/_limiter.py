@@ -1,9 +1,10 @@
 """Per-shard rate limiting: token buckets with an adaptive (AIMD) rate. Pure: time is passed in.
 
 Each shard gets a bucket for records/s and one for bytes/s, refilled at ``rate_limit`` percent
-of the shard limits (1000 records/s, 1 MiB/s), holding at most one second's worth. A batch
-*reserves* its tokens and is told how long to wait; buckets may go into debt, so a batch
-larger than the bucket still goes, just later, and nothing starves.
+of the shard limits (1000 records/s, 1 MiB/s), holding at most one second's worth. Kinesis
+records are *admitted* in order while there are tokens for them; the rest wait for the
+refill, so a large batch goes out spread over time instead of in one burst beyond the
+shard's budget. A record larger than the bytes bucket goes when the bucket is full.
 
 When Kinesis throttles the shard anyway (other producers share it, or ``rate_limit`` > 100),
 the rate multiplier is halved (at most once per ``decrease_interval``); every second without
@@ -102,6 +103,51 @@ class ShardLimiter:
     @property
     def bytes_rate(self) -> float:
         return self._bytes.rate
+
+    def admit(self, sizes: list[int], now: float) -> int:
+        """How many of these Kinesis records (by size) may go now; takes their tokens.
+
+        Records are admitted in order while a record token and their bytes are there; a
+        record larger than the bytes bucket goes when the bucket is full (into debt), so
+        nothing waits forever.
+        """
+        records, size_bucket = self._records, self._bytes
+        records.refill(now)
+        size_bucket.refill(now)
+        tokens, room = records.tokens, size_bucket.tokens
+        n = 0
+        for size in sizes:
+            if tokens >= 1.0 and (room >= size or (n == 0 and room >= size_bucket.capacity)):
+                tokens -= 1.0
+                room -= size
+                n += 1
+            else:
+                break
+        records.tokens = tokens
+        size_bucket.tokens = room
+        return n
+
+    def wait_time(self, sizes: list[int], now: float, quantum: float = 0.1) -> float:
+        """Seconds until the next records are worth sending: as many of ``sizes`` (in order)
+        as ``quantum`` seconds of refill pay for, at least the first.
+
+        Waiting for a quantum, not for each token, keeps requests few and full when a shard
+        is at its limit. Rounded up by a microsecond so that after sleeping this long the
+        refill has surely happened (float rounding must not leave it a hair short).
+        """
+        records, size_bucket = self._records, self._bytes
+        max_count = max(1.0, records.rate * quantum)
+        max_bytes = size_bucket.rate * quantum
+        count = 0
+        total = 0.0
+        for size in sizes:
+            if count and (count + 1 > max_count or total + size > max_bytes):
+                break
+            count += 1
+            total += size
+        need = min(total, size_bucket.capacity)
+        wait = max(records.wait_time(float(count), now), size_bucket.wait_time(need, now))
+        return wait + 1e-6
 
     def reserve(self, records: int, size: int, now: float) -> float:
         """Reserve tokens for a batch; returns how long to wait before sending it."""

@@ -938,20 +938,26 @@ class Producer:
             batch = self._drop_expired(stream, batch, now)
         if stream.stale:
             batch = self._unaggregate(batch)
-        if not batch:
-            return
-        wait = shard.limiter.reserve(len(batch), sum(k.size for k in batch), now)
-        if wait > 0:
-            await anyio.sleep(wait)
+        limiter = shard.limiter
+        while batch:
+            n = limiter.admit([k.size for k in batch], now)
+            if n:
+                chunk, batch = batch[:n], batch[n:]
+                if self._flushing:
+                    for krec in chunk:
+                        krec.deadline = -_INF
+                await stream.coll_send.send(chunk)
+                if not batch:
+                    return
+            await anyio.sleep(limiter.wait_time([k.size for k in batch], self._now()))
+            now = self._now()
             if shard.retired:
-                self._reroute(stream, batch, self._now())
+                self._reroute(stream, batch, now)
                 return
+            if any(k.since + ttl <= now for k in batch):
+                batch = self._drop_expired(stream, batch, now)
             if stream.stale:
                 batch = self._unaggregate(batch)
-        if self._flushing:
-            for krec in batch:
-                krec.deadline = -_INF
-        await stream.coll_send.send(batch)
 
     def _drop_expired(
         self, stream: _StreamState, batch: list[_KRecord], now: float

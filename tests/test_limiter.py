@@ -68,3 +68,49 @@ def test_multiplier_has_a_floor() -> None:
         limiter.on_throttled(i * 1.0)
     assert limiter.multiplier == limiter.min_multiplier
     assert limiter.records_rate > 0
+
+
+def test_admit_lets_through_what_fits_and_waits_for_the_rest() -> None:
+    limiter = ShardLimiter(100, now=0.0)
+    sizes = [4000] * 500  # 2 MB: twice the bytes bucket
+    n = limiter.admit(sizes, 0.0)
+    assert n == 1048576 // 4000
+    assert limiter.admit(sizes[n:], 0.0) == 0
+    # it waits for a tenth of a second's worth (26 records of 4000 bytes), not for one
+    wait = limiter.wait_time(sizes[n:], 0.0)
+    worth = int(0.1 * 1048576) // 4000
+    assert abs(wait - (worth * 4000 - 1048576 % 4000) / 1048576) < 2e-6
+    assert limiter.admit(sizes[n:], wait) == worth
+
+
+def test_admit_records_limit_and_oversized_record() -> None:
+    limiter = ShardLimiter(100, now=0.0)
+    assert limiter.admit([10] * 1500, 0.0) == 1000
+    assert limiter.admit([10], 0.0) == 0
+    assert limiter.admit([10], 0.001) == 1
+    small = ShardLimiter(50, now=0.0)  # 512 KiB bucket
+    assert small.admit([1_000_000], 0.0) == 1  # larger than the bucket: goes when full
+    assert small.admit([1_000_000], 0.5) == 0
+    assert small.wait_time([1_000_000], 0.5) > 0
+
+
+@given(
+    st.lists(st.integers(1, 1_048_576), min_size=1, max_size=300),
+    st.sampled_from([50.0, 100.0, 150.0]),
+)
+def test_admitting_never_sends_more_than_the_budget(sizes: list[int], percent: float) -> None:
+    limiter = ShardLimiter(percent, now=0.0)
+    share = percent / 100
+    now = 0.0
+    sent_records = sent_bytes = 0
+    pending = list(sizes)
+    biggest = max(sizes)
+    while pending:
+        n = limiter.admit(pending, now)
+        sent_records += n
+        sent_bytes += sum(pending[:n])
+        pending = pending[n:]
+        assert sent_records <= 1000 * share * (1 + now)
+        assert sent_bytes <= 1048576 * share * (1 + now) + biggest
+        if pending:
+            now += limiter.wait_time(pending, now)
