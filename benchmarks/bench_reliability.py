@@ -16,6 +16,7 @@ Run: ``uv run python -m benchmarks.bench_reliability`` (prints markdown tables).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import time
 from typing import Any
@@ -49,7 +50,8 @@ class CountingTransport(httpx.AsyncBaseTransport):
             body = json.loads(response.content)
             self.requests += 1
             throttled = [
-                r for r in body.get("Records", [])
+                r
+                for r in body.get("Records", [])
                 if r.get("ErrorCode") == "ProvisionedThroughputExceededException"
             ]
             self.entries += len(body.get("Records", []))
@@ -73,8 +75,14 @@ async def rate_run(
     )
     payload = b"x" * size
     start = trio.current_time()
-    async with Producer("s", region_name="us-east-1", endpoint_url="http://fake",
-                        credentials=CREDS, config=config, transport=transport) as producer:
+    async with Producer(
+        "s",
+        region_name="us-east-1",
+        endpoint_url="http://fake",
+        credentials=CREDS,
+        config=config,
+        transport=transport,
+    ) as producer:
         i = 0
         while trio.current_time() - start < seconds:
             await producer.put(payload, f"k{i % 4096}")
@@ -109,19 +117,19 @@ async def rate_run(
 async def fail_fast_missing_stream(endpoint: str) -> tuple[float, float]:
     t0 = time.perf_counter()
     try:
-        async with Producer("does-not-exist", region_name="us-east-1", endpoint_url=endpoint,
-                            credentials=CREDS):
+        async with Producer(
+            "does-not-exist", region_name="us-east-1", endpoint_url=endpoint, credentials=CREDS
+        ):
             pass
     except ResourceNotFoundError:
         pass
     enter = time.perf_counter() - t0
-    async with Producer(region_name="us-east-1", endpoint_url=endpoint,
-                        credentials=CREDS) as producer:
+    async with Producer(
+        region_name="us-east-1", endpoint_url=endpoint, credentials=CREDS
+    ) as producer:
         t0 = time.perf_counter()
-        try:
+        with contextlib.suppress(ResourceNotFoundError):
             await producer.put(b"x", "k", stream_name="does-not-exist-either")
-        except ResourceNotFoundError:
-            pass
         put = time.perf_counter() - t0
     return enter, put
 
@@ -129,8 +137,13 @@ async def fail_fast_missing_stream(endpoint: str) -> tuple[float, float]:
 async def fail_fast_denied() -> tuple[float, str | None]:
     fake = FakeKinesis(faults=Faults(fatal={"audit": "AccessDeniedException"}))
     fake.create_stream("audit", 2)
-    async with Producer("audit", region_name="us-east-1", endpoint_url="http://fake",
-                        credentials=CREDS, transport=fake.transport()) as producer:
+    async with Producer(
+        "audit",
+        region_name="us-east-1",
+        endpoint_url="http://fake",
+        credentials=CREDS,
+        transport=fake.transport(),
+    ) as producer:
         t0 = time.perf_counter()
         outcome = await producer.put(b"x", "k")
         result = await outcome.wait()
@@ -144,8 +157,10 @@ def main() -> None:
 
     print("## Rate limiting against AWS per-shard limits (fake Kinesis, virtual time)\n")
     print(f"rate_limit=100, {args.seconds:.0f} virtual seconds per run, first 3 s excluded\n")
-    print("| shards | aggregation | record bytes | binding limit | achieved share of limit "
-          "(mean / worst shard) | PutRecords requests | requests with a throttled entry |")
+    print(
+        "| shards | aggregation | record bytes | binding limit | achieved share of limit "
+        "(mean / worst shard) | PutRecords requests | requests with a throttled entry |"
+    )
     print("|---:|---|---:|---|---:|---:|---:|")
     for shards in (1, 8):
         for aggregation, size in ((False, 200), (True, 200), (False, 4000)):
@@ -164,12 +179,18 @@ def main() -> None:
     denied, code = anyio.run(fail_fast_denied)
     print("| case | time to the error | KPL |")
     print("|---|---:|---:|")
-    print(f"| missing default stream: `async with Producer(...)` raises "
-          f"ResourceNotFoundError (kinesalite) | {enter * 1000:.1f} ms | 30 s of retries |")
-    print(f"| put to another missing stream raises ResourceNotFoundError (kinesalite) | "
-          f"{put * 1000:.1f} ms | 30 s of retries |")
-    print(f"| access denied: outcome fails with {code} (fake) | {denied * 1000:.1f} ms | "
-          "30 s of retries |")
+    print(
+        f"| missing default stream: `async with Producer(...)` raises "
+        f"ResourceNotFoundError (kinesalite) | {enter * 1000:.1f} ms | 30 s of retries |"
+    )
+    print(
+        f"| put to another missing stream raises ResourceNotFoundError (kinesalite) | "
+        f"{put * 1000:.1f} ms | 30 s of retries |"
+    )
+    print(
+        f"| access denied: outcome fails with {code} (fake) | {denied * 1000:.1f} ms | "
+        "30 s of retries |"
+    )
 
 
 if __name__ == "__main__":
