@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import anyio
-import anyio.lowlevel
 
 __all__ = ["Attempt", "Outcome", "RecordResult"]
 
@@ -15,14 +14,14 @@ ABORTED = "ProducerAborted"
 CLOSE_TIMEOUT = "ProducerCloseTimeout"
 
 
-@dataclass(frozen=True, slots=True)
-class Attempt:
-    """One try at writing a record, like the KPL's ``Attempt``.
+class Attempt(NamedTuple):
+    """One try at writing a record, like the KPL's ``Attempt`` (immutable).
 
     ``start`` is on the event loop's clock (``anyio.current_time()``); ``delay`` is the time
     from the record's arrival (first attempt) or the previous attempt's end to this one's
     start; ``duration`` is the request's round trip. ``ambiguous`` marks a failure after the
-    request was sent (a timeout or reset): the record may have been written anyway.
+    request was sent (a timeout or reset): the record may have been written anyway, so a
+    retry may duplicate it.
     """
 
     start: float
@@ -34,15 +33,16 @@ class Attempt:
     ambiguous: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class RecordResult:
-    """The final word on one record.
+class RecordResult(NamedTuple):
+    """The final word on one record (immutable).
 
     ``ok`` records carry the ``shard_id`` and ``sequence_number`` Kinesis gave the record (for
     an aggregated record, the aggregate's; ``sub_sequence_number`` is the record's index in
     it, ``None`` for a record sent on its own). Failed records carry ``error_code`` and
     ``error_message``. ``attempts`` is the history, the last attempt being the terminal one;
     it is empty when the record failed before any request (for instance on an abort).
+    ``accepted_at`` and ``resolved_at`` are on the event loop's clock
+    (``anyio.current_time()``): ``resolved_at - accepted_at`` is the record's latency.
     """
 
     ok: bool
@@ -54,10 +54,14 @@ class RecordResult:
     attempts: tuple[Attempt, ...]
     error_code: str | None = None
     error_message: str | None = None
-    #: When ``put`` accepted the record and when its outcome was resolved, on the event
-    #: loop's clock (``anyio.current_time()``): ``resolved_at - accepted_at`` is its latency.
     accepted_at: float = 0.0
     resolved_at: float = 0.0
+
+    @property
+    def possible_duplicate(self) -> bool:
+        """An attempt failed ambiguously (timeout or reset after sending) before the
+        record was written: another copy of it may be in the stream."""
+        return any(a.ambiguous for a in self.attempts)
 
 
 class Resolution:
@@ -158,29 +162,33 @@ class Outcome:
                 raise RuntimeError("outcome not resolved yet: await outcome.wait()")
             attempts = self._attempts if res.attempt is None else (*self._attempts, res.attempt)
             result = self._result = RecordResult(
-                ok=res.ok,
-                stream_name=self._stream,
-                partition_key=self._partition_key,
-                shard_id=res.shard_id,
-                sequence_number=res.sequence_number,
-                sub_sequence_number=self._sub if res.aggregated else None,
-                attempts=attempts,
-                error_code=res.error_code,
-                error_message=res.error_message,
-                accepted_at=self._arrival,
-                resolved_at=res.at,
+                res.ok,
+                self._stream,
+                self._partition_key,
+                res.shard_id,
+                res.sequence_number,
+                self._sub if res.aggregated else None,
+                attempts,
+                res.error_code,
+                res.error_message,
+                self._arrival,
+                res.at,
             )
         return result
 
     async def wait(self) -> RecordResult:
-        """Wait for the result. Cancel-safe; returns after a checkpoint if already done."""
+        """Wait for the result. Cancel-safe: cancelling a waiter changes nothing for the
+        record or for other waiters.
+
+        On an outcome already resolved it returns the result at once, without a checkpoint
+        (like awaiting a finished asyncio future), so awaiting many finished outcomes costs
+        no task switches.
+        """
         if self._resolution is None:
             event = self._event
             if event is None:
                 event = self._event = anyio.Event()
             await event.wait()
-        else:
-            await anyio.lowlevel.checkpoint()
         return self.result()
 
     @property

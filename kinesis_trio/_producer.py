@@ -25,6 +25,7 @@ import json
 import math
 import random
 import sys
+from bisect import bisect_right
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
@@ -34,7 +35,7 @@ import anyio.lowlevel
 import sniffio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._aggregation import AggregateBuilder
+from ._aggregation import AggregateSizer, _vlen, encode_records
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -114,7 +115,6 @@ class _ShardState:
     """A shard's open containers, its channel, its worker's wake-up scope and its limiter."""
 
     __slots__ = (
-        "builder",
         "end",
         "failures",
         "limiter",
@@ -128,6 +128,7 @@ class _ShardState:
         "scope",
         "send",
         "shard_id",
+        "sizer",
         "start",
     )
 
@@ -137,7 +138,7 @@ class _ShardState:
         self.shard_id = shard_id
         self.start = start
         self.end = end
-        self.builder = AggregateBuilder()
+        self.sizer = AggregateSizer()
         self.members: list[Outcome] = []
         self.plain: list[_KRecord] = []
         self.plain_bytes = 0
@@ -279,7 +280,10 @@ class Producer:
         self._outstanding_records = 0
         self._outstanding_bytes = 0
         self._unresolved: set[Outcome] = set()
+        # flush() waits for the records of earlier epochs: the current epoch's count is an
+        # int (cheap per record), the counts of closed epochs are in a dict
         self._epoch = 0
+        self._epoch_count = 0
         self._epoch_pending: dict[int, int] = {}
         self._progress: anyio.Event | None = None
         self._flushing = 0
@@ -331,7 +335,8 @@ class Producer:
         if sniffio.current_async_library() == "trio":
             import trio
 
-            self._now = trio.current_time
+            # the run's clock itself (MockClock in tests): one call instead of three
+            self._now = trio.lowlevel.current_clock().current_time
         else:
             import asyncio
 
@@ -429,6 +434,7 @@ class Producer:
         self._outstanding_records = 0
         self._outstanding_bytes = 0
         self._epoch_pending.clear()
+        self._epoch_count = 0
         _log.warning("records_failed_on_close", records=len(pending), error_code=reason[0])
         self._notify_progress()
 
@@ -520,8 +526,7 @@ class Producer:
         self._outstanding_records += 1
         self._outstanding_bytes += size
         self._unresolved.add(outcome)
-        epoch_pending = self._epoch_pending
-        epoch_pending[self._epoch] = epoch_pending.get(self._epoch, 0) + 1
+        self._epoch_count += 1
         return outcome
 
     def _require_default(self) -> str:
@@ -554,8 +559,10 @@ class Producer:
         seal would be needed and the shard's channel is full.
         """
         shard_map = stream.map
-        index = shard_map.index_for(outcome._hash_key)
-        if index < 0:  # a gap in a stale map: send it alone, Kinesis routes it anyway
+        hash_key = outcome._hash_key
+        index = bisect_right(shard_map._starts, hash_key) - 1  # ShardMap.index_for, inlined
+        if index < 0 or hash_key > shard_map.shards[index].end:
+            # a gap in a stale map: send it alone, Kinesis routes it anyway
             index = 0
             can_aggregate = False
         else:
@@ -566,18 +573,40 @@ class Producer:
         if can_aggregate:
             pk = outcome._partition_key
             ehk = outcome._explicit_hash_key
-            members = shard.members
-            max_size = self._agg_max_size
-            if len(members) < self._agg_max_count and shard.builder.add(data, pk, ehk, max_size):
+            sizer = shard.sizer
+            if ehk is None:
+                # AggregateSizer.grow, inlined for the common case (tests hold them equal)
+                pks = sizer.pks
+                found = pks.get(pk)
+                if found is None:
+                    index = len(pks)
+                    grow = 2 + pk_len if pk_len < 0x80 else 1 + _vlen(pk_len) + pk_len
+                else:
+                    index = found
+                    grow = 0
+                n = len(data)
+                inner = (
+                    (3 if index < 0x80 else 2 + _vlen(index))
+                    + (1 if n < 0x80 else 2 if n < 0x4000 else _vlen(n))
+                    + n
+                )
+                grow += (2 if inner < 0x80 else 3 if inner < 0x4000 else 1 + _vlen(inner)) + inner
+            else:
+                grow = sizer.grow(len(data), pk, pk_len, ehk)
+            if sizer.size + grow <= self._agg_max_size and sizer.count < self._agg_max_count:
+                sizer.add(pk, ehk, grow)
                 if shard.open_deadline == _INF:
                     self._open(shard, now)
-                members.append(outcome)
+                shard.members.append(outcome)
                 return
-            if members:  # the aggregate is full: seal it, start the next one
+            if shard.members:  # the aggregate is full: seal it, start the next one
                 if check_room and shard.queued >= self._queue_size:
-                    raise anyio.WouldBlock  # nothing changed: add() refused the record
+                    raise anyio.WouldBlock  # nothing changed yet
                 self._seal_into_channel(shard)
-                if shard.builder.add(data, pk, ehk, max_size):
+                sizer = shard.sizer
+                grow = sizer.grow(len(data), pk, pk_len, ehk)
+                if sizer.size + grow <= self._agg_max_size:
+                    sizer.add(pk, ehk, grow)
                     if shard.open_deadline == _INF:
                         self._open(shard, now)
                     shard.members.append(outcome)
@@ -636,7 +665,9 @@ class Producer:
                     )
                 )
             else:
-                blob = shard.builder.encode()
+                blob = encode_records(
+                    [(o._data, o._partition_key, o._explicit_hash_key) for o in members]  # type: ignore[misc]
+                )
                 krec = _KRecord(
                     members,
                     blob,
@@ -649,7 +680,7 @@ class Producer:
                 )
                 krec.since = min(o._arrival for o in members)  # re-routed ones may be older
                 batch.append(krec)
-            shard.builder = AggregateBuilder()
+            shard.sizer = AggregateSizer()
             shard.members = []
         shard.plain = []
         shard.plain_bytes = 0
@@ -671,6 +702,9 @@ class Producer:
 
     async def _flush_all(self) -> None:
         target = self._epoch
+        if self._epoch_count:
+            self._epoch_pending[target] = self._epoch_count
+            self._epoch_count = 0
         self._epoch += 1
         self._flushing += 1
         try:
@@ -1277,8 +1311,11 @@ class Producer:
     def _forget(self, outcome: Outcome) -> None:
         """Bookkeeping for a resolved record (the caller updates the outstanding totals)."""
         self._unresolved.discard(outcome)
-        epoch_pending = self._epoch_pending
         epoch = outcome._epoch
+        if epoch == self._epoch:
+            self._epoch_count -= 1
+            return
+        epoch_pending = self._epoch_pending
         left = epoch_pending[epoch] - 1
         if left:
             epoch_pending[epoch] = left

@@ -362,3 +362,56 @@ def test_sub_record_hash_keys(records: list[Rec]) -> None:
     for (_, pk, ehk), record in zip(records, out, strict=True):
         expected = int(ehk) if ehk is not None else int.from_bytes(md5(pk.encode()), "big")
         assert record.hash_key == hash_key_of(record) == expected
+
+
+# -- the producer's fast path: AggregateSizer + encode_records ------------------------------
+
+from kinesis_trio._aggregation import AggregateSizer, encode_records  # noqa: E402
+
+_fast_records = st.lists(
+    st.tuples(
+        st.binary(max_size=300) | st.integers(0, 20_000).map(lambda n: b"z" * n),
+        st.sampled_from(["a", "b", "ключ", "k" * 256, "🦀"]) | st.text(min_size=1, max_size=40),
+        st.none() | st.integers(0, 2**128 - 1).map(str) | st.sampled_from(["0", "7"]),
+    ),
+    min_size=1,
+    max_size=200,
+)
+
+
+@given(_fast_records)
+def test_encode_records_equals_the_builder_and_the_sizer_is_exact(
+    records: list[tuple[bytes, str, str | None]],
+) -> None:
+    records = [r for r in records if _encodable(r[1])]
+    if not records:
+        return
+    builder = AggregateBuilder()
+    sizer = AggregateSizer()
+    for data, pk, ehk in records:
+        grow = sizer.grow(len(data), pk, len(pk.encode()), ehk)
+        before = builder.size
+        builder.add(data, pk, ehk)
+        assert builder.size - before == grow
+        sizer.add(pk, ehk, grow)
+        assert sizer.size == builder.size
+    assert sizer.count == builder.count
+    assert encode_records(records) == builder.encode()
+
+
+def _encodable(key: str) -> bool:
+    try:
+        key.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def test_sizer_crosses_the_varint_boundaries() -> None:
+    keys = [f"key-{i}" for i in range(300)]  # key indexes past 127
+    records = [(b"x" * n, keys[i % 300], None) for i, n in enumerate([0, 127, 128, 16383, 16384])]
+    records += [(b"y", k, None) for k in keys]
+    sizer = AggregateSizer()
+    for data, pk, ehk in records:
+        sizer.add(pk, ehk, sizer.grow(len(data), pk, len(pk.encode()), ehk))
+    assert sizer.size == len(encode_records(records))
