@@ -1201,6 +1201,7 @@ class Producer:
         retry: list[tuple[_KRecord, Attempt]] = []
         resolved_records = 0
         resolved_bytes = 0
+        discard = self._unresolved.discard
         ok_shards: set[_ShardState] = set()
         bad_shards: set[_ShardState] = set()
         throttled_shards: set[_ShardState] = set()
@@ -1227,11 +1228,18 @@ class Producer:
                             stream.unverified.append(item)
                             self._request_refresh(stream)
                         continue
+                # self._forget, inlined: this runs once per record
+                epoch = self._epoch
                 for sub, outcome in enumerate(krec.members):
-                    if outcome._resolve(res, sub):
-                        resolved_records += 1
-                        resolved_bytes += outcome._size
-                        self._forget(outcome)
+                    if not outcome._resolve(res, sub):
+                        continue
+                    resolved_records += 1
+                    resolved_bytes += outcome._size
+                    discard(outcome)
+                    if outcome._epoch == epoch:
+                        self._epoch_count -= 1
+                    else:
+                        self._forget_epoch(outcome._epoch)
                 continue
             code = str(entry.get("ErrorCode") or "UnknownError")
             message = str(entry.get("ErrorMessage") or "")
@@ -1314,7 +1322,10 @@ class Producer:
         epoch = outcome._epoch
         if epoch == self._epoch:
             self._epoch_count -= 1
-            return
+        else:
+            self._forget_epoch(epoch)
+
+    def _forget_epoch(self, epoch: int) -> None:
         epoch_pending = self._epoch_pending
         left = epoch_pending[epoch] - 1
         if left:
