@@ -1284,7 +1284,9 @@ class Producer:
             "put_records_failed",
             stream=stream.name,
             error_code=code,
-            records=len(krecs),
+            attempt=1 + max(len(k.members[0]._attempts) for k in krecs),
+            records=sum(len(k.members) for k in krecs),
+            bytes=sum(k.size for k in krecs),
             action=decision.action.value,
             ambiguous=decision.ambiguous,
         )
@@ -1351,7 +1353,9 @@ class Producer:
                 stream=members[0]._stream,
                 shard_id=shard_id,
                 error_code=res.error_code,
+                attempt=len(members[0]._attempts) + (res.attempt is not None),
                 records=records,
+                bytes=size,
             )
         return records, size
 
@@ -1371,7 +1375,13 @@ class Producer:
                 size += outcome._size
                 self._forget(outcome)
         if records:
-            _log.info("records_expired", stream=outcomes[0]._stream, records=records)
+            _log.info(
+                "records_expired",
+                stream=outcomes[0]._stream,
+                error_code=EXPIRED,
+                records=records,
+                bytes=size,
+            )
         self._resolved(records, size)
 
     def _resolved(self, records: int, size: int) -> None:
