@@ -69,6 +69,14 @@ class ProducerConfig:
     #: ``retry_backoff_base`` up to ``retry_backoff_max`` seconds.
     retry_backoff_base: float = 0.1
     retry_backoff_max: float = 5.0
+    #: KPL ``MetricsLevel``: ``"none"``, ``"summary"`` or ``"detailed"``.
+    metrics_level: str = "detailed"
+    #: KPL ``MetricsGranularity``: ``"global"``, ``"stream"`` or ``"shard"``.
+    metrics_granularity: str = "shard"
+    #: KPL ``MetricsNamespace`` (CloudWatch namespace).
+    metrics_namespace: str = "KinesisProducerLibrary"
+    #: KPL ``MetricsUploadDelay``: seconds per metrics window handed to the sinks.
+    metrics_upload_delay: float = 60.0
 
     def __post_init__(self) -> None:
         def positive_int(name: str, upper: int | None = None) -> None:
@@ -131,6 +139,22 @@ class ProducerConfig:
             raise ValueError(
                 f"ProducerConfig.fail_if_throttled must be a bool, got {self.fail_if_throttled!r}"
             )
+        if self.metrics_level not in ("none", "summary", "detailed"):
+            raise ValueError(
+                "ProducerConfig.metrics_level must be 'none', 'summary' or 'detailed', "
+                f"got {self.metrics_level!r}"
+            )
+        if self.metrics_granularity not in ("global", "stream", "shard"):
+            raise ValueError(
+                "ProducerConfig.metrics_granularity must be 'global', 'stream' or 'shard', "
+                f"got {self.metrics_granularity!r}"
+            )
+        if not isinstance(self.metrics_namespace, str) or not self.metrics_namespace:
+            raise ValueError(
+                "ProducerConfig.metrics_namespace must be a non-empty str, "
+                f"got {self.metrics_namespace!r}"
+            )
+        positive_time("metrics_upload_delay")
         if self.shard_map_refresh_interval is not None:
             positive_time("shard_map_refresh_interval")
         if not isinstance(self.verify, (bool, str, ssl.SSLContext)):

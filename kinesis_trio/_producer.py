@@ -26,7 +26,7 @@ import math
 import random
 import sys
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -51,6 +51,7 @@ from ._errors import (
 )
 from ._limiter import ShardLimiter
 from ._logging import get_logger
+from ._metrics import Metrics, MetricsSink
 from ._outcome import ABORTED, CLOSE_TIMEOUT, EXPIRED, Attempt, Outcome, Resolution
 from ._retry import Action, backoff_delay, classify_entry_error, classify_exception
 from ._shards import Shard, ShardMap, hash_key_for, parse_explicit_hash_key
@@ -179,6 +180,7 @@ class _StreamState:
         "map",
         "name",
         "pending",
+        "received",
         "refresh_again",
         "refreshing",
         "retry_heap",
@@ -210,6 +212,7 @@ class _StreamState:
             s.shard_id: (s.start, s.end) for s in shard_map.shards
         }
         self.unverified: list[_Unverified] = []
+        self.received = 0  # accepted since the last metrics update
 
 
 class _StreamNotLoaded(anyio.WouldBlock):
@@ -247,6 +250,7 @@ class Producer:
         config: ProducerConfig | None = None,
         profile_name: str | None = None,
         transport: Any = None,
+        metrics_sinks: Sequence[MetricsSink] = (),
     ) -> None:
         if config is None:
             config = ProducerConfig()
@@ -303,6 +307,14 @@ class Producer:
         self._ttl = config.record_ttl
         self._fail_if_throttled = config.fail_if_throttled
         self._rand = random.Random()
+        self._metrics = Metrics(
+            level=config.metrics_level,
+            granularity=config.metrics_granularity,
+            namespace=config.metrics_namespace,
+            sinks=metrics_sinks,
+            upload_interval=config.metrics_upload_delay,
+        )
+        self._measure = self._metrics.enabled
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -320,6 +332,11 @@ class Producer:
     def outstanding_bytes(self) -> int:
         """Bytes (data + partition key) of the outstanding records."""
         return self._outstanding_bytes
+
+    @property
+    def metrics(self) -> Metrics:
+        """The KPL-style metrics recorder: ``totals()``, ``snapshot()`` (see ``metrics``)."""
+        return self._metrics
 
     @property
     def client(self) -> KinesisClient:
@@ -349,6 +366,8 @@ class Producer:
         await tg.__aenter__()
         self._tg = tg
         self._state = _OPEN
+        if self._measure:
+            tg.start_soon(self._metrics.run)
         try:
             if self._default_stream is not None:
                 await self._load_stream(self._default_stream)
@@ -419,6 +438,10 @@ class Producer:
         return None
 
     async def _close_client(self) -> None:
+        if self._measure:
+            self._count_received()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                await self._metrics.flush()
         client, self._client = self._client, None
         if client is not None:
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
@@ -527,6 +550,7 @@ class Producer:
         self._outstanding_bytes += size
         self._unresolved.add(outcome)
         self._epoch_count += 1
+        stream.received += 1
         return outcome
 
     def _require_default(self) -> str:
@@ -1265,8 +1289,65 @@ class Producer:
             shard.failures = 0
             shard.limiter.on_success(end)
         self._resolved(resolved_records, resolved_bytes)
+        if self._measure:
+            self._measure_response(stream, krecs, entries, start, end)
         if retry:
             self._schedule_retries(stream, retry, end)
+
+    def _count_received(self) -> None:
+        for stream in self._streams.values():
+            if stream.received:
+                self._metrics.user_records_received(stream.name, stream.received)
+                stream.received = 0
+
+    def _measure_response(
+        self,
+        stream: _StreamState,
+        krecs: list[_KRecord],
+        entries: list[dict[str, Any]],
+        start: float,
+        end: float,
+    ) -> None:
+        """KPL metrics for one PutRecords answer, grouped per shard (a few calls a request)."""
+        metrics = self._metrics
+        name = stream.name
+        self._count_received()
+        metrics.user_records_pending(self._outstanding_records)
+        metrics.request_time(name, end - start)
+        metrics.kinesis_records_per_request(name, len(krecs))
+        metrics.user_records_per_request(name, sum(len(k.members) for k in krecs))
+        # shard -> [user records, user bytes, Kinesis records, Kinesis bytes, buffering sum]
+        groups: dict[str, list[float]] = {}
+        retries: dict[tuple[str, int], int] = {}
+        errors: dict[tuple[str, str], int] = {}
+        for krec, entry in zip(krecs, entries, strict=True):
+            shard_id = str(entry.get("ShardId") or krec.shard.shard_id)
+            if entry.get("SequenceNumber") is None:
+                key = (shard_id, str(entry.get("ErrorCode") or "UnknownError"))
+                errors[key] = errors.get(key, 0) + 1
+                continue
+            members = krec.members
+            n = len(members)
+            group = groups.get(shard_id)
+            if group is None:
+                group = groups[shard_id] = [0, 0, 0, 0, 0.0]
+            group[0] += n
+            group[1] += sum(o._size for o in members) if krec.aggregated else krec.size
+            group[2] += 1
+            group[3] += krec.size
+            group[4] += (start - krec.since) * n
+            if krec.aggregated:
+                metrics.user_records_per_kinesis_record(name, shard_id, n)
+            tries = len(members[0]._attempts)
+            retries[(shard_id, tries)] = retries.get((shard_id, tries), 0) + n
+        for shard_id, (users, user_bytes, kinesis, kinesis_bytes, buffering) in groups.items():
+            metrics.user_records_put(name, shard_id, int(users), int(user_bytes))
+            metrics.kinesis_records_put(name, shard_id, int(kinesis), int(kinesis_bytes))
+            metrics.buffering_time(name, shard_id, buffering / users, int(users))
+        for (shard_id, tries), n in retries.items():
+            metrics.retries_per_record(name, shard_id, tries, n)
+        for (shard_id, code), n in errors.items():
+            metrics.errors(name, shard_id, code, n)
 
     def _on_request_error(
         self,
@@ -1290,6 +1371,9 @@ class Producer:
             action=decision.action.value,
             ambiguous=decision.ambiguous,
         )
+        if self._measure:
+            self._metrics.request_time(stream.name, end - start)
+            self._metrics.errors(stream.name, None, code, len(krecs))
         shards = {k.shard for k in krecs}
         for shard in shards:
             shard.failures += 1
@@ -1348,6 +1432,8 @@ class Producer:
                 size += outcome._size
                 self._forget(outcome)
         if records:
+            if self._measure:
+                self._metrics.user_records_put(members[0]._stream, shard_id, 0, 0, failed=records)
             _log.info(
                 "records_failed",
                 stream=members[0]._stream,
@@ -1375,6 +1461,8 @@ class Producer:
                 size += outcome._size
                 self._forget(outcome)
         if records:
+            if self._measure:
+                self._metrics.user_record_expired(outcomes[0]._stream, None, records)
             _log.info(
                 "records_expired",
                 stream=outcomes[0]._stream,
