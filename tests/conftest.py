@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+
+from kinesis_trio._outcome import Outcome
 
 pytest_plugins = ("tests.emulator_fixtures",)
 
@@ -10,3 +14,19 @@ pytest_plugins = ("tests.emulator_fixtures",)
 @pytest.fixture(params=["trio", "asyncio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+@pytest.fixture
+def double_resolutions(monkeypatch: pytest.MonkeyPatch) -> list[Outcome]:
+    """Every attempt to resolve an already resolved outcome (a test asserts it stays empty)."""
+    seen: list[Outcome] = []
+    original = Outcome._resolve
+
+    def resolve(self: Outcome, resolution: Any, sub: int = 0) -> bool:
+        done = original(self, resolution, sub)
+        if not done:
+            seen.append(self)
+        return done
+
+    monkeypatch.setattr(Outcome, "_resolve", resolve)
+    return seen

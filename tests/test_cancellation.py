@@ -8,7 +8,6 @@ is not in the stream.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -17,28 +16,11 @@ import httpx
 import pytest
 
 from kinesis_trio import Outcome, deaggregate
-from kinesis_trio._outcome import Outcome as OutcomeImpl
 from kinesis_trio.testing import FakeKinesis
 
 from .helpers import fake_producer, throttle_response
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def double_resolutions(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Outcome]]:
-    """Records every attempt to resolve an outcome a second time (must stay empty)."""
-    seen: list[Outcome] = []
-    original = OutcomeImpl._resolve
-
-    def resolve(self: OutcomeImpl, resolution: Any, sub: int = 0) -> bool:
-        done = original(self, resolution, sub)
-        if not done:
-            seen.append(self)
-        return done
-
-    monkeypatch.setattr(OutcomeImpl, "_resolve", resolve)
-    yield seen
 
 
 def written(fake: FakeKinesis) -> list[bytes]:

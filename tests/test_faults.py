@@ -23,7 +23,6 @@ import pytest
 from trio.testing import MockClock
 
 from kinesis_trio import Outcome
-from kinesis_trio._outcome import Outcome as OutcomeImpl
 from kinesis_trio.testing import FakeKinesis, Faults
 
 from .helpers import check_landed_kcl, fake_producer
@@ -39,21 +38,6 @@ pytestmark = pytest.mark.anyio
 )
 def anyio_backend(request: pytest.FixtureRequest) -> Any:
     return request.param
-
-
-@pytest.fixture
-def double_resolutions(monkeypatch: pytest.MonkeyPatch) -> list[Outcome]:
-    seen: list[Outcome] = []
-    original = OutcomeImpl._resolve
-
-    def resolve(self: OutcomeImpl, resolution: Any, sub: int = 0) -> bool:
-        done = original(self, resolution, sub)
-        if not done:
-            seen.append(self)
-        return done
-
-    monkeypatch.setattr(OutcomeImpl, "_resolve", resolve)
-    return seen
 
 
 ALL_FAULTS = dict(

@@ -6,34 +6,17 @@ delays), on trio and asyncio with real clocks. Same invariants as test_faults.py
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import pytest
 
 from kinesis_trio import KinesisClient, Outcome, Producer, ProducerConfig, StaticCredentials
-from kinesis_trio._outcome import Outcome as OutcomeImpl
 
 from .emulator_fixtures import EmulatorEndpoint
 from .fault_proxy import FaultProxy
-from .helpers import check_landed_kcl
+from .helpers import check_landed_kcl, read_stream
 from .test_faults import records
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def double_resolutions(monkeypatch: pytest.MonkeyPatch) -> list[Outcome]:
-    seen: list[Outcome] = []
-    original = OutcomeImpl._resolve
-
-    def resolve(self: OutcomeImpl, resolution: Any, sub: int = 0) -> bool:
-        done = original(self, resolution, sub)
-        if not done:
-            seen.append(self)
-        return done
-
-    monkeypatch.setattr(OutcomeImpl, "_resolve", resolve)
-    return seen
 
 
 async def test_through_a_fault_proxy_in_front_of_kinesalite(
@@ -89,22 +72,7 @@ async def test_through_a_fault_proxy_in_front_of_kinesalite(
     async with KinesisClient(
         region_name="us-east-1", endpoint_url=kinesalite.endpoint_url, credentials=creds
     ) as client:
-        shards = {s["ShardId"]: s for s in await client.list_shards(name, at_latest=False)}
-        rows = []
-        for shard_id, recs in (await client.read_all(name)).items():
-            rng = shards[shard_id]["HashKeyRange"]
-            for r in recs:
-                rows.append(
-                    (
-                        shard_id,
-                        int(rng["StartingHashKey"]),
-                        int(rng["EndingHashKey"]),
-                        r["Data"],
-                        r["PartitionKey"],
-                        None,
-                        r["SequenceNumber"],
-                    )
-                )
+        rows = await read_stream(client, name)
     summary = check_landed_kcl(rows, sent)
     assert summary["ok"] == n, summary
     confirmed = {(o.result().shard_id, o.result().sequence_number) for *_, o in sent}

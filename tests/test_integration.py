@@ -23,7 +23,7 @@ from kinesis_trio import (
 )
 
 from .emulator_fixtures import EmulatorEndpoint
-from .helpers import check_landed
+from .helpers import check_landed, read_stream
 
 pytestmark = pytest.mark.anyio
 
@@ -46,24 +46,7 @@ async def new_stream(emulator: EmulatorEndpoint, shards: int) -> str:
 
 async def read_back(emulator: EmulatorEndpoint, name: str) -> list[tuple[Any, ...]]:
     async with client_for(emulator) as client:
-        shards = {s["ShardId"]: s for s in await client.list_shards(name, at_latest=False)}
-        records = await client.read_all(name)
-    out = []
-    for shard_id, recs in records.items():
-        rng = shards[shard_id]["HashKeyRange"]
-        for r in recs:
-            out.append(
-                (
-                    shard_id,
-                    int(rng["StartingHashKey"]),
-                    int(rng["EndingHashKey"]),
-                    r["Data"],
-                    r["PartitionKey"],
-                    r.get("ExplicitHashKey"),
-                    r["SequenceNumber"],
-                )
-            )
-    return out
+        return await read_stream(client, name)
 
 
 def mixed_records(n: int, seed: int) -> list[tuple[bytes, str, str | None]]:

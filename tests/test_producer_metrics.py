@@ -65,8 +65,9 @@ async def test_a_run_records_the_kpl_metrics() -> None:
     }
     assert sum(d.sum for d in shard_level) == 300
     throttled = [d for d in published if d.name == "ErrorsByCode"]
-    assert any(d.dimension("ErrorCode") == "ProvisionedThroughputExceededException"
-               for d in throttled)
+    assert any(
+        d.dimension("ErrorCode") == "ProvisionedThroughputExceededException" for d in throttled
+    )
 
 
 async def test_level_none_records_nothing() -> None:
@@ -93,8 +94,9 @@ async def test_failing_sinks_never_block_or_fail_delivery() -> None:
     fake = FakeKinesis()
     fake.create_stream("s", 1)
     good = InMemorySink()
-    async with producer_with(fake, [BrokenSink(), HangingSink(), good],
-                             metrics_upload_delay=0.05) as producer:
+    async with producer_with(
+        fake, [BrokenSink(), HangingSink(), good], metrics_upload_delay=0.05
+    ) as producer:
         outcomes = [await producer.put(b"x", f"k{i}") for i in range(50)]
         await anyio.sleep(0.2)  # a few windows go to the sinks meanwhile
         results = [await o.wait() for o in outcomes]

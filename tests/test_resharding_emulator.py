@@ -8,7 +8,6 @@ every confirmed record where its outcome says and inside that shard's range.
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import anyio
 import pytest
@@ -16,31 +15,11 @@ import pytest
 from kinesis_trio import KinesisClient, Outcome, Producer, ProducerConfig, StaticCredentials
 
 from .emulator_fixtures import EmulatorEndpoint
-from .helpers import check_landed_kcl
+from .helpers import check_landed_kcl, read_stream
 
 pytestmark = pytest.mark.anyio
 
 CREDS = StaticCredentials("AKIDLOCAL", "local-secret")
-
-
-async def read_back(client: KinesisClient, name: str) -> list[tuple[Any, ...]]:
-    shards = {s["ShardId"]: s for s in await client.list_shards(name, at_latest=False)}
-    out = []
-    for shard_id, records in (await client.read_all(name)).items():
-        rng = shards[shard_id]["HashKeyRange"]
-        for r in records:
-            out.append(
-                (
-                    shard_id,
-                    int(rng["StartingHashKey"]),
-                    int(rng["EndingHashKey"]),
-                    r["Data"],
-                    r["PartitionKey"],
-                    r.get("ExplicitHashKey"),
-                    r["SequenceNumber"],
-                )
-            )
-    return out
 
 
 async def test_split_merge_and_update_shard_count_mid_run(kinesis_local: EmulatorEndpoint) -> None:
@@ -104,7 +83,7 @@ async def test_split_merge_and_update_shard_count_mid_run(kinesis_local: Emulato
         results = [o.result() for *_, o in sent]
         failures = [r for r in results if not r.ok]
         assert failures == []
-        summary = check_landed_kcl(await read_back(client, name), sent)
+        summary = check_landed_kcl(await read_stream(client, name), sent)
         assert summary["ok"] == len(sent)
         all_shards = await client.list_shards(name, at_latest=False)
         assert len(all_shards) > 4  # the reshards really happened

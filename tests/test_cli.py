@@ -1,0 +1,656 @@
+"""The ``kinesis-trio`` command, run as subprocesses.
+
+``produce`` and ``perf`` run against the session's kinesalite (``--endpoint-url``); records
+are read back with GetRecords and de-aggregated. Per-record failures come from a tiny
+in-test Kinesis stub (an HTTP server answering ListShards / DescribeStreamSummary /
+PutRecords) that throttles chosen entries: with ``--fail-if-throttled`` they fail at once.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import json
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+import pytest
+
+import kinesis_trio
+
+from .emulator_fixtures import EmulatorEndpoint
+
+_DROPPED_ENV = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_KINESIS",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_SESSION_TOKEN",
+)
+_MAX_HASH_KEY = (1 << 128) - 1
+
+
+def cli_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
+    env.update(
+        AWS_ACCESS_KEY_ID="AKIDCLITEST",
+        AWS_SECRET_ACCESS_KEY="cli-test-secret",
+        AWS_REGION="us-east-1",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def cli_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "kinesis_trio", *args]
+
+
+def run_cli(
+    *args: str, stdin: str | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cli_command(*args),
+        input=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else None,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=cli_env(),
+        check=False,
+    )
+
+
+def summary(stdout: str) -> dict[str, str]:
+    """The plain-text summary rows (``  label   value``) printed at the end of a run."""
+    rows: dict[str, str] = {}
+    for line in stdout.splitlines():
+        match = re.fullmatch(r"  (\S+(?: \S+)*) {2,}(.+)", line)
+        if match:
+            rows[match[1]] = match[2].strip()
+    return rows
+
+
+def number(text: str) -> float:
+    return float(text.split()[0].replace(",", ""))
+
+
+# -- streams ---------------------------------------------------------------------------------
+
+
+def client(endpoint: str) -> kinesis_trio.KinesisClient:
+    return kinesis_trio.KinesisClient(
+        region_name="us-east-1",
+        endpoint_url=endpoint,
+        credentials=kinesis_trio.StaticCredentials("a", "b"),
+    )
+
+
+def create_stream(endpoint: str, shards: int = 1) -> str:
+    name = f"cli-{uuid.uuid4().hex[:10]}"
+
+    async def create() -> None:
+        async with client(endpoint) as c:
+            await c.create_stream(name, shards)
+            await c.wait_for_stream(name)
+
+    anyio.run(create)
+    return name
+
+
+@dataclass(frozen=True)
+class Landed:
+    shard_id: str
+    shard_start: int
+    shard_end: int
+    data: bytes
+    partition_key: str
+
+
+def read_back(endpoint: str, stream: str) -> list[Landed]:
+    """Every user record in the stream, de-aggregated, with its shard's hash key range."""
+
+    async def read() -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+        async with client(endpoint) as c:
+            return await c.list_shards(stream, at_latest=False), await c.read_all(stream)
+
+    shards, records = anyio.run(read)
+    ranges = {
+        s["ShardId"]: (
+            int(s["HashKeyRange"]["StartingHashKey"]),
+            int(s["HashKeyRange"]["EndingHashKey"]),
+        )
+        for s in shards
+    }
+    landed = []
+    for shard_id, shard_records in records.items():
+        start, end = ranges[shard_id]
+        for record in shard_records:
+            for user in kinesis_trio.deaggregate(
+                record["Data"], record["PartitionKey"], sequence_number=record["SequenceNumber"]
+            ):
+                landed.append(Landed(shard_id, start, end, user.data, user.partition_key))
+    return landed
+
+
+# -- a tiny Kinesis stub for per-record failures ------------------------------------------------
+
+
+@dataclass
+class StubState:
+    """``fail_marker``: entries whose data contains it are throttled; ``throttle_every``:
+    every n-th PutRecords request has all its entries throttled."""
+
+    fail_marker: bytes | None = None
+    throttle_every: int = 0
+    requests: int = 0
+    written: list[bytes] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class _StubHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    state: StubState
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+        operation = self.headers.get("X-Amz-Target", "").rpartition(".")[2]
+        status = 200
+        reply: dict[str, Any]
+        if operation == "ListShards":
+            reply = {
+                "Shards": [
+                    {
+                        "ShardId": "shardId-000000000000",
+                        "HashKeyRange": {
+                            "StartingHashKey": "0",
+                            "EndingHashKey": str(_MAX_HASH_KEY),
+                        },
+                        "SequenceNumberRange": {"StartingSequenceNumber": "1"},
+                    }
+                ]
+            }
+        elif operation == "DescribeStreamSummary":
+            reply = {
+                "StreamDescriptionSummary": {
+                    "StreamName": body.get("StreamName"),
+                    "StreamStatus": "ACTIVE",
+                    "OpenShardCount": 1,
+                }
+            }
+        elif operation == "PutRecords":
+            reply = self._put_records(body["Records"])
+        else:
+            status, reply = 400, {"__type": "UnknownOperationException", "message": operation}
+        payload = json.dumps(reply).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/x-amz-json-1.1")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _put_records(self, records: list[dict[str, str]]) -> dict[str, Any]:
+        state = self.state
+        with state.lock:
+            state.requests += 1
+            throttle_all = bool(state.throttle_every) and state.requests % state.throttle_every == 1
+            entries: list[dict[str, str]] = []
+            failed = 0
+            for record in records:
+                data = base64.b64decode(record["Data"])
+                if throttle_all or (state.fail_marker is not None and state.fail_marker in data):
+                    failed += 1
+                    entries.append(
+                        {
+                            "ErrorCode": "ProvisionedThroughputExceededException",
+                            "ErrorMessage": "Rate exceeded for shard shardId-000000000000 (stub)",
+                        }
+                    )
+                else:
+                    state.written.append(data)
+                    entries.append(
+                        {
+                            "ShardId": "shardId-000000000000",
+                            "SequenceNumber": str(len(state.written)).zfill(20),
+                        }
+                    )
+        return {"FailedRecordCount": failed, "Records": entries}
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@dataclass
+class Stub:
+    endpoint_url: str
+    state: StubState
+
+
+@pytest.fixture
+def stub() -> Iterator[Stub]:
+    state = StubState()
+    handler = type("Handler", (_StubHandler,), {"state": state})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Stub(f"http://127.0.0.1:{server.server_address[1]}", state)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# -- produce -----------------------------------------------------------------------------------
+
+
+def test_produce_raw_lines_from_stdin_with_uuid_keys(kinesalite: EmulatorEndpoint) -> None:
+    stream = create_stream(kinesalite.endpoint_url)
+    out = run_cli(
+        "produce",
+        "--stream",
+        stream,
+        "--endpoint-url",
+        kinesalite.endpoint_url,
+        stdin="alpha\nbeta\n\ngamma\r\ndelta",
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr
+    rows = summary(out.stdout)
+    assert rows["lines"] == "5 (1 blank skipped)"
+    assert (rows["records sent"], rows["ok"], rows["failed"]) == ("4", "4", "0")
+    assert "latency p99" in rows
+    landed = read_back(kinesalite.endpoint_url, stream)
+    assert sorted(r.data for r in landed) == [b"alpha", b"beta", b"delta", b"gamma"]
+    keys = [r.partition_key for r in landed]
+    assert len(set(keys)) == 4
+    assert all(uuid.UUID(k).version == 4 for k in keys)
+
+
+def test_produce_json_lines_with_a_dotted_key_field(kinesalite: EmulatorEndpoint) -> None:
+    stream = create_stream(kinesalite.endpoint_url, shards=2)
+    lines = [
+        json.dumps({"user": {"id": f"user-{i % 7}"}, "n": i, "text": "é ✓"}, ensure_ascii=False)
+        for i in range(50)
+    ]
+    out = run_cli(
+        "produce",
+        "--stream",
+        stream,
+        "--endpoint-url",
+        kinesalite.endpoint_url,
+        "--json",
+        "--key-field",
+        "user.id",
+        stdin="\n".join(lines) + "\n",
+    )
+    assert out.returncode == 0, out.stderr
+    assert summary(out.stdout)["ok"] == "50"
+    landed = read_back(kinesalite.endpoint_url, stream)
+    assert sorted(r.data for r in landed) == sorted(line.encode() for line in lines)
+    for record in landed:
+        assert record.partition_key == json.loads(record.data)["user"]["id"]
+        hash_key = int.from_bytes(hashlib.md5(record.partition_key.encode()).digest(), "big")
+        assert record.shard_start <= hash_key <= record.shard_end
+
+
+def test_produce_from_a_file_with_a_key_template_and_explicit_hash_keys(
+    kinesalite: EmulatorEndpoint, tmp_path: Path
+) -> None:
+    stream = create_stream(kinesalite.endpoint_url, shards=2)
+    documents = [
+        {"tenant": "acme", "ehk": "0"},
+        {"tenant": "globex", "ehk": str(_MAX_HASH_KEY)},
+        {"tenant": "acme", "ehk": 1},
+    ]
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in documents), encoding="utf-8")
+    out = run_cli(
+        "produce",
+        "--stream",
+        stream,
+        "--endpoint-url",
+        kinesalite.endpoint_url,
+        "--json",
+        "--key-template",
+        "{tenant}-{line_no:03d}",
+        "--explicit-hash-key-field",
+        "ehk",
+        "--no-aggregation",
+        str(path),
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"produce: {path} -> {stream}" in out.stdout
+    landed = {r.partition_key: r for r in read_back(kinesalite.endpoint_url, stream)}
+    assert sorted(landed) == ["acme-001", "acme-003", "globex-002"]
+    assert landed["acme-001"].shard_start == 0  # explicit hash key 0: the first shard
+    assert landed["acme-003"].shard_start == 0
+    assert landed["globex-002"].shard_end == _MAX_HASH_KEY  # the last shard
+    assert json.loads(landed["globex-002"].data) == documents[1]
+
+
+def test_produce_to_a_missing_stream_is_a_one_line_error(kinesalite: EmulatorEndpoint) -> None:
+    out = run_cli(
+        "produce",
+        "--stream",
+        f"missing-{uuid.uuid4().hex[:8]}",
+        "--endpoint-url",
+        kinesalite.endpoint_url,
+        stdin="a\n",
+    )
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("kinesis-trio: error: ResourceNotFoundException"), lines
+
+
+def test_produce_writes_failed_records_and_exits_1(stub: Stub, tmp_path: Path) -> None:
+    stub.state.fail_marker = b'"fail"'
+    failed = tmp_path / "failed.jsonl"
+    lines = [
+        '{"id": "a"}',
+        '{"id": "b", "fail": true}',
+        "not json",
+        '{"id": "c"}',
+        '{"other": 1}',
+    ]
+    out = run_cli(
+        "produce",
+        "--stream",
+        "s",
+        "--endpoint-url",
+        stub.endpoint_url,
+        "--json",
+        "--key-field",
+        "id",
+        "--no-aggregation",
+        "--fail-if-throttled",
+        "--failed",
+        str(failed),
+        stdin="\n".join(lines) + "\n",
+    )
+    assert out.returncode == 1, out.stderr
+    rows = summary(out.stdout)
+    assert (rows["records sent"], rows["ok"], rows["failed"]) == ("3", "2", "3")
+    assert "3 failed records written to" in out.stdout
+    assert sorted(stub.state.written) == [b'{"id": "a"}', b'{"id": "c"}']
+    entries = [json.loads(line) for line in failed.read_text(encoding="utf-8").splitlines()]
+    by_line = {e["line_no"]: e for e in entries}
+    assert sorted(by_line) == [2, 3, 5]
+    assert by_line[2]["line"] == lines[1]
+    assert by_line[2]["error_code"] == "ProvisionedThroughputExceededException"
+    assert "Rate exceeded" in by_line[2]["error_message"]
+    assert by_line[2]["partition_key"] == "b"
+    assert by_line[3] | {"error_message": ""} == {
+        "line_no": 3,
+        "line": "not json",
+        "error_code": "InvalidJSON",
+        "error_message": "",
+    }
+    assert by_line[5]["error_code"] == "MissingKey"
+
+
+# -- perf --------------------------------------------------------------------------------------
+
+
+def test_perf_with_a_count_creates_the_stream(kinesalite: EmulatorEndpoint) -> None:
+    stream = f"cli-perf-{uuid.uuid4().hex[:8]}"
+    out = run_cli(
+        "perf",
+        "--endpoint-url",
+        kinesalite.endpoint_url,
+        "--stream",
+        stream,
+        "--shards",
+        "2",
+        "-n",
+        "2000",
+        "-s",
+        "100",
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"created stream {stream} with 2 shards" in out.stdout
+    rows = summary(out.stdout)
+    assert rows["records"] == "2,000"
+    assert rows["failed"] == "0"
+    assert rows["latency from"] == "each put() call"
+    for label in ("latency p50", "latency p99", "latency p99.9"):
+        assert rows[label].endswith(" ms"), rows
+    assert (
+        number(rows["latency p50"]) <= number(rows["latency p99"]) <= number(rows["latency p99.9"])
+    )
+    assert number(rows["records/s"]) > 0
+    assert number(rows["MB/s"]) > 0
+    assert number(rows["CPU us/record"]) > 0
+    assert rows["throttles"] == "0 attempts (0 records)"
+    landed = read_back(kinesalite.endpoint_url, stream)
+    assert len(landed) == 2000
+    assert {len(r.data) for r in landed} == {100}
+    assert len({r.shard_id for r in landed}) == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [(("-n", "300", "-r", "500"), 300), (("-r", "400", "--duration", "1"), 400)],
+    ids=["count-and-rate", "rate-and-duration"],
+)
+def test_perf_with_a_rate_reports_latency_from_the_schedule(
+    kinesalite: EmulatorEndpoint, args: tuple[str, ...], expected: int
+) -> None:
+    stream = create_stream(kinesalite.endpoint_url)
+    out = run_cli("perf", "--endpoint-url", kinesalite.endpoint_url, "--stream", stream, *args)
+    assert out.returncode == 0, out.stderr
+    rows = summary(out.stdout)
+    assert number(rows["records"]) == expected
+    rate = float(args[args.index("-r") + 1])
+    assert number(rows["elapsed"]) >= (expected - 1) / rate - 0.01  # paced, not a burst
+    assert rows["latency from"].startswith("each record's scheduled time")
+    p50, p99, p999 = (number(rows[f"latency {p}"]) for p in ("p50", "p99", "p99.9"))
+    assert 0 < p50 <= p99 <= p999
+    assert len(read_back(kinesalite.endpoint_url, stream)) == expected
+
+
+def test_perf_counts_throttled_attempts(stub: Stub) -> None:
+    stub.state.throttle_every = 2  # every other PutRecords: all entries throttled
+    out = run_cli(
+        "perf",
+        "--endpoint-url",
+        stub.endpoint_url,
+        "--stream",
+        "s",
+        "-n",
+        "200",
+        "-s",
+        "50",
+        "--no-aggregation",
+        "--linger",
+        "10ms",
+    )
+    assert out.returncode == 0, out.stderr
+    rows = summary(out.stdout)
+    assert rows["failed"] == "0"
+    match = re.fullmatch(r"([\d,]+) attempts \(([\d,]+) records\)", rows["throttles"])
+    assert match, rows["throttles"]
+    assert int(match[1].replace(",", "")) >= 1
+    assert len(stub.state.written) == 200
+
+
+def test_perf_fails_with_exit_1_when_records_fail(stub: Stub) -> None:
+    stub.state.throttle_every = 1  # every request throttled...
+    out = run_cli(
+        "perf",
+        "--endpoint-url",
+        stub.endpoint_url,
+        "--stream",
+        "s",
+        "-n",
+        "20",
+        "--fail-if-throttled",  # ...and throttled records fail at once
+    )
+    assert out.returncode == 1, out.stderr
+    assert summary(out.stdout)["failed"] == "20"
+    assert "ProvisionedThroughputExceededException: 20" in out.stdout
+
+
+@pytest.mark.integration
+def test_perf_without_an_endpoint_starts_the_embedded_emulator() -> None:
+    out = run_cli("perf", "-n", "500", "-s", "64", "--shards", "1")
+    assert out.returncode == 0, out.stderr
+    assert "no endpoint configured: starting an embedded kinesalite emulator" in out.stdout
+    assert summary(out.stdout)["records"] == "500"
+
+
+def test_perf_on_a_missing_stream_without_shards_is_an_error(kinesalite: EmulatorEndpoint) -> None:
+    out = run_cli(
+        "perf", "--endpoint-url", kinesalite.endpoint_url, "--stream", f"nope-{uuid.uuid4().hex}"
+    )
+    assert out.returncode == 1
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("kinesis-trio: error: stream ") and "--shards" in line
+
+
+# -- bad arguments ------------------------------------------------------------------------------
+
+BAD_ARGUMENTS: list[tuple[list[str], str]] = [
+    ([], "the following arguments are required: COMMAND"),
+    (["nosuch"], "invalid choice: 'nosuch'"),
+    (["produce"], "the following arguments are required: --stream"),
+    (["produce", "--stream", "s", "--key-field", "a"], "--key-field needs --json"),
+    (
+        ["produce", "--stream", "s", "--json", "--key-field", "a", "--key-template", "b"],
+        "not allowed with argument --key-field",
+    ),
+    (["produce", "--stream", "s", "--key-template", "{"], "Single '{' encountered"),
+    (["produce", "--stream", "s", "--key-template", "{tenant}"], "{tenant} needs --json"),
+    (["produce", "--stream", "s", "/nonexistent/records.txt"], "cannot read /nonexistent"),
+    (["perf", "-n", "0"], "argument -n/--count: must be at least 1, got 0"),
+    (["perf", "-s", "big"], "argument -s/--size: not a size"),
+    (["perf", "-r", "-5"], "argument -r/--rate: must be a positive number"),
+    (["perf", "--linger", "soon"], "argument --linger: not a duration"),
+    (["perf", "--rate-limit", "0"], "ProducerConfig.rate_limit must be a positive percentage"),
+    (["perf", "--max-connections", "0"], "ProducerConfig.max_connections must be a positive int"),
+    (
+        ["produce", "--stream", "s", "--record-ttl", "-1"],
+        "ProducerConfig.record_ttl must be a positive",
+    ),
+    (
+        ["produce", "--stream", "s", "--max-outstanding-bytes", "10k"],
+        "ProducerConfig.max_outstanding_bytes must be at least max_record_size",
+    ),
+    (["perf", "--max-outstanding-records", "x"], "argument --max-outstanding-records"),
+    (["perf", "--endpoint-url", "ftp://example", "--stream", "s"], "invalid endpoint URL"),
+    (["local", "--streams", "a:x"], "--streams: bad entry 'a:x'"),
+    (["local", "--port", "70000"], "argument --port"),
+]
+
+
+def test_bad_arguments_get_one_line_errors_and_exit_2() -> None:
+    procs = [
+        (
+            argv,
+            expected,
+            subprocess.Popen(
+                cli_command(*argv),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=cli_env(),
+            ),
+        )
+        for argv, expected in BAD_ARGUMENTS
+    ]
+    problems = []
+    for argv, expected, proc in procs:
+        stdout, stderr = proc.communicate(timeout=120)
+        lines = stderr.strip().splitlines()
+        if (
+            proc.returncode != 2
+            or len(lines) != 1
+            or not lines[0].startswith("kinesis-trio: error: ")
+            or expected not in lines[0]
+            or stdout
+        ):
+            problems.append(f"{argv}: exit {proc.returncode}, stderr {stderr!r}, stdout {stdout!r}")
+    assert not problems, "\n".join(problems)
+
+
+# -- local -------------------------------------------------------------------------------------
+
+
+def _lines(stream: IO[str]) -> queue.Queue[str | None]:
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def _wait_for_line(lines: queue.Queue[str | None], pattern: str, timeout: float) -> re.Match[str]:
+    deadline = time.monotonic() + timeout
+    seen = []
+    while True:
+        line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
+        if line is None:
+            raise AssertionError(f"output ended without {pattern!r}: {seen}")
+        seen.append(line)
+        match = re.search(pattern, line)
+        if match:
+            return match
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_local_runs_until_interrupted_and_stops_the_emulator(signum: signal.Signals) -> None:
+    proc = subprocess.Popen(
+        cli_command("local", "--port", "0", "--streams", "orders:2,events"),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+    )
+    try:
+        assert proc.stdout is not None
+        lines = _lines(proc.stdout)
+        match = _wait_for_line(lines, r"kinesalite running at (http://127\.0\.0\.1:(\d+))", 120)
+        endpoint, port = match[1], int(match[2])
+
+        async def shard_counts() -> dict[str, int]:
+            async with client(endpoint) as c:
+                return {name: len(await c.list_shards(name)) for name in ("orders", "events")}
+
+        assert anyio.run(shard_counts) == {"orders": 2, "events": 1}
+        proc.send_signal(signum)
+        assert proc.wait(timeout=30) == 0
+        _wait_for_line(lines, r"^stopped$", 5)
+        assert proc.stderr is not None
+        assert "Traceback" not in proc.stderr.read()
+        assert not _port_open(port), "the emulator is still listening"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
