@@ -25,7 +25,7 @@ import cProfile
 import os
 import pstats
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import anyio

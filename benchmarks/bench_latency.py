@@ -1,0 +1,351 @@
+"""Latency at fixed arrival rates, from each record's *scheduled* arrival (no coordinated
+omission).
+
+Records of 200 bytes arrive at a fixed rate (default 1,000 and 5,000 records/s) for
+``--duration`` seconds into a fresh 2-shard stream (as in aiokpl's latency table) on one
+kinesalite. Record *i* is scheduled at ``t0 + i/rate``; the putter sleeps until that time
+(or does not sleep when it is behind) and a record's latency is the time its outcome was
+resolved (or, without outcomes, its ``put_records`` call returned) minus its scheduled
+time. A putter that cannot keep up therefore shows it as latency.
+
+Variants: kinesis_trio (trio, asyncio; aggregation on and off), aiokpl (aggregation on),
+aws-kinesis-agg + boto3 (records aggregated per linger window, latency until the call that
+carried them returned) and plain boto3 ``put_records`` batched the same way. Linger
+(record_max_buffered_time / batching window) 50 ms for all. Per-shard rate limiters are
+lifted in both producers (the emulator enforces no limits; at 5,000 records/s without
+aggregation, two real shards would throttle: their limit is 2,000 records/s).
+
+Target: p99 <= record_max_buffered_time + 50 ms.
+
+Run: ``uv run python -m benchmarks.bench_latency [--duration 10] [--rates 1000,5000]``.
+Writes ``benchmarks/results/latency.{md,json}`` (101 quantiles per variant for a CDF) and,
+with ``--plot``, ``latency_cdf.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks.common import (
+    RESULTS_DIR,
+    command_line,
+    create_stream,
+    delete_stream,
+    fmt,
+    fmt_int,
+    log,
+    machine_info,
+    machine_line,
+    markdown_table,
+    median_of,
+    run_child,
+    start_emulator,
+    write_results,
+)
+
+
+@dataclass
+class Variant:
+    key: str
+    label: str
+    module: str
+    library: str
+    backend: str
+    mode: str
+    aggregation: bool
+    args: list[str] = field(default_factory=list)
+
+
+def variants() -> list[Variant]:
+    out: list[Variant] = []
+    for agg in (True, False):
+        for backend in ("trio", "asyncio"):
+            out.append(
+                Variant(
+                    key=f"kt-{backend}-{'agg' if agg else 'noagg'}",
+                    label=f"kinesis_trio {backend} agg={'on' if agg else 'off'}",
+                    module="run_kinesis_trio",
+                    library="kinesis_trio",
+                    backend=backend,
+                    mode="confirmed",
+                    aggregation=agg,
+                    args=["--backend", backend, "--aggregation", "on" if agg else "off"],
+                )
+            )
+    out.append(
+        Variant(
+            key="aiokpl-agg",
+            label="aiokpl asyncio agg=on",
+            module="run_aiokpl",
+            library="aiokpl",
+            backend="asyncio",
+            mode="confirmed",
+            aggregation=True,
+        )
+    )
+    out.append(
+        Variant(
+            key="agg-boto3",
+            label="aws-kinesis-agg + boto3",
+            module="run_agg_boto3",
+            library="aws-kinesis-agg+boto3",
+            backend="sync",
+            mode="fire-and-forget",
+            aggregation=True,
+        )
+    )
+    out.append(
+        Variant(
+            key="boto3",
+            label="boto3.put_records (batched, no aggregation)",
+            module="run_boto3",
+            library="boto3",
+            backend="sync",
+            mode="fire-and-forget",
+            aggregation=False,
+        )
+    )
+    return out
+
+
+def summarize(v: Variant, rate: float, runs: list[dict[str, Any]], errors: list[str]) -> Any:
+    def med(key: str) -> float:
+        return median_of([float(r[key]) for r in runs if key in r])
+
+    quantiles: list[float] = []
+    if runs:
+        quantiles = [
+            round(median_of([float(r["quantiles_ms"][i]) for r in runs]), 3) for i in range(101)
+        ]
+    return {
+        "variant": v.label,
+        "key": v.key,
+        "library": v.library,
+        "backend": v.backend,
+        "mode": v.mode,
+        "aggregation": v.aggregation,
+        "target_rate": rate,
+        "records": int(runs[0]["records"]) if runs else 0,
+        "record_bytes": int(runs[0]["record_bytes"]) if runs else 0,
+        "shards": int(runs[0]["shards"]) if runs else 0,
+        "elapsed_s": round(med("elapsed_s"), 4),
+        "records_per_s": round(med("records_per_s"), 1),
+        "mb_per_s": round(med("mb_per_s"), 3),
+        "cpu_us_per_record": round(med("cpu_us_per_record"), 2),
+        "cpu_us_per_record_process": round(med("cpu_us_per_record_process"), 2),
+        "peak_rss_mib": round(med("peak_rss_mib"), 1),
+        "emulator_cpu_us_per_record": round(med("emulator_cpu_us_per_record"), 2),
+        "failed": int(sum(int(r["failed"]) for r in runs)),
+        "p50_ms": round(med("p50_ms"), 2),
+        "p99_ms": round(med("p99_ms"), 2),
+        "p999_ms": round(med("p999_ms"), 2),
+        "max_ms": round(med("max_ms"), 2),
+        "max_put_lag_ms": round(med("max_put_lag_ms"), 2),
+        "p99_runs_ms": [r["p99_ms"] for r in runs],
+        "quantiles_ms": quantiles,
+        "repeats": len(runs),
+        "errors": errors,
+        "runs": runs,
+    }
+
+
+def plot(rows: list[dict[str, Any]], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rates = sorted({r["target_rate"] for r in rows})
+    fig, axes = plt.subplots(1, len(rates), figsize=(7 * len(rates), 5), squeeze=False)
+    for ax, rate in zip(axes[0], rates, strict=True):
+        for r in rows:
+            if r["target_rate"] != rate or not r["quantiles_ms"]:
+                continue
+            ax.plot(r["quantiles_ms"], [i / 100 for i in range(101)], label=r["variant"])
+        ax.set_xscale("log")
+        ax.set_xlabel("latency from scheduled arrival, ms (log)")
+        ax.set_ylabel("fraction of records")
+        ax.set_title(f"{rate:,.0f} records/s, 200 B, 2 shards, kinesalite")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rates", default="1000,5000", help="records/s, comma-separated")
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds per run")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--keys", type=int, default=256)
+    parser.add_argument("--linger", type=float, default=0.05)
+    parser.add_argument("--only", default="", help="comma-separated variant keys")
+    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--plot", action="store_true", help="write results/latency_cdf.png")
+    parser.add_argument("--name", default="latency")
+    args = parser.parse_args()
+    rates = [float(x) for x in args.rates.split(",") if x]
+    vs = variants()
+    if args.only:
+        keep = set(args.only.split(","))
+        vs = [v for v in vs if v.key in keep]
+    info = machine_info()
+    log(f"machine: {machine_line(info)}")
+    runs: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    errors: dict[tuple[str, float], list[str]] = {}
+    started = time.perf_counter()
+    emulator = start_emulator(shard_limit=1000)
+    try:
+        for rnd in range(args.repeat):
+            for rate in rates:
+                order = vs[rnd % len(vs) :] + vs[: rnd % len(vs)]
+                for v in order:
+                    stream = create_stream(emulator.endpoint_url, args.shards)
+                    res = run_child(
+                        v.module,
+                        [
+                            "--endpoint",
+                            emulator.endpoint_url,
+                            "--stream",
+                            stream,
+                            "--rate",
+                            str(rate),
+                            "--duration",
+                            str(args.duration),
+                            "--size",
+                            str(args.size),
+                            "--keys",
+                            str(args.keys),
+                            "--shards",
+                            str(args.shards),
+                            "--linger",
+                            str(args.linger),
+                            "--variant",
+                            v.label,
+                            *v.args,
+                        ],
+                        timeout=args.timeout,
+                        emulator_pid=emulator.pid,
+                    )
+                    delete_stream(emulator.endpoint_url, stream)
+                    if res.ok:
+                        res.data["round"] = rnd
+                        runs.setdefault((v.key, rate), []).append(res.data)
+                        log(
+                            f"[{rnd + 1}/{args.repeat}] {rate:,.0f}/s {v.label}: "
+                            f"p50 {res.data['p50_ms']:.1f} p99 {res.data['p99_ms']:.1f} "
+                            f"p99.9 {res.data['p999_ms']:.1f} ms, failed {res.data['failed']}, "
+                            f"lag {res.data.get('max_put_lag_ms', 0):.1f} ms"
+                        )
+                    else:
+                        errors.setdefault((v.key, rate), []).append(res.error)
+                        log(f"[{rnd + 1}/{args.repeat}] {rate:,.0f}/s {v.label}: FAILED")
+                        log(res.error)
+    finally:
+        emulator.stop()
+    total = time.perf_counter() - started
+
+    rows: list[dict[str, Any]] = []
+    for rate in rates:
+        for v in vs:
+            got = runs.get((v.key, rate), [])
+            errs = errors.get((v.key, rate), [])
+            if got or errs:
+                rows.append(summarize(v, rate, got, errs))
+    target = args.linger * 1000 + 50
+    md = [
+        "# Latency at fixed arrival rates (from scheduled arrival)",
+        "",
+        f"Command: `{command_line()}` ({total / 60:.1f} min)",
+        "",
+        f"Machine: {machine_line(info)}",
+        "",
+        f"{args.size}-byte records, {args.keys} partition keys, a fresh {args.shards}-shard "
+        f"stream per run on one kinesalite, {args.duration:g} s per run, linger "
+        f"{args.linger * 1000:.0f} ms for every variant, {args.repeat} run(s) per cell "
+        "(medians if more than one). Latency = resolved (or `put_records` returned) minus "
+        "*scheduled* arrival; the putter sleeps until each record's scheduled time and "
+        "does not sleep when behind, so a putter that falls behind shows it here "
+        '("putter lag": the worst delay between a record\'s scheduled time and its `put`). '
+        f"Target: p99 <= linger + 50 ms = {target:.0f} ms. Per-shard rate limiters lifted.",
+        "",
+    ]
+    for rate in rates:
+        body = []
+        for r in rows:
+            if r["target_rate"] != rate:
+                continue
+            if not r["runs"]:
+                body.append([r["variant"], "crashed", "", "", "", "", "", "", "", ""])
+                continue
+            body.append(
+                [
+                    r["variant"],
+                    fmt(r["p50_ms"], 1),
+                    fmt(r["p99_ms"], 1),
+                    fmt(r["p999_ms"], 1),
+                    fmt(r["max_ms"], 1),
+                    "yes" if r["p99_ms"] <= target else "**no**",
+                    fmt_int(r["records_per_s"]),
+                    fmt(r["max_put_lag_ms"], 1),
+                    fmt(r["cpu_us_per_record"], 1),
+                    str(r["failed"]),
+                ]
+            )
+        md += [
+            f"## {rate:,.0f} records/s",
+            "",
+            markdown_table(
+                [
+                    "variant",
+                    "p50 ms",
+                    "p99 ms",
+                    "p99.9 ms",
+                    "max ms",
+                    f"p99 <= {target:.0f} ms",
+                    "achieved records/s",
+                    "putter lag ms",
+                    "CPU µs/record",
+                    "failed",
+                ],
+                body,
+                "lrrrrlrrrr",
+            ),
+            "",
+        ]
+    crashed = [(r["variant"], r["target_rate"], e) for r in rows for e in r["errors"]]
+    if crashed:
+        md += ["## Runs that failed", ""]
+        md += [f"- {label} at {rate:,.0f}/s: `{err[:1500]}`" for label, rate, err in crashed]
+        md.append("")
+    md += [
+        "CPU µs/record here is the producer process's CPU over the whole paced run divided by "
+        "the records: at a fixed rate it includes the cost of waking up for each record.",
+    ]
+    if args.plot:
+        png = RESULTS_DIR / f"{args.name}_cdf.png"
+        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+        plot(rows, str(png))
+        md += ["", f"![latency CDF]({png.name})"]
+    text = "\n".join(md)
+    print(text)
+    data = {
+        "benchmark": "latency",
+        "command": command_line(),
+        "machine": info,
+        "settings": vars(args),
+        "target_p99_ms": target,
+        "total_seconds": round(total, 1),
+        "rows": rows,
+    }
+    md_path, json_path = write_results(args.name, text, data)
+    log(f"wrote {md_path} and {json_path} in {total:.0f}s")
+
+
+if __name__ == "__main__":
+    main()

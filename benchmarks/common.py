@@ -1,0 +1,512 @@
+"""Shared helpers for the comparative benchmarks (throughput, latency, sweeps).
+
+Two halves:
+
+* **parent side** (the ``bench_*`` scripts): start kinesalite, create a fresh stream per run,
+  run each variant as a child process (``python -m benchmarks.run_<lib> --json ...``) with a
+  timeout and parse its one JSON result line, read the emulator's CPU time from
+  ``/proc/<pid>/stat``, describe the machine, print markdown tables and write
+  ``benchmarks/results/<name>.{md,json}``.
+* **child side** (the ``run_*`` runners): the common command line, CPU time and peak RSS from
+  ``getrusage``, the arrival schedule of latency runs, quantiles, and the result line.
+
+Every variant runs in its own process so that its CPU time and peak RSS are its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import resource
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+#: Credentials for the emulator (any SigV4-shaped credentials pass).
+ACCESS_KEY = "AKIDBENCH"
+SECRET_KEY = "bench-secret"
+REGION = "us-east-1"
+
+#: "lifted" per-shard rate limits: the emulators enforce none, and the benchmarks measure the
+#: producers, not their limiters. 10^9 records/s and bytes/s per shard are never reached.
+LIFTED_RECORDS_PER_SHARD = 1e9
+LIFTED_BYTES_PER_SHARD = 1e12
+
+# ---------------------------------------------------------------------------------------------
+# child side
+# ---------------------------------------------------------------------------------------------
+
+
+def runner_parser(description: str) -> argparse.ArgumentParser:
+    """The command line every ``run_*`` runner takes (runners add their own options)."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--json", action="store_true", help="print one JSON result line only")
+    p.add_argument("--endpoint", required=True, help="Kinesis endpoint URL (the emulator)")
+    p.add_argument("--stream", required=True, help="existing stream to write to")
+    p.add_argument("--count", type=int, default=100_000, help="records (throughput mode)")
+    p.add_argument("--size", type=int, default=200, help="bytes of data per record")
+    p.add_argument("--keys", type=int, default=256, help="distinct partition keys, cycled")
+    p.add_argument("--shards", type=int, default=1, help="shards of the stream (reported)")
+    p.add_argument("--linger", type=float, default=0.05, help="record_max_buffered_time, s")
+    p.add_argument(
+        "--mode",
+        choices=["confirmed", "fire-and-forget"],
+        default="confirmed",
+        help="confirmed: await every outcome; fire-and-forget: stop at flush / drained",
+    )
+    p.add_argument("--aggregation", choices=["on", "off"], default="on")
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="latency mode: records scheduled at t0 + i/rate (0: throughput mode)",
+    )
+    p.add_argument("--duration", type=float, default=10.0, help="latency mode: seconds")
+    p.add_argument(
+        "--rate-limits",
+        choices=["lifted", "default"],
+        default="lifted",
+        help="per-shard limiter of the producer: lifted (10^9/s) or the library default",
+    )
+    p.add_argument("--variant", default="", help="label echoed in the result")
+    return p
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of this process so far."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process (``ru_maxrss`` is KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def partition_keys(count: int) -> list[str]:
+    return [f"key-{i:04d}" for i in range(count)]
+
+
+def payload(size: int) -> bytes:
+    return os.urandom(size)
+
+
+def record_count(args: argparse.Namespace) -> int:
+    """Records to write: ``--count``, or ``rate * duration`` in latency mode."""
+    if args.rate > 0:
+        return max(1, round(float(args.rate) * float(args.duration)))
+    return int(args.count)
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolated quantile (``q`` in 0..1) of an ascending sequence."""
+    n = len(sorted_values)
+    if n == 0:
+        return math.nan
+    pos = q * (n - 1)
+    lo = math.floor(pos)
+    hi = min(n - 1, lo + 1)
+    frac = pos - lo
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
+
+
+def latency_fields(latencies_s: list[float]) -> dict[str, Any]:
+    """p50/p99/p99.9/max and 101 quantiles (0..100 %), all in milliseconds."""
+    values = sorted(latencies_s)
+    ms = [v * 1000.0 for v in values]
+    return {
+        "latency_samples": len(ms),
+        "p50_ms": round(quantile(ms, 0.50), 3),
+        "p99_ms": round(quantile(ms, 0.99), 3),
+        "p999_ms": round(quantile(ms, 0.999), 3),
+        "max_ms": round(ms[-1], 3) if ms else math.nan,
+        "mean_ms": round(statistics.fmean(ms), 3) if ms else math.nan,
+        "quantiles_ms": [round(quantile(ms, i / 100), 3) for i in range(101)],
+    }
+
+
+def latency_timeline(pairs: list[tuple[float, float]], t0: float) -> list[dict[str, float]]:
+    """Per second of the schedule: records, p50, p99 and max latency (ms).
+
+    ``pairs`` are ``(scheduled time, latency)`` in seconds; ``t0`` is the schedule's start.
+    Shows whether a tail comes from a few stalls or from the whole run.
+    """
+    buckets: dict[int, list[float]] = {}
+    for due, lat in pairs:
+        buckets.setdefault(int(due - t0), []).append(lat * 1000.0)
+    out: list[dict[str, float]] = []
+    for second in sorted(buckets):
+        values = sorted(buckets[second])
+        out.append(
+            {
+                "second": second,
+                "records": len(values),
+                "p50_ms": round(quantile(values, 0.5), 2),
+                "p99_ms": round(quantile(values, 0.99), 2),
+                "max_ms": round(values[-1], 2),
+            }
+        )
+    return out
+
+
+@dataclass
+class Measurement:
+    """What a runner measured; ``emit`` turns it into the result line."""
+
+    args: argparse.Namespace
+    records: int
+    elapsed_s: float
+    cpu_s: float
+    failed: int
+    error_codes: dict[str, int] = field(default_factory=dict)
+    latencies_s: list[float] | None = None
+    #: latency mode: how far the putter fell behind the schedule, worst case (s)
+    max_put_lag_s: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def emit(m: Measurement, process_cpu_start: float = 0.0) -> dict[str, Any]:
+    """Print the result as one JSON line (``--json``) or as text; return it.
+
+    ``cpu_us_per_record`` is the CPU time around the work only (after the producer was open
+    and warmed up, until the end of the measured span); ``cpu_us_per_record_process`` is
+    the whole process's CPU time (imports, start-up, teardown included) per record.
+    """
+    a = m.args
+    records = max(m.records, 1)
+    process_cpu = cpu_seconds() - process_cpu_start
+    out: dict[str, Any] = {
+        "variant": a.variant,
+        "records": m.records,
+        "record_bytes": a.size,
+        "keys": a.keys,
+        "shards": a.shards,
+        "linger_s": a.linger,
+        "mode": a.mode,
+        "aggregation": a.aggregation == "on",
+        "rate_limits": a.rate_limits,
+        "elapsed_s": round(m.elapsed_s, 4),
+        "records_per_s": round(m.records / m.elapsed_s, 1) if m.elapsed_s > 0 else math.nan,
+        "mb_per_s": round(m.records * a.size / m.elapsed_s / 1e6, 3) if m.elapsed_s > 0 else 0,
+        "cpu_s": round(m.cpu_s, 4),
+        "cpu_us_per_record": round(m.cpu_s / records * 1e6, 3),
+        "cpu_us_per_record_process": round(process_cpu / records * 1e6, 3),
+        "peak_rss_mib": round(peak_rss_mib(), 1),
+        "failed": m.failed,
+        "error_codes": m.error_codes,
+    }
+    if a.rate > 0:
+        out["target_rate"] = a.rate
+        out["duration_s"] = a.duration
+    if m.max_put_lag_s is not None:
+        out["max_put_lag_ms"] = round(m.max_put_lag_s * 1000.0, 3)
+    if m.latencies_s is not None:
+        out.update(latency_fields(m.latencies_s))
+    out.update(m.extra)
+    if a.json:
+        print(json.dumps(out), flush=True)
+    else:
+        shown = {k: v for k, v in out.items() if k != "quantiles_ms"}
+        for k, v in shown.items():
+            print(f"{k:>28}: {v}")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# parent side
+# ---------------------------------------------------------------------------------------------
+
+
+def start_emulator(shard_limit: int = 1000) -> Any:
+    """Start kinesalite (``LocalKinesis``) on a free port; the caller stops it."""
+    from kinesis_trio._emulator import LocalKinesis
+
+    emulator = LocalKinesis("kinesalite", shard_limit=shard_limit)
+    emulator.start()
+    return emulator
+
+
+def create_stream(endpoint: str, shards: int, prefix: str = "bench") -> str:
+    """Create a fresh stream with ``shards`` shards and wait until it is ACTIVE."""
+    import anyio
+
+    from kinesis_trio import KinesisClient, StaticCredentials
+
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+    async def go() -> None:
+        async with KinesisClient(
+            region_name=REGION,
+            endpoint_url=endpoint,
+            credentials=StaticCredentials(ACCESS_KEY, SECRET_KEY),
+        ) as client:
+            await client.create_stream(name, shards)
+            await client.wait_for_stream(name)
+
+    anyio.run(go)
+    return name
+
+
+def delete_stream(endpoint: str, name: str) -> None:
+    """Delete a stream (frees the emulator's memory between runs); errors are ignored."""
+    import anyio
+
+    from kinesis_trio import KinesisClient, StaticCredentials
+
+    async def go() -> None:
+        async with KinesisClient(
+            region_name=REGION,
+            endpoint_url=endpoint,
+            credentials=StaticCredentials(ACCESS_KEY, SECRET_KEY),
+        ) as client:
+            await client.delete_stream(name)
+
+    with contextlib.suppress(Exception):
+        anyio.run(go)
+
+
+def proc_cpu_seconds(pid: int | None) -> float:
+    """utime + stime of a process from ``/proc/<pid>/stat`` (nan if unreadable)."""
+    if pid is None:
+        return math.nan
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return math.nan
+    # the command name (field 2) may hold spaces: split after its closing parenthesis
+    fields = text[text.rindex(")") + 2 :].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks  # fields 14 and 15 of stat(5)
+
+
+def proc_rss_mib(pid: int | None) -> float:
+    """Current RSS of a process (VmRSS) in MiB (nan if unreadable)."""
+    if pid is None:
+        return math.nan
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return math.nan
+
+
+@dataclass
+class ChildResult:
+    ok: bool
+    data: dict[str, Any]
+    error: str = ""
+    wall_s: float = 0.0
+    emulator_cpu_s: float = math.nan
+
+
+def run_child(
+    module: str,
+    args: Sequence[str],
+    *,
+    timeout: float,
+    emulator_pid: int | None = None,
+) -> ChildResult:
+    """Run ``python -m benchmarks.<module> --json ARGS`` and parse its JSON result line.
+
+    Returns ``ok=False`` with the reason (exit code, stderr tail, timeout) instead of
+    raising, so that one failing variant does not stop a benchmark.
+    """
+    cmd = [sys.executable, "-m", f"benchmarks.{module}", "--json", *args]
+    emu0 = proc_cpu_seconds(emulator_pid)
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            cmd,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        tail = (exc.stderr or b"")[-2000:]
+        text = tail.decode(errors="replace") if isinstance(tail, bytes) else str(tail)
+        return ChildResult(
+            False,
+            {},
+            f"timed out after {timeout:.0f}s: {text.strip()}",
+            time.perf_counter() - t0,
+            proc_cpu_seconds(emulator_pid) - emu0,
+        )
+    wall = time.perf_counter() - t0
+    emu = proc_cpu_seconds(emulator_pid) - emu0
+    line = next(
+        (ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("{")),
+        None,
+    )
+    if proc.returncode != 0 or line is None:
+        err = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
+        return ChildResult(False, {}, f"exit code {proc.returncode}: {err}", wall, emu)
+    data: dict[str, Any] = json.loads(line)
+    data["child_wall_s"] = round(wall, 3)
+    data["loadavg_1m_after"] = round(os.getloadavg()[0], 2)
+    data["emulator_cpu_s"] = round(emu, 3)
+    if data.get("records"):
+        data["emulator_cpu_us_per_record"] = round(emu / data["records"] * 1e6, 3)
+    return ChildResult(True, data, "", wall, emu)
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10, check=False
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def machine_info() -> dict[str, Any]:
+    """Cores, memory, CPU model, kernel, Python, package versions and the git commit."""
+    mem_kib = 0
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kib = int(line.split()[1])
+    model = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    node = ""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        node = subprocess.run(
+            ["node", "--version"], capture_output=True, text=True, timeout=10, check=False
+        ).stdout.strip()
+    from kinesis_trio._emulator import EMULATORS
+
+    commit = _git("rev-parse", "--short", "HEAD")
+    diff = _git("diff", "HEAD", "--", "kinesis_trio")
+    dirty = bool(diff)
+    diff_id = hashlib.sha1(diff.encode()).hexdigest()[:10] if dirty else ""
+    changed = _git("diff", "HEAD", "--stat", "--", "kinesis_trio").splitlines()[:-1]
+    return {
+        "cores": os.cpu_count(),
+        "cpu_model": model,
+        "memory_gib": round(mem_kib / 1024 / 1024, 1),
+        "kernel": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "node": node,
+        "kinesalite": EMULATORS["kinesalite"],
+        "packages": {
+            name: _version(name)
+            for name in (
+                "kinesis-trio",
+                "aiokpl",
+                "aiobotocore",
+                "boto3",
+                "botocore",
+                "aws-kinesis-agg",
+                "anyio",
+                "trio",
+                "httpx",
+            )
+        },
+        "git_commit": commit
+        + (f" + uncommitted changes in kinesis_trio/ (diff sha1 {diff_id})" if dirty else ""),
+        "uncommitted_kinesis_trio_files": [line.split("|")[0].strip() for line in changed],
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def machine_line(info: dict[str, Any]) -> str:
+    pk = info["packages"]
+    return (
+        f"{info['cores']} cores ({info['cpu_model']}), {info['memory_gib']} GiB, "
+        f"{info['kernel']}, Python {info['python']}, node {info['node']}, "
+        f"kinesalite {info['kinesalite']}; kinesis-trio {pk['kinesis-trio']} at "
+        f"{info['git_commit']}, aiokpl {pk['aiokpl']} (aiobotocore {pk['aiobotocore']}), "
+        f"boto3 {pk['boto3']}, aws-kinesis-agg {pk['aws-kinesis-agg']}, anyio {pk['anyio']}, "
+        f"trio {pk['trio']}, httpx {pk['httpx']}; {info['date']}; load average at start "
+        f"{' / '.join(str(x) for x in info.get('loadavg_at_start', []))} (shared machine)"
+    )
+
+
+def command_line() -> str:
+    return "uv run python -m " + " ".join(
+        shlex.quote(a)
+        for a in [sys.modules["__main__"].__spec__.name, *sys.argv[1:]]  # type: ignore[union-attr]
+    )
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]], align: str) -> str:
+    """A markdown table; ``align`` has one char per column: ``l`` or ``r``."""
+    lines = ["| " + " | ".join(headers) + " |"]
+    lines.append("|" + "|".join("---" if a == "l" else "---:" for a in align) + "|")
+    for row in rows:
+        lines.append("| " + " | ".join(str(c) for c in row) + " |")
+    return "\n".join(lines)
+
+
+def write_results(name: str, markdown: str, data: dict[str, Any]) -> tuple[Path, Path]:
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    md = RESULTS_DIR / f"{name}.md"
+    js = RESULTS_DIR / f"{name}.json"
+    md.write_text(markdown.rstrip() + "\n")
+    js.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
+    return md, js
+
+
+def median_of(values: Sequence[float]) -> float:
+    clean = [v for v in values if isinstance(v, (int, float)) and not math.isnan(v)]
+    return statistics.median(clean) if clean else math.nan
+
+
+def spread_pct(values: Sequence[float]) -> float:
+    """(max - min) / median, in percent."""
+    clean = [v for v in values if isinstance(v, (int, float)) and not math.isnan(v)]
+    if len(clean) < 2:
+        return 0.0
+    med = statistics.median(clean)
+    return (max(clean) - min(clean)) / med * 100.0 if med else math.nan
+
+
+def fmt_int(v: float) -> str:
+    return "n/a" if isinstance(v, float) and math.isnan(v) else f"{v:,.0f}"
+
+
+def fmt(v: float, digits: int = 2) -> str:
+    return "n/a" if isinstance(v, float) and math.isnan(v) else f"{v:,.{digits}f}"
+
+
+@contextlib.contextmanager
+def timed(label: str, log: Callable[[str], None] = print) -> Iterator[None]:
+    t0 = time.perf_counter()
+    yield
+    log(f"{label}: {time.perf_counter() - t0:.1f}s")
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)

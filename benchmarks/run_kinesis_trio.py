@@ -1,0 +1,192 @@
+"""One kinesis_trio benchmark run in this process; prints one JSON result line with ``--json``.
+
+Throughput mode (``--rate 0``): warm up (one record, confirmed), then put ``--count`` records
+as fast as ``put`` accepts them, ``flush()``, and
+
+* ``--mode confirmed``: ``await outcome.wait()`` on every outcome and check ``ok``; the clock
+  stops when the last outcome has been awaited (``--confirm result``: read
+  ``outcome.result()`` instead of awaiting, as ``flush()`` has resolved them all);
+* ``--mode fire-and-forget``: the clock stops when ``flush()`` returns (every record
+  resolved, ``outstanding_records == 0``) without looking at any outcome; failures are
+  counted from the kept outcomes after the clock stopped.
+
+Latency mode (``--rate R``): record *i* is scheduled at ``t0 + i/R``; the putter sleeps until
+a record's scheduled time (or does not sleep when behind) and its latency is
+``resolved_at - scheduled`` (no coordinated omission: a putter that falls behind adds its
+lag to every late record).
+
+Example: ``uv run python -m benchmarks.run_kinesis_trio --endpoint URL --stream S``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import anyio
+
+from benchmarks.common import (
+    ACCESS_KEY,
+    REGION,
+    SECRET_KEY,
+    Measurement,
+    cpu_seconds,
+    emit,
+    latency_timeline,
+    partition_keys,
+    payload,
+    record_count,
+    runner_parser,
+)
+from kinesis_trio import Outcome, Producer, ProducerConfig, StaticCredentials
+
+#: ``rate_limit`` is a percentage of the shard limits (1000 records/s, 1 MiB/s): 10^8 %
+#: is 10^9 records/s per shard, i.e. no limit at all.
+_LIFTED_RATE_LIMIT = 1e8
+
+
+def _config(args: argparse.Namespace) -> ProducerConfig:
+    changes: dict[str, object] = {
+        "record_max_buffered_time": args.linger,
+        "aggregation_enabled": args.aggregation == "on",
+        "max_connections": args.max_connections,
+    }
+    if args.rate_limits == "lifted":
+        changes["rate_limit"] = _LIFTED_RATE_LIMIT
+    if args.max_outstanding:
+        changes["max_outstanding_records"] = args.max_outstanding
+    if args.max_outstanding_mib:
+        changes["max_outstanding_bytes"] = args.max_outstanding_mib * 1024 * 1024
+    return ProducerConfig().replace(**changes)
+
+
+def _count_failures(outcomes: list[Outcome]) -> tuple[int, dict[str, int]]:
+    failed = 0
+    codes: dict[str, int] = {}
+    for o in outcomes:
+        r = o.result()
+        if not r.ok:
+            failed += 1
+            code = r.error_code or "?"
+            codes[code] = codes.get(code, 0) + 1
+    return failed, codes
+
+
+async def _run(args: argparse.Namespace) -> Measurement:
+    data = payload(args.size)
+    keys = partition_keys(args.keys)
+    nkeys = len(keys)
+    n = record_count(args)
+    async with Producer(
+        args.stream,
+        region_name=REGION,
+        endpoint_url=args.endpoint,
+        credentials=StaticCredentials(ACCESS_KEY, SECRET_KEY),
+        config=_config(args),
+    ) as producer:
+        warm = await producer.put(data, keys[0])
+        await producer.flush()
+        if not (await warm.wait()).ok:
+            raise RuntimeError(f"warm-up record failed: {warm.result()}")
+        put = producer.put
+        outcomes: list[Outcome] = []
+        append = outcomes.append
+
+        if args.rate > 0:
+            return await _latency_run(args, producer, data, keys, n)
+
+        cpu0 = cpu_seconds()
+        t0 = time.perf_counter()
+        for i in range(n):
+            append(await put(data, keys[i % nkeys]))
+        await producer.flush()
+        failed = 0
+        codes: dict[str, int] = {}
+        if args.mode == "confirmed":
+            if args.confirm == "wait":
+                for o in outcomes:
+                    r = await o.wait()
+                    if not r.ok:
+                        failed += 1
+                        codes[r.error_code or "?"] = codes.get(r.error_code or "?", 0) + 1
+            else:  # flush() returned: every outcome is resolved, read them without awaiting
+                failed, codes = _count_failures(outcomes)
+        elapsed = time.perf_counter() - t0
+        cpu = cpu_seconds() - cpu0
+        if args.mode != "confirmed":
+            failed, codes = _count_failures(outcomes)
+        return Measurement(args, n, elapsed, cpu, failed, codes)
+
+
+async def _latency_run(
+    args: argparse.Namespace, producer: Producer, data: bytes, keys: list[str], n: int
+) -> Measurement:
+    now = anyio.current_time
+    sleep = anyio.sleep
+    put = producer.put
+    nkeys = len(keys)
+    rate = float(args.rate)
+    outcomes: list[Outcome] = []
+    scheduled: list[float] = []
+    max_lag = 0.0
+    cpu0 = cpu_seconds()
+    t_start = now() + 0.01
+    for i in range(n):
+        due = t_start + i / rate
+        t = now()
+        if t < due:
+            await sleep(due - t)
+        elif t - due > max_lag:
+            max_lag = t - due
+        scheduled.append(due)
+        outcomes.append(await put(data, keys[i % nkeys]))
+    await producer.flush()
+    latencies: list[float] = []
+    pairs: list[tuple[float, float]] = []
+    failed = 0
+    codes: dict[str, int] = {}
+    last = t_start
+    for o, due in zip(outcomes, scheduled, strict=True):
+        r = await o.wait()
+        if r.ok:
+            latencies.append(r.resolved_at - due)
+            pairs.append((due, r.resolved_at - due))
+        else:
+            failed += 1
+            codes[r.error_code or "?"] = codes.get(r.error_code or "?", 0) + 1
+        last = max(last, r.resolved_at)
+    cpu = cpu_seconds() - cpu0
+    m = Measurement(
+        args, n, last - t_start, cpu, failed, codes, latencies_s=latencies, max_put_lag_s=max_lag
+    )
+    m.extra["timeline"] = latency_timeline(pairs, t_start)
+    return m
+
+
+def main() -> None:
+    parser = runner_parser(__doc__ or "")
+    parser.add_argument("--backend", choices=["trio", "asyncio"], default="trio")
+    parser.add_argument("--max-connections", type=int, default=24)
+    parser.add_argument(
+        "--confirm",
+        choices=["wait", "result"],
+        default="wait",
+        help="confirmed mode: `await outcome.wait()` each, or `outcome.result()` after flush()",
+    )
+    parser.add_argument("--max-outstanding", type=int, default=0, help="records (0: default)")
+    parser.add_argument("--max-outstanding-mib", type=int, default=0, help="MiB (0: default)")
+    args = parser.parse_args()
+    if not args.variant:
+        args.variant = f"kinesis_trio {args.backend} {args.mode} agg={args.aggregation}"
+    m = anyio.run(_run, args, backend=args.backend)
+    m.extra.update(
+        library="kinesis_trio",
+        backend=args.backend,
+        max_connections=args.max_connections,
+        confirm=args.confirm if args.mode == "confirmed" else None,
+    )
+    emit(m)
+
+
+if __name__ == "__main__":
+    main()
