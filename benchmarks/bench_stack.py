@@ -167,7 +167,7 @@ def profile_layers(n: int, backend: str) -> list[tuple[str, str, float]]:
     profiler.enable()
     anyio.run(layer_pipeline, n, None, True, backend=backend)
     profiler.disable()
-    stats: Any = pstats.Stats(profiler).stats
+    stats: Any = getattr(pstats.Stats(profiler), "stats")  # noqa: B009 - untyped attribute
     totals: dict[str, float] = {}
     for (filename, _line, name), (_cc, _nc, tottime, _ct, _callers) in stats.items():
         path = filename.replace("\\", "/")

@@ -39,7 +39,7 @@ import threading
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any, NoReturn, TextIO
@@ -528,6 +528,7 @@ class _Progress:
         self.quiet = quiet
         self._rich: Any = None
         self._task: Any = None
+        self._last_state: tuple[int, int, int] | None = None
         if not quiet:
             console = _rich_console(stderr=True)
             if console is not None:
@@ -575,6 +576,10 @@ class _Progress:
             self._rich.refresh()
         elif now - self.last_line >= self.interval:
             self.last_line = now
+            state = (tracker.resolved, tracker.accepted, in_flight)
+            if state == self._last_state:  # idle (e.g. stdin with nothing new): say nothing
+                return
+            self._last_state = state
             print(
                 f"[{now - self.started:7.1f}s] {self.label}: {stats}", file=sys.stderr, flush=True
             )
@@ -663,12 +668,20 @@ class _Interrupts:
         self.count = 0
         self._progress = progress
 
-    def start(self, tg: anyio.abc.TaskGroup) -> None:
-        if _in_main_thread():
-            tg.start_soon(self._watch)
+    @contextlib.asynccontextmanager
+    async def watching(self) -> AsyncIterator[None]:
+        """Handle the signals while the body runs (only the main thread can)."""
+        async with anyio.create_task_group() as tg:
+            if _in_main_thread():
+                await tg.start(self._watch)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
 
-    async def _watch(self) -> None:
+    async def _watch(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            task_status.started()
             async for _ in signals:
                 self.count += 1
                 if self.count == 1:
@@ -697,7 +710,9 @@ def _signals_ignored() -> Iterator[None]:
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
-    signal.raise_signal(signal.SIGINT)
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+        raise KeyboardInterrupt  # SIGINT is ignored (a background job): stop anyway
+    signal.raise_signal(signal.SIGINT)  # let the current SIGINT handling (trio's, ...) act
 
 
 @contextlib.contextmanager
@@ -801,29 +816,29 @@ async def _run_load(
     interrupts = _Interrupts(progress)
     t0 = t1 = cpu0 = 0.0
     try:
-        with interrupts.abort_scope:
-            async with (
-                target.producer(stream, config) as producer,
-                anyio.create_task_group() as tg,
-            ):
-                interrupts.start(tg)
-                tg.start_soon(_tick, tracker, progress, producer)
-                cpu0 = time.process_time()
-                t0 = anyio.current_time()
-                with interrupts.stop_scope:
-                    await _generate(
-                        producer,
-                        tracker,
-                        t0=t0,
-                        count=count,
-                        size=args.size,
-                        keys=args.keys,
-                        rate=rate,
-                        duration=duration,
-                    )
-                await producer.flush()
-                t1 = anyio.current_time()
-                tg.cancel_scope.cancel()
+        async with interrupts.watching():
+            with interrupts.abort_scope:
+                async with (
+                    target.producer(stream, config) as producer,
+                    anyio.create_task_group() as tg,
+                ):
+                    tg.start_soon(_tick, tracker, progress, producer)
+                    cpu0 = time.process_time()
+                    t0 = anyio.current_time()
+                    with interrupts.stop_scope:
+                        await _generate(
+                            producer,
+                            tracker,
+                            t0=t0,
+                            count=count,
+                            size=args.size,
+                            keys=args.keys,
+                            rate=rate,
+                            duration=duration,
+                        )
+                    await producer.flush()
+                    t1 = anyio.current_time()
+                    tg.cancel_scope.cancel()
         if not t1:
             t1 = anyio.current_time()
         cpu = time.process_time() - cpu0
@@ -1277,19 +1292,19 @@ def _run_produce(args: argparse.Namespace) -> int:
             reader = _ChunkReader(fd)
             t0 = t1 = 0.0
             try:
-                with interrupts.abort_scope:
-                    async with (
-                        target.producer(args.stream, config) as producer,
-                        anyio.create_task_group() as tg,
-                    ):
-                        interrupts.start(tg)
-                        tg.start_soon(_tick, tracker, progress, producer, failed)
-                        t0 = anyio.current_time()
-                        with interrupts.stop_scope:
-                            await _read_and_put(producer, reader, keying, tracker, counts)
-                        await producer.flush()
-                        t1 = anyio.current_time()
-                        tg.cancel_scope.cancel()
+                async with interrupts.watching():
+                    with interrupts.abort_scope:
+                        async with (
+                            target.producer(args.stream, config) as producer,
+                            anyio.create_task_group() as tg,
+                        ):
+                            tg.start_soon(_tick, tracker, progress, producer, failed)
+                            t0 = anyio.current_time()
+                            with interrupts.stop_scope:
+                                await _read_and_put(producer, reader, keying, tracker, counts)
+                            await producer.flush()
+                            t1 = anyio.current_time()
+                            tg.cancel_scope.cancel()
                 if not t1:
                     t1 = anyio.current_time()
                 tracker.reap()
@@ -1363,6 +1378,7 @@ def _run_local(args: argparse.Namespace) -> int:
 
     emulator = LocalKinesis(args.emulator, port=args.port or None)
     try:
+        print(f"starting {args.emulator} ...", flush=True)
         emulator.start()
         if streams:
             anyio.run(create, emulator.endpoint_url)
