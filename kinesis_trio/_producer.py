@@ -26,6 +26,7 @@ import math
 import random
 import sys
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
@@ -174,6 +175,7 @@ class _StreamState:
         "coll_recv",
         "coll_scope",
         "coll_send",
+        "coll_waiting",
         "json_name",
         "known",
         "last_refresh",
@@ -199,6 +201,7 @@ class _StreamState:
         self.coll_send: MemoryObjectSendStream[list[_KRecord]] = send
         self.coll_recv: MemoryObjectReceiveStream[list[_KRecord]] = recv
         self.coll_scope: anyio.CancelScope | None = None
+        self.coll_waiting = False  # waiting for a free connection (senders wake it)
         self.pending: list[_KRecord] = []
         self.retry_heap: list[tuple[float, int, list[_KRecord]]] = []
         self.retry_scope: anyio.CancelScope | None = None
@@ -1061,41 +1064,57 @@ class Producer:
         return out
 
     async def _collector(self, stream: _StreamState) -> None:
+        """Collect Kinesis records into PutRecords requests and hand them to senders.
+
+        A request goes when it is full, when its earliest record's deadline has come (or on
+        flush) *and* a connection is free: while every connection is busy it keeps filling
+        up, so a producer that runs behind sends fewer, fuller requests, not a stream of
+        tiny ones.
+        """
         recv = stream.coll_recv
+        sem = self._conn_sem
+        assert sem is not None
         max_count = self._coll_max_count
         max_size = self._coll_max_size
+        incoming: deque[_KRecord] = deque()
         pending_bytes = 0
         pending_deadline = _INF
         while True:
-            batches: list[list[_KRecord]] = []
-            # nothing pending: wait for data; pending: until its deadline (now, if flushing)
-            deadline = (-_INF if self._flushing else pending_deadline) if stream.pending else _INF
-            if deadline > self._now():
-                with anyio.CancelScope(deadline=deadline) as scope:
+            pending = stream.pending
+            while incoming:
+                krec = incoming[0]
+                if pending and (len(pending) >= max_count or pending_bytes + krec.size > max_size):
+                    break  # full: the rest waits for the next request
+                pending.append(incoming.popleft())
+                pending_bytes += krec.size
+                if krec.deadline < pending_deadline:
+                    pending_deadline = krec.deadline
+            full = bool(incoming)
+            wait = pending_deadline if pending else _INF
+            if pending and (full or self._flushing or self._now() >= pending_deadline):
+                if full or sem.value > 0:
+                    await self._dispatch(stream)
+                    pending_bytes = 0
+                    pending_deadline = _INF
+                    continue
+                wait = _INF  # due, but every connection is busy: keep filling until one frees
+                stream.coll_waiting = True
+            if wait > self._now():
+                with anyio.CancelScope(deadline=wait) as scope:
                     stream.coll_scope = scope
-                    batches.append(await recv.receive())
+                    incoming.extend(await recv.receive())
                 stream.coll_scope = None
+                stream.coll_waiting = False
             while True:
                 try:
-                    batches.append(recv.receive_nowait())
+                    incoming.extend(recv.receive_nowait())
                 except anyio.WouldBlock:
                     break
-            for batch in batches:
-                for krec in batch:
-                    if stream.pending and (
-                        len(stream.pending) >= max_count or pending_bytes + krec.size > max_size
-                    ):
-                        await self._dispatch(stream)
-                        pending_bytes = 0
-                        pending_deadline = _INF
-                    stream.pending.append(krec)
-                    pending_bytes += krec.size
-                    if krec.deadline < pending_deadline:
-                        pending_deadline = krec.deadline
-            if stream.pending and (self._flushing or self._now() >= pending_deadline):
-                await self._dispatch(stream)
-                pending_bytes = 0
-                pending_deadline = _INF
+
+    def _connection_freed(self) -> None:
+        for stream in self._streams.values():
+            if stream.coll_waiting:
+                _poke(stream.coll_scope, -_INF)
 
     async def _dispatch(self, stream: _StreamState) -> None:
         sem = self._conn_sem
@@ -1200,6 +1219,7 @@ class Producer:
                 self._on_response(stream, krecs, response, start, end)
         finally:
             sem.release()
+            self._connection_freed()
 
     def _on_response(
         self,
