@@ -15,8 +15,9 @@
 ``kinesis-trio demo``
     Write 100,000 records and print a one-row table (the README's first command).
 
-``perf`` and ``demo`` start an embedded emulator when no endpoint is configured
-(``--endpoint-url``, ``AWS_ENDPOINT_URL_KINESIS``, ``AWS_ENDPOINT_URL``). Bad arguments and
+``perf`` and ``demo`` start an embedded emulator when neither an endpoint
+(``--endpoint-url``, ``AWS_ENDPOINT_URL_KINESIS``, ``AWS_ENDPOINT_URL``) nor ``--stream`` is
+given; with ``--stream NAME`` alone they use the AWS defaults (the real service). Bad arguments and
 invalid producer settings exit with status 2 and a one-line message; AWS errors exit 1.
 Live progress and tables use ``rich`` when it is installed and the output is a terminal.
 """
@@ -207,7 +208,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Write COUNT records of SIZE bytes (at RATE records/s with -r) and report "
         "records/s, MB/s, p50/p99/p99.9 latency, CPU per record, throttles and failures. "
         "With -r, latency is measured from each record's scheduled time (no coordinated "
-        "omission). Without an endpoint, an embedded local emulator is started.",
+        "omission). Without an endpoint and without --stream, an embedded local emulator is "
+        "started and a new stream created in it.",
     )
     perf.add_argument(
         "--stream", help="stream to write to (created with --shards if it does not exist)"
@@ -236,7 +238,7 @@ def _parser() -> argparse.ArgumentParser:
         "demo",
         help="write records and print records/s, latency and failures",
         description="Write --count records of --size bytes and report throughput and latency. "
-        "Without an endpoint, an embedded local emulator is started.",
+        "Without an endpoint and without --stream, an embedded local emulator is started.",
     )
     demo.add_argument("--count", "-n", type=_positive_int, default=100_000)
     demo.add_argument("--size", "-s", type=_positive_int, default=200, help="bytes per record")
@@ -275,7 +277,7 @@ def _add_common(parser: argparse.ArgumentParser, *, progress_interval: float) ->
     )
     cfg.add_argument("--record-ttl", type=_seconds, metavar="SECONDS", help="record_ttl (30)")
     cfg.add_argument(
-        "--max-outstanding-records", type=_int, metavar="N", help="max_outstanding_records"
+        "--max-outstanding-records", type=_int, metavar="N", help="max_outstanding_records (100000)"
     )
     cfg.add_argument(
         "--max-outstanding-bytes",
@@ -671,13 +673,22 @@ class _Interrupts:
     @contextlib.asynccontextmanager
     async def watching(self) -> AsyncIterator[None]:
         """Handle the signals while the body runs (only the main thread can)."""
-        async with anyio.create_task_group() as tg:
-            if _in_main_thread():
+        if not _in_main_thread():
+            yield
+            return
+        # asyncio's remove_signal_handler() resets handlers to the defaults: put ours back.
+        previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            async with anyio.create_task_group() as tg:
                 await tg.start(self._watch)
-            try:
-                yield
-            finally:
-                tg.cancel_scope.cancel()
+                try:
+                    yield
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            for signum, handler in previous.items():
+                if handler is not None:
+                    signal.signal(signum, handler)
 
     async def _watch(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -859,6 +870,7 @@ def _run_perf(args: argparse.Namespace) -> int:
     if args.stream is None and args.shards is None and endpoint is not None:
         raise _UsageError("perf needs --stream NAME, or --shards N to create a new stream")
     # Without an endpoint and without --stream: an embedded emulator and a new stream.
+    _check_record_size(args, config)
     count = args.count if args.count is not None else (sys.maxsize if args.duration else 100_000)
     if args.rate and args.duration:
         count = min(count, max(1, math.ceil(args.duration * args.rate)))
@@ -931,8 +943,18 @@ def _run_perf(args: argparse.Namespace) -> int:
     )
 
 
+def _check_record_size(args: argparse.Namespace, config: ProducerConfig) -> None:
+    largest = args.size + len(f"key-{args.keys - 1}")
+    if largest > config.max_record_size:
+        raise _UsageError(
+            f"argument -s/--size: {args.size:,} bytes plus the partition key is over the "
+            f"record size limit ({config.max_record_size:,} bytes)"
+        )
+
+
 def _run_demo(args: argparse.Namespace) -> int:
     config = _config(args)
+    _check_record_size(args, config)
 
     async def demo(target: _Target) -> int:
         if args.stream is None:
@@ -1226,15 +1248,6 @@ async def _read_and_put(
             buffer += chunk
             lines = buffer.split(b"\n")
             buffer = lines.pop()
-            if len(buffer) > limit:
-                counts.lines += 1
-                tracker.fail_local(
-                    "InvalidRecord",
-                    f"line longer than max_record_size ({limit} bytes)",
-                    (counts.lines, buffer[:1024], True),
-                )
-                buffer = b""
-                discarding = True
         for line in lines:
             counts.lines += 1
             if line.endswith(b"\r"):
@@ -1255,6 +1268,15 @@ async def _read_and_put(
                 tracker.fail_local("InvalidRecord", str(exc), context)
                 continue
             tracker.add(outcome, start, len(line), context)
+        if len(buffer) > limit:  # a line too long to be a record: fail it, skip to its end
+            counts.lines += 1
+            tracker.fail_local(
+                "InvalidRecord",
+                f"line longer than max_record_size ({limit} bytes)",
+                (counts.lines, buffer[:1024], True),
+            )
+            buffer = b""
+            discarding = True
 
 
 def _run_produce(args: argparse.Namespace) -> int:
@@ -1442,7 +1464,11 @@ def _report(exc: BaseException) -> int | None:
         _error(_one_line(str(exc)))
         return 1
     if isinstance(exc, KinesisTrioError):
-        _error(_one_line(str(exc) if hasattr(exc, "code") else f"{type(exc).__name__}: {exc}"))
+        text, name = str(exc), type(exc).__name__
+        if not hasattr(exc, "code") and not text.startswith(name):  # KinesisError names its code
+            text = f"{name}: {text}"
+        text = text.replace("profile_name=...", "--profile")
+        _error(_one_line(text.replace("pass credentials=StaticCredentials(...), set", "set")))
         return 1
     if isinstance(exc, (TimeoutError, OSError)):
         _error(_one_line(f"{type(exc).__name__}: {exc}"))

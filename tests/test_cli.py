@@ -206,7 +206,9 @@ class _StubHandler(http.server.BaseHTTPRequestHandler):
         state = self.state
         with state.lock:
             state.requests += 1
-            throttle_all = bool(state.throttle_every) and state.requests % state.throttle_every == 1
+            throttle_all = (
+                bool(state.throttle_every) and (state.requests - 1) % state.throttle_every == 0
+            )
             entries: list[dict[str, str]] = []
             failed = 0
             for record in records:
@@ -605,7 +607,7 @@ def _lines(stream: IO[str]) -> queue.Queue[str | None]:
 
 def _wait_for_line(lines: queue.Queue[str | None], pattern: str, timeout: float) -> re.Match[str]:
     deadline = time.monotonic() + timeout
-    seen = []
+    seen: list[str] = []
     while True:
         line = lines.get(timeout=max(0.01, deadline - time.monotonic()))
         if line is None:
