@@ -30,4 +30,5 @@ from ._outcome import Attempt as Attempt
 from ._outcome import Outcome as Outcome
 from ._outcome import RecordResult as RecordResult
 from ._producer import Producer as Producer
+from ._sync import SyncProducer as SyncProducer
 from ._version import __version__ as __version__

@@ -88,9 +88,10 @@ def check_landed_kcl(
 
     Reads the stream as the KCL does: a sub-record outside its shard's hash key range is
     dropped (it is counted as ``strays`` and must belong to a record whose history says it
-    was written outside its shard and sent again, or that had an ambiguous attempt). Every ok outcome names a place holding its
-    record, inside the shard's range; every record whose outcome is not ok is absent;
-    a record present twice had an ambiguous attempt. Records need unique ``data``.
+    was written outside its shard and sent again, or that had an ambiguous attempt). Every
+    ok outcome names a place holding its record, inside the shard's range; every record
+    whose outcome is not ok is absent; a record present twice had an ambiguous attempt.
+    Records need unique ``data``.
     """
     by_data = {data: (pk, ehk, outcome) for data, pk, ehk, outcome in sent}
     assert len(by_data) == len(sent), "records need unique data for this check"

@@ -39,6 +39,7 @@ def test_exported_names() -> None:
         "ResourceNotFoundError",
         "ServiceError",
         "StaticCredentials",
+        "SyncProducer",
         "TransportError",
         "UserRecord",
         "ValidationError",

@@ -1,0 +1,1 @@
+"""Runnable examples (see README.md here); a package only so the tests can import the apps."""

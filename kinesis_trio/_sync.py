@@ -1,0 +1,700 @@
+"""SyncProducer: a thread-safe, blocking front for the Producer, for code without an event loop.
+
+The :class:`~kinesis_trio.Producer` runs on a background thread, in an event loop started
+with anyio's blocking portal. Threads never make one round trip to that loop per record:
+
+* ``put`` validates the record in the caller's thread, waits only if the bridge is at the
+  config's backpressure limits (``max_outstanding_records`` / ``max_outstanding_bytes``,
+  counting records queued here and records in the producer until their futures resolve),
+  appends it to a submission deque and returns a ``concurrent.futures.Future``;
+* one *pump* task on the loop drains the deque in order with ``put_nowait`` (awaiting
+  ``put`` only when the producer pushes back, e.g. a full shard queue or a stream to load);
+* one *resolver* task waits on the oldest outcome and then settles every resolved outcome
+  in a batch (a periodic sweep keeps one slow record from holding back the others).
+
+The loop is woken (a non-blocking ``call_soon_threadsafe`` / ``TrioToken.run_sync_soon``)
+only when the pump has gone idle.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import contextlib
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import sniffio
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from ._config import ProducerConfig
+from ._credentials import StaticCredentials
+from ._errors import ProducerClosedError
+from ._outcome import ABORTED, CLOSE_TIMEOUT, Outcome, RecordResult
+from ._producer import Producer, _coerce_data
+from ._shards import parse_explicit_hash_key
+
+__all__ = ["SyncProducer"]
+
+_NEW, _OPEN, _CLOSING, _CLOSED = 0, 1, 2, 3
+#: The pump yields to the loop after this many records, so responses get processed.
+_PUMP_YIELD_EVERY = 512
+#: While the oldest outcome is unresolved, look for resolved ones behind it this often (s).
+_SWEEP_INTERVAL = 0.05
+
+Data = bytes | bytearray | memoryview
+
+
+class SyncProducerAbort(Exception):
+    """Raised inside the background Producer's scope to abort it (a failed ``with`` block,
+    ``close(abort=True)`` or a close that ran out of ``close_timeout``); never reaches you."""
+
+
+class _Item:
+    """One record on its way: queued here, then in the producer, then settled."""
+
+    __slots__ = (
+        "data",
+        "epoch",
+        "explicit_hash_key",
+        "future",
+        "outcome",
+        "partition_key",
+        "size",
+        "stream_name",
+    )
+
+    def __init__(
+        self,
+        data: bytes | None,
+        partition_key: str,
+        explicit_hash_key: str | None,
+        stream_name: str | None,
+        size: int,
+    ) -> None:
+        self.data = data
+        self.partition_key = partition_key
+        self.explicit_hash_key = explicit_hash_key
+        self.stream_name = stream_name
+        self.size = size
+        self.future: Future[RecordResult] = Future()
+        self.future.set_running_or_notify_cancel()  # accepted: cancel() can't withdraw it
+        self.epoch = 0
+        self.outcome: Outcome | None = None
+
+
+_FLUSH = _Item(None, "", None, None, 0)
+"""Queue marker: ask the producer to flush once the records queued before it are in."""
+
+
+class SyncProducer:
+    """A blocking, thread-safe Kinesis producer: the :class:`Producer` on a background thread.
+
+    ::
+
+        with SyncProducer("orders", region_name="us-east-1") as producer:
+            future = producer.put(b"data", partition_key="k")
+            result = future.result(timeout=10)  # a RecordResult
+            producer.flush(timeout=30)
+
+    The arguments are the :class:`Producer`'s, plus ``backend`` (``"trio"`` or
+    ``"asyncio"``) and ``backend_options`` for the background event loop.
+
+    Thread safety: :meth:`put`, :meth:`put_many`, :meth:`flush`, :meth:`close` and the
+    properties may be called from any thread, concurrently. :meth:`open` (or ``with``) once.
+    Futures' done-callbacks run on the producer's thread: keep them short and non-blocking
+    (a ``put`` from a callback raises ``RuntimeError`` rather than wait for room).
+
+    Closing (``close()``, or leaving the ``with`` block normally) sends everything and waits
+    up to ``config.close_timeout`` (records still unconfirmed then fail with
+    ``ProducerCloseTimeout``), then stops the thread. Leaving the block by an exception, or
+    ``close(abort=True)``, fails unconfirmed records with ``ProducerAborted`` at once, as the
+    async Producer does. Either way every future is resolved before ``close`` returns.
+    An open producer still open at interpreter exit is closed (flushed) by ``atexit``.
+    """
+
+    def __init__(
+        self,
+        stream_name: str | None = None,
+        *,
+        region_name: str | None = None,
+        endpoint_url: str | None = None,
+        credentials: StaticCredentials | None = None,
+        config: ProducerConfig | None = None,
+        profile_name: str | None = None,
+        transport: Any = None,
+        backend: str = "trio",
+        backend_options: dict[str, Any] | None = None,
+    ) -> None:
+        # The Producer validates its arguments now, in the caller's thread.
+        self._producer = Producer(
+            stream_name,
+            region_name=region_name,
+            endpoint_url=endpoint_url,
+            credentials=credentials,
+            config=config,
+            profile_name=profile_name,
+            transport=transport,
+        )
+        self._config = self._producer.config
+        self._default_stream = stream_name
+        self._backend = backend
+        self._backend_options = backend_options
+        self._max_records = self._config.max_outstanding_records
+        self._max_bytes = self._config.max_outstanding_bytes
+        self._max_record_size = self._config.max_record_size
+        # Shared state, guarded by _cond (its lock).
+        self._cond = threading.Condition(threading.Lock())
+        self._state = _NEW
+        self._queue: collections.deque[_Item] = collections.deque()
+        self._outstanding_records = 0
+        self._outstanding_bytes = 0
+        self._waiters = 0
+        self._epoch = 0
+        self._epoch_counts: dict[int, int] = {}
+        self._pump_idle = False
+        self._abort = False
+        self._abort_reason = "close(abort=True)"
+        self._timed_out = False
+        self._error: BaseException | None = None
+        # Loop-side state (touched only on the producer's thread).
+        self._waiting: collections.deque[_Item] = collections.deque()
+        self._pump_event: anyio.Event | None = None
+        self._resolver_event: anyio.Event | None = None
+        self._close_event: anyio.Event | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._call_soon: Callable[[Callable[[], object]], object] | None = None
+        self._loop_thread = 0
+        # Lifecycle.
+        self._close_lock = threading.Lock()
+        self._portal_cm: contextlib.AbstractContextManager[BlockingPortal] | None = None
+        self._main: Future[None] | None = None
+        self._atexit: Callable[[], None] | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    @property
+    def config(self) -> ProducerConfig:
+        """The producer's settings."""
+        return self._config
+
+    @property
+    def backend(self) -> str:
+        """The background event loop's backend (``"trio"`` or ``"asyncio"``)."""
+        return self._backend
+
+    @property
+    def outstanding_records(self) -> int:
+        """Records accepted by :meth:`put` whose futures are not resolved yet."""
+        return self._outstanding_records
+
+    @property
+    def outstanding_bytes(self) -> int:
+        """Bytes (data + partition key) of the outstanding records."""
+        return self._outstanding_bytes
+
+    def open(self) -> SyncProducer:
+        """Start the background thread and the producer (loads the default stream's shard
+        map: a missing stream or bad credentials raise here). Call once."""
+        with self._close_lock:
+            if self._state != _NEW:
+                raise RuntimeError("a SyncProducer can be opened only once")
+            self._state = _OPEN
+            cm = start_blocking_portal(self._backend, self._backend_options)
+            portal = cm.__enter__()
+            try:
+                self._main, _ = portal.start_task(self._run)
+            except BaseException:
+                with self._cond:
+                    self._state = _CLOSED
+                cm.__exit__(None, None, None)
+                raise
+            self._portal_cm = cm
+            ref = weakref.ref(self)
+
+            def close_at_exit() -> None:
+                producer = ref()
+                if producer is not None:
+                    producer.close()
+
+            self._atexit = close_at_exit
+            atexit.register(close_at_exit)
+        return self
+
+    def __enter__(self) -> SyncProducer:
+        return self.open()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        with contextlib.suppress(Exception):  # the body's exception is the one to report
+            self.close(abort=True, reason=f"{exc_type.__name__}: {exc}")
+
+    def close(self, *, abort: bool = False, reason: str | None = None) -> None:
+        """Flush (up to ``config.close_timeout``; with ``abort``, fail what is unconfirmed
+        at once), resolve every future and stop the thread. Idempotent; any thread.
+
+        ``put`` calls waiting for room, and later ones, raise ``ProducerClosedError``.
+        """
+        if self._loop_thread == threading.get_ident():
+            raise RuntimeError("close() cannot be called from the producer's own thread")
+        with self._close_lock:
+            cm, main = self._portal_cm, self._main
+            if cm is None or main is None:
+                with self._cond:
+                    self._state = _CLOSED
+                return
+            with self._cond:
+                if self._state == _OPEN:
+                    self._state = _CLOSING
+                if abort and not self._abort:
+                    self._abort = True
+                    self._abort_reason = reason or "close(abort=True)"
+                self._cond.notify_all()  # waiting putters: closed
+                self._wake_pump()
+            call_soon = self._call_soon
+            close_event = self._close_event
+            assert call_soon is not None and close_event is not None
+            try:
+                call_soon(close_event.set)
+                main.result()  # every future is resolved when this returns
+            finally:
+                self._portal_cm = None
+                if self._atexit is not None:
+                    atexit.unregister(self._atexit)
+                    self._atexit = None
+                cm.__exit__(None, None, None)
+
+    # -- put ------------------------------------------------------------------------------
+
+    def put(
+        self,
+        data: Data,
+        partition_key: str,
+        explicit_hash_key: str | None = None,
+        *,
+        stream_name: str | None = None,
+        timeout: float | None = None,
+    ) -> Future[RecordResult]:
+        """Accept a record; return a future resolving to its :class:`RecordResult`.
+
+        Blocks only while the producer is at its backpressure limits (``TimeoutError``
+        after ``timeout`` seconds: the record was not accepted). Bad input raises
+        ``TypeError``/``ValueError`` at once, as the async ``put`` does; errors found on
+        the loop (an unknown non-default stream) are set on the future. Any thread.
+        """
+        item = self._check(data, partition_key, explicit_hash_key, stream_name)
+        size = item.size
+        cond = self._cond
+        with cond:
+            if not (
+                self._state == _OPEN
+                and self._outstanding_records < self._max_records
+                and self._outstanding_bytes + size <= self._max_bytes
+            ):
+                self._wait_room(size, timeout)
+            self._outstanding_records += 1
+            self._outstanding_bytes += size
+            epoch = item.epoch = self._epoch
+            counts = self._epoch_counts
+            counts[epoch] = counts.get(epoch, 0) + 1
+            self._queue.append(item)
+            if self._pump_idle:
+                self._wake_pump()
+        return item.future
+
+    def put_many(
+        self,
+        records: Iterable[tuple[Data, str] | tuple[Data, str, str | None]],
+        *,
+        stream_name: str | None = None,
+    ) -> list[Future[RecordResult]]:
+        """``put`` for many ``(data, partition_key[, explicit_hash_key])`` records, with one
+        lock acquisition per run of records that fit. All are validated before any is
+        accepted; waits for room as ``put`` does. Any thread."""
+        items = [
+            self._check(r[0], r[1], r[2] if len(r) == 3 else None, stream_name) for r in records
+        ]
+        cond = self._cond
+        i, n = 0, len(items)
+        with cond:
+            while i < n:
+                item = items[i]
+                size = item.size
+                if not (
+                    self._state == _OPEN
+                    and self._outstanding_records < self._max_records
+                    and self._outstanding_bytes + size <= self._max_bytes
+                ):
+                    if self._pump_idle:
+                        self._wake_pump()
+                    self._wait_room(size, None)
+                self._outstanding_records += 1
+                self._outstanding_bytes += size
+                epoch = item.epoch = self._epoch
+                self._epoch_counts[epoch] = self._epoch_counts.get(epoch, 0) + 1
+                self._queue.append(item)
+                i += 1
+            if self._pump_idle:
+                self._wake_pump()
+        return [item.future for item in items]
+
+    def _check(
+        self,
+        data: Data,
+        partition_key: str,
+        explicit_hash_key: str | None,
+        stream_name: str | None,
+    ) -> _Item:
+        """Validate like ``Producer.put_nowait`` (same order, same errors)."""
+        if not (stream_name or self._default_stream):
+            raise ValueError("no stream_name given and the producer has no default stream")
+        if stream_name is not None and not isinstance(stream_name, str):
+            raise TypeError(f"stream_name must be a str, got {type(stream_name).__name__}")
+        if type(data) is not bytes:
+            data = _coerce_data(data)
+        if not isinstance(partition_key, str):
+            raise TypeError(f"partition_key must be a str, got {type(partition_key).__name__}")
+        if not 1 <= len(partition_key) <= 256:
+            raise ValueError(f"partition_key must be 1 to 256 characters, got {len(partition_key)}")
+        try:
+            pk_len = len(partition_key.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"partition_key is not valid Unicode text: {exc}") from None
+        size = len(data) + pk_len
+        if size > self._max_record_size:
+            raise ValueError(
+                f"record too large: data ({len(data)} bytes) plus partition key "
+                f"({pk_len} bytes) is {size} bytes, over max_record_size "
+                f"({self._max_record_size})"
+            )
+        if explicit_hash_key is not None:
+            parse_explicit_hash_key(explicit_hash_key)
+        return _Item(bytes(data), partition_key, explicit_hash_key, stream_name or None, size)
+
+    def _wait_room(self, size: int, timeout: float | None) -> None:
+        """Wait (holding ``_cond``) until the record fits; raise if closed or timed out."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self._state != _OPEN:
+                raise ProducerClosedError(
+                    "the SyncProducer is not open: use `with SyncProducer(...)` or open()"
+                    if self._state == _NEW
+                    else "the SyncProducer is closed"
+                )
+            if (
+                self._outstanding_records < self._max_records
+                and self._outstanding_bytes + size <= self._max_bytes
+            ):
+                return
+            if self._loop_thread == threading.get_ident():
+                raise RuntimeError(
+                    "put() from the producer's own thread (a future's callback) would wait "
+                    "for room: it would never get it"
+                )
+            remaining = None
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(
+                        f"no room for the record within {timeout} s (backpressure: "
+                        f"{self._outstanding_records} records, {self._outstanding_bytes} bytes "
+                        "outstanding); it was not accepted"
+                    )
+            self._waiters += 1
+            try:
+                self._cond.wait(remaining)
+            finally:
+                self._waiters -= 1
+
+    # -- flush ----------------------------------------------------------------------------
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything now; return when every future of an earlier ``put`` is resolved.
+
+        Raises ``TimeoutError`` after ``timeout`` seconds (the records stay in flight).
+        Any thread.
+        """
+        if self._loop_thread == threading.get_ident():
+            raise RuntimeError("flush() cannot be called from the producer's own thread")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            target = self._epoch
+            counts = self._epoch_counts
+            if not counts:
+                return
+            self._epoch += 1
+            if self._state == _OPEN:
+                self._queue.append(_FLUSH)
+                if self._pump_idle:
+                    self._wake_pump()
+            while counts and min(counts) <= target:
+                remaining = None
+                if deadline is not None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        left = sum(n for e, n in counts.items() if e <= target)
+                        raise TimeoutError(f"flush: {left} records not resolved within {timeout} s")
+                self._waiters += 1
+                try:
+                    self._cond.wait(remaining)
+                finally:
+                    self._waiters -= 1
+
+    # -- the loop side --------------------------------------------------------------------
+
+    def _wake_pump(self) -> None:
+        """Wake the idle pump (call holding ``_cond``; from any thread)."""
+        self._pump_idle = False
+        event = self._pump_event
+        call_soon = self._call_soon
+        if event is not None and call_soon is not None:
+            call_soon(event.set)
+
+    async def _run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """The main task: the producer's scope, the pump and the resolver."""
+        if sniffio.current_async_library() == "trio":
+            import trio
+
+            token = trio.lowlevel.current_trio_token()
+            self._call_soon = token.run_sync_soon
+        else:
+            import asyncio
+
+            self._call_soon = asyncio.get_running_loop().call_soon_threadsafe
+        self._loop_thread = threading.get_ident()
+        self._close_event = anyio.Event()
+        self._pump_event = anyio.Event()
+        self._resolver_event = anyio.Event()
+        producer = self._producer
+        try:
+            async with producer:
+                async with anyio.create_task_group() as tg:
+                    self._tg = tg
+                    pumped = anyio.Event()
+                    tg.start_soon(self._resolver)
+                    tg.start_soon(self._pump, producer, pumped)
+                    task_status.started()
+                    await self._close_event.wait()
+                    if not self._abort:
+                        with anyio.move_on_after(self._config.close_timeout) as scope:
+                            await pumped.wait()
+                            await producer.flush()
+                        self._timed_out = scope.cancelled_caught
+                    tg.cancel_scope.cancel()
+                if self._abort:
+                    raise SyncProducerAbort(
+                        f"the SyncProducer was closed by {self._abort_reason}"[:150]
+                    )
+                if self._timed_out:
+                    raise SyncProducerAbort(
+                        f"not confirmed within close_timeout ({self._config.close_timeout} s)"
+                    )
+        except SyncProducerAbort:
+            pass
+        except BaseException as exc:
+            self._error = exc
+            raise
+        finally:
+            self._finish()
+
+    async def _pump(self, producer: Producer, pumped: anyio.Event) -> None:
+        """Move queued records into the producer, in order."""
+        queue = self._queue
+        waiting = self._waiting
+        cond = self._cond
+        put_nowait = producer.put_nowait
+        count = 0
+        while True:
+            if not queue:
+                event = None
+                with cond:
+                    if not queue:
+                        if self._state != _OPEN:
+                            pumped.set()
+                            return
+                        event = self._pump_event = anyio.Event()
+                        self._pump_idle = True  # the next put wakes us (_wake_pump)
+                if event is not None:
+                    await event.wait()
+                continue
+            item = queue.popleft()
+            if item is _FLUSH:
+                tg = self._tg
+                assert tg is not None
+                tg.start_soon(producer.flush)
+                continue
+            data = item.data
+            assert data is not None
+            try:
+                try:
+                    outcome = put_nowait(
+                        data,
+                        item.partition_key,
+                        item.explicit_hash_key,
+                        stream_name=item.stream_name,
+                    )
+                except anyio.WouldBlock:
+                    outcome = await producer.put(
+                        data,
+                        item.partition_key,
+                        item.explicit_hash_key,
+                        stream_name=item.stream_name,
+                    )
+            except Exception as exc:
+                item.future.set_exception(exc)
+                self._release([item])
+                continue
+            except BaseException:
+                queue.appendleft(item)  # not accepted (cancelled): _finish fails it
+                raise
+            item.outcome = outcome
+            item.data = None
+            waiting.append(item)
+            resolver_event = self._resolver_event
+            if resolver_event is not None:
+                self._resolver_event = None
+                resolver_event.set()
+            count += 1
+            if count >= _PUMP_YIELD_EVERY:
+                count = 0
+                await anyio.lowlevel.checkpoint()
+
+    async def _resolver(self) -> None:
+        """Resolve futures from outcomes: wait on the oldest, then settle what is done."""
+        while True:
+            waiting = self._waiting
+            if not waiting:
+                event = self._resolver_event = anyio.Event()
+                await event.wait()
+                continue
+            head = waiting[0].outcome
+            assert head is not None
+            if not head.done():
+                with anyio.move_on_after(_SWEEP_INTERVAL):
+                    await head.wait()
+                if not head.done():
+                    # Every outcome in the line not counted outstanding by the producer is
+                    # resolved: look for those only when there are some.
+                    if len(waiting) > self._producer.outstanding_records:
+                        self._sweep()
+                    continue
+            batch: list[_Item] = []
+            while waiting and waiting[0].outcome.done():  # type: ignore[union-attr]
+                batch.append(waiting.popleft())
+            self._settle(batch)
+            await anyio.lowlevel.checkpoint()
+
+    def _sweep(self) -> None:
+        """Settle every resolved outcome, wherever it is in the waiting line."""
+        done: list[_Item] = []
+        keep: collections.deque[_Item] = collections.deque()
+        for item in self._waiting:
+            (done if item.outcome.done() else keep).append(item)  # type: ignore[union-attr]
+        if done:
+            self._waiting.clear()  # in place: the pump holds this deque
+            self._waiting.extend(keep)
+            self._settle(done)
+
+    def _settle(self, items: Sequence[_Item]) -> None:
+        rewrite = self._timed_out
+        for item in items:
+            outcome = item.outcome
+            assert outcome is not None
+            result = outcome.result()
+            if rewrite and result.error_code == ABORTED:
+                result = result._replace(
+                    error_code=CLOSE_TIMEOUT,
+                    error_message=(
+                        f"not confirmed within close_timeout ({self._config.close_timeout} s)"
+                    ),
+                )
+            item.future.set_result(result)
+        self._release(items)
+
+    def _release(self, items: Sequence[_Item]) -> None:
+        """Take settled records off the books; wake waiting putters and flushers."""
+        if not items:
+            return
+        size = 0
+        epochs: dict[int, int] = {}
+        for item in items:
+            size += item.size
+            epochs[item.epoch] = epochs.get(item.epoch, 0) + 1
+        with self._cond:
+            self._outstanding_records -= len(items)
+            self._outstanding_bytes -= size
+            counts = self._epoch_counts
+            for epoch, n in epochs.items():
+                left = counts[epoch] - n
+                if left:
+                    counts[epoch] = left
+                else:
+                    del counts[epoch]
+            if self._waiters:
+                self._cond.notify_all()
+
+    def _finish(self) -> None:
+        """After the producer's scope: settle everything still on the books."""
+        with self._cond:
+            self._state = _CLOSED
+            leftovers = list(self._queue)
+            self._queue.clear()
+            self._cond.notify_all()
+        settled = [i for i in self._waiting if i.outcome is not None and i.outcome.done()]
+        self._settle(settled)
+        unresolved = [i for i in self._waiting if not i.future.done()]
+        self._waiting.clear()
+        leftovers = [i for i in leftovers if i is not _FLUSH] + unresolved
+        if not leftovers:
+            return
+        if self._timed_out and not self._abort:
+            code = CLOSE_TIMEOUT
+            message = f"not confirmed within close_timeout ({self._config.close_timeout} s)"
+        else:
+            code = ABORTED
+            why = self._abort_reason
+            if not self._abort:
+                error = self._error
+                why = f"{type(error).__name__}: {error}"[:150] if error else "producer failed"
+            message = f"the SyncProducer was closed ({why}) before the record was sent"
+        now = anyio.current_time()
+        default = self._default_stream or ""
+        for item in leftovers:
+            item.future.set_result(
+                RecordResult(
+                    False,
+                    item.stream_name or default,
+                    item.partition_key,
+                    None,
+                    None,
+                    None,
+                    (),
+                    code,
+                    message,
+                    now,
+                    now,
+                )
+            )
+        self._release(leftovers)
+
+    def __repr__(self) -> str:
+        state = ("new", "open", "closing", "closed")[self._state]
+        return (
+            f"<SyncProducer {state} stream={self._default_stream!r} backend={self._backend!r} "
+            f"outstanding={self._outstanding_records}>"
+        )
