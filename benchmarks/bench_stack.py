@@ -12,7 +12,7 @@ least disturbed one):
 4. The same, awaiting every outcome (``confirmed``).
 5. The whole pipeline against kinesalite over loopback HTTP (sockets, h11, SigV4).
 
-Then a cProfile of layer 3 attributes the time to modules (encode, batching, HTTP client,
+Then a cProfile of layer 4 attributes the time to modules (encode, batching, HTTP client,
 JSON/base64, outcome resolution, event loop).
 
 Run: ``uv run python -m benchmarks.bench_stack [--backend trio|asyncio] [--records N]``.

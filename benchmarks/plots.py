@@ -245,7 +245,15 @@ def throughput_chart(
     if not rows:
         log(f"skip {path.name}: no {x_field} sweep rows in sweeps.json")
         return False
-    fields = varying(rows, SERIES_FIELDS)
+    # A sweep's variant name can include the swept value ("... record_bytes=32"): then no
+    # variant has two points, and keying series by it gives one unconnected dot per point.
+    x_per_variant: dict[str, set[Any]] = defaultdict(set)
+    for r in rows:
+        x_per_variant[str(r.get("variant"))].add(r.get(x_field))
+    candidates: tuple[str, ...] = SERIES_FIELDS
+    if all(len(xs) == 1 for xs in x_per_variant.values()):
+        candidates = tuple(f for f in SERIES_FIELDS if f != "variant")
+    fields = varying(rows, candidates)
     rate = group(rows, x_field, lambda r: number(r.get("records_per_s")), fields)
     mbps = group(rows, x_field, mb_per_s, fields)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 5.5), layout="constrained")
