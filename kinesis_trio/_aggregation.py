@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from kinesis_trio._shards import hash_key_for
 from kinesis_trio.proto import messages_pb2 as _pb_module
 
 __all__ = [
@@ -367,8 +368,7 @@ def partition_hash_key(partition_key: str, explicit_hash_key: str | None = None)
     ``ValueError``), otherwise MD5 of the utf-8 partition key as a big-endian integer.
     """
     if explicit_hash_key is None:
-        digest = hashlib.md5(partition_key.encode(), usedforsecurity=False).digest()
-        return int.from_bytes(digest, "big")
+        return hash_key_for(partition_key)
     if not (explicit_hash_key.isascii() and explicit_hash_key.isdigit()):
         raise ValueError(f"explicit hash key is not a decimal integer: {explicit_hash_key!r}")
     value = int(explicit_hash_key)

@@ -162,3 +162,20 @@ async def read_stream(client: Any, name: str) -> list[tuple[Any, ...]]:
                 )
             )
     return rows
+
+
+def fake_rows(fake: FakeKinesis, stream: str = "s") -> list[tuple[Any, ...]]:
+    """Every record the fake stored (closed shards too), as rows for the ``check_*`` helpers."""
+    return [
+        (
+            s.shard_id,
+            s.start,
+            s.end,
+            r.data,
+            r.partition_key,
+            r.explicit_hash_key,
+            r.sequence_number,
+        )
+        for s in fake.streams[stream].shards
+        for r in s.records
+    ]

@@ -25,7 +25,7 @@ from trio.testing import MockClock
 from kinesis_trio import Outcome
 from kinesis_trio.testing import FakeKinesis, Faults
 
-from .helpers import check_landed_kcl, fake_producer
+from .helpers import check_landed_kcl, fake_producer, fake_rows
 
 pytestmark = pytest.mark.anyio
 
@@ -62,22 +62,6 @@ def records(n: int, seed: int) -> list[tuple[bytes, str]]:
         head = b"%d:" % i
         out.append((head + rng.randbytes(max(0, size - len(head))), f"key-{rng.randrange(2000)}"))
     return out
-
-
-def fake_rows(fake: FakeKinesis, stream: str) -> list[tuple[Any, ...]]:
-    return [
-        (
-            s.shard_id,
-            s.start,
-            s.end,
-            r.data,
-            r.partition_key,
-            r.explicit_hash_key,
-            r.sequence_number,
-        )
-        for s in fake.streams[stream].shards
-        for r in s.records
-    ]
 
 
 @pytest.mark.parametrize("aggregation", [True, False], ids=["agg", "plain"])

@@ -16,27 +16,9 @@ from kinesis_trio import (
 )
 from kinesis_trio.testing import FakeKinesis
 
-from .helpers import check_landed, error_response, fake_producer, throttle_response
+from .helpers import check_landed, error_response, fake_producer, fake_rows, throttle_response
 
 pytestmark = pytest.mark.anyio
-
-
-def stored(fake: FakeKinesis, stream: str = "s") -> list[tuple[Any, ...]]:
-    out = []
-    for shard in fake.streams[stream].shards:
-        for r in shard.records:
-            out.append(
-                (
-                    shard.shard_id,
-                    shard.start,
-                    shard.end,
-                    r.data,
-                    r.partition_key,
-                    r.explicit_hash_key,
-                    r.sequence_number,
-                )
-            )
-    return out
 
 
 async def test_mixed_records_land_once_where_outcomes_say() -> None:
@@ -64,7 +46,7 @@ async def test_mixed_records_land_once_where_outcomes_say() -> None:
         assert all(o.done() for *_, o in sent)
         assert producer.outstanding_records == 0
         assert producer.outstanding_bytes == 0
-    check_landed(stored(fake), sent)
+    check_landed(fake_rows(fake), sent)
     # aggregation happened (far fewer Kinesis records than user records)
     assert len(fake.records("s")) < len(sent) / 2
 
@@ -79,7 +61,7 @@ async def test_aggregation_off_sends_plain_records() -> None:
             sent.append((data, f"k{i}", None, await producer.put(data, f"k{i}")))
     assert len(fake.records("s")) == 700
     assert all(o.result().sub_sequence_number is None for *_, o in sent)
-    check_landed(stored(fake), sent)
+    check_landed(fake_rows(fake), sent)
     assert fake.calls.count("PutRecords") >= 2  # at most 500 entries a request
 
 

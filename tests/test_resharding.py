@@ -13,25 +13,9 @@ from kinesis_trio import Outcome, deaggregate
 from kinesis_trio._aggregation import partition_hash_key
 from kinesis_trio.testing import FakeKinesis
 
-from .helpers import check_landed_kcl, fake_producer
+from .helpers import check_landed_kcl, fake_producer, fake_rows
 
 pytestmark = pytest.mark.anyio
-
-
-def stored(fake: FakeKinesis, stream: str = "s") -> list[tuple[Any, ...]]:
-    return [
-        (
-            s.shard_id,
-            s.start,
-            s.end,
-            r.data,
-            r.partition_key,
-            r.explicit_hash_key,
-            r.sequence_number,
-        )
-        for s in fake.streams[stream].shards
-        for r in s.records
-    ]
 
 
 async def test_split_mid_run_loses_nothing_and_stops_aggregating_across_shards() -> None:
@@ -71,7 +55,7 @@ async def test_split_mid_run_loses_nothing_and_stops_aggregating_across_shards()
             sent.append((data, key, None, await producer.put(data, key)))
         await producer.flush()
         assert len(producer._streams["s"].map) == 3
-    summary = check_landed_kcl(stored(fake), sent)
+    summary = check_landed_kcl(fake_rows(fake), sent)
     assert summary["ok"] == len(sent)
     assert summary["duplicates"] == 0
     assert spanning_after_refresh == 0
