@@ -967,24 +967,37 @@ class Producer:
             shard.scope = None
             if batch is not None:
                 shard.queued -= 1
+                # Take every batch already queued too: when the caller runs ahead, the
+                # collector then gets them at once and fills requests (not one per batch).
+                while True:
+                    try:
+                        batch += recv.receive_nowait()
+                    except anyio.WouldBlock:
+                        break
+                    shard.queued -= 1
                 self._notify_progress()
                 await self._forward(stream, shard, batch)
                 continue
             # A deadline passed (or a flush/retirement): drain the channel in order, then seal.
+            batch = []
             while True:
                 try:
-                    batch = recv.receive_nowait()
+                    batch += recv.receive_nowait()
                 except anyio.WouldBlock:
                     break
                 shard.queued -= 1
+            if batch:
                 self._notify_progress()
-                await self._forward(stream, shard, batch)
             if shard.retired:
+                if batch:
+                    await self._forward(stream, shard, batch)
                 return
             if (shard.members or shard.plain) and (
                 self._flushing or self._now() >= shard.open_deadline
             ):
-                await self._forward(stream, shard, self._seal(shard))
+                batch += self._seal(shard)
+            if batch:
+                await self._forward(stream, shard, batch)
 
     async def _forward(
         self, stream: _StreamState, shard: _ShardState, batch: list[_KRecord]
