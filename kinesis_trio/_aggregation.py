@@ -10,7 +10,8 @@ the decoder parses with the generated protobuf module.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+import itertools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -295,11 +296,17 @@ class AggregateSizer:
         self.count += 1
 
 
-def encode_records(records: Iterable[tuple[bytes, str, str | None]]) -> bytes:
-    """Encode ``(data, partition_key, explicit_hash_key)`` tuples as one aggregated record.
+def encode_records(
+    datas: Sequence[bytes],
+    partition_keys: Sequence[str],
+    explicit_hash_keys: Sequence[str | None] | None = None,
+) -> bytes:
+    """Encode user records, given as parallel columns, as one aggregated record.
 
     Byte-identical to :class:`AggregateBuilder` (and so to the protobuf library), in one
-    tight loop: the producer calls it once per aggregate.
+    tight loop: the producer calls it once per aggregate. Columns rather than per-record
+    tuples: a tuple per record is an allocation (and garbage-collector work) per record.
+    ``explicit_hash_keys`` is ``None`` when no record has one.
     """
     pk_index: dict[str, bytes] = {}
     pk_table: list[bytes] = []
@@ -308,7 +315,14 @@ def encode_records(records: Iterable[tuple[bytes, str, str | None]]) -> bytes:
     parts: list[bytes] = []
     append = parts.append
     len3 = _LEN3_HEADERS
-    for data, partition_key, ehk in records:
+    if len(partition_keys) != len(datas) or (
+        explicit_hash_keys is not None and len(explicit_hash_keys) != len(datas)
+    ):
+        raise ValueError("encode_records: the columns differ in length")
+    ehks: Iterable[str | None] = (
+        itertools.repeat(None) if explicit_hash_keys is None else explicit_hash_keys
+    )
+    for data, partition_key, ehk in zip(datas, partition_keys, ehks, strict=False):
         piece = pk_index.get(partition_key)
         if piece is None:
             encoded = partition_key.encode()

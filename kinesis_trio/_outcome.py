@@ -64,6 +64,10 @@ class RecordResult(NamedTuple):
         return any(a.ambiguous for a in self.attempts)
 
 
+#: ``RecordResult``'s fields as one tuple, without the generated ``__new__``'s extra frame.
+_new_result = tuple.__new__
+
+
 class Resolution:
     """What one Kinesis record (plain or aggregated) came to; shared by its user records."""
 
@@ -71,6 +75,7 @@ class Resolution:
         "aggregated",
         "at",
         "attempt",
+        "attempts",
         "error_code",
         "error_message",
         "ok",
@@ -97,6 +102,8 @@ class Resolution:
         self.aggregated = aggregated
         self.error_code = error_code
         self.error_message = error_message
+        #: The history of a record written at its first attempt, shared by all such members.
+        self.attempts: tuple[Attempt, ...] = () if attempt is None else (attempt,)
 
 
 class Outcome:
@@ -118,7 +125,6 @@ class Outcome:
         "_hash_key",
         "_partition_key",
         "_resolution",
-        "_result",
         "_size",
         "_stream",
         "_sub",
@@ -146,7 +152,6 @@ class Outcome:
         self._attempts: tuple[Attempt, ...] = ()
         self._resolution: Resolution | None = None
         self._sub = 0
-        self._result: RecordResult | None = None
         self._event: anyio.Event | None = None
 
     def done(self) -> bool:
@@ -155,13 +160,38 @@ class Outcome:
 
     def result(self) -> RecordResult:
         """The result; raises ``RuntimeError`` if the record is not resolved yet."""
-        result = self._result
-        if result is None:
+        res = self._resolution
+        if res is None:
+            raise RuntimeError("outcome not resolved yet: await outcome.wait()")
+        return self._result(res)
+
+    async def wait(self) -> RecordResult:
+        """Wait for the result. Cancel-safe: cancelling a waiter changes nothing for the
+        record or for other waiters.
+
+        On an outcome already resolved it returns the result at once, without a checkpoint
+        (like awaiting a finished asyncio future), so awaiting many finished outcomes costs
+        no task switches.
+        """
+        res = self._resolution
+        if res is None:
+            event = self._event
+            if event is None:
+                event = self._event = anyio.Event()
+            await event.wait()
             res = self._resolution
-            if res is None:
-                raise RuntimeError("outcome not resolved yet: await outcome.wait()")
-            attempts = self._attempts if res.attempt is None else (*self._attempts, res.attempt)
-            result = self._result = RecordResult(
+            assert res is not None
+        return self._result(res)
+
+    def _result(self, res: Resolution) -> RecordResult:
+        # Built on each call rather than kept: a kept result would be one more long-lived
+        # object per record for the garbage collector to walk (equal values either way).
+        attempts = self._attempts
+        if res.attempt is not None:
+            attempts = (*attempts, res.attempt) if attempts else res.attempts
+        return _new_result(
+            RecordResult,
+            (
                 res.ok,
                 self._stream,
                 self._partition_key,
@@ -173,23 +203,8 @@ class Outcome:
                 res.error_message,
                 self._arrival,
                 res.at,
-            )
-        return result
-
-    async def wait(self) -> RecordResult:
-        """Wait for the result. Cancel-safe: cancelling a waiter changes nothing for the
-        record or for other waiters.
-
-        On an outcome already resolved it returns the result at once, without a checkpoint
-        (like awaiting a finished asyncio future), so awaiting many finished outcomes costs
-        no task switches.
-        """
-        if self._resolution is None:
-            event = self._event
-            if event is None:
-                event = self._event = anyio.Event()
-            await event.wait()
-        return self.result()
+            ),
+        )
 
     @property
     def stream_name(self) -> str:

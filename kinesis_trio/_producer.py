@@ -692,8 +692,11 @@ class Producer:
                     )
                 )
             else:
+                ehks = [o._explicit_hash_key for o in members] if shard.sizer.ehks else None
                 blob = encode_records(
-                    [(o._data, o._partition_key, o._explicit_hash_key) for o in members]  # type: ignore[misc]
+                    [o._data for o in members],  # type: ignore[misc]
+                    [o._partition_key for o in members],
+                    ehks,
                 )
                 krec = _KRecord(
                     members,

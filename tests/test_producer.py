@@ -243,8 +243,8 @@ async def test_cancelled_waiter_changes_nothing() -> None:
             tg.start_soon(waiter)
             await anyio.sleep(0.01)
             gate.open.set()
-    assert len(got) == 2 and got[0] is got[1] and got[0].ok
-    assert outcome.result() is got[0]
+    assert len(got) == 2 and got[0] == got[1] and got[0].ok
+    assert outcome.result() == got[0]
 
 
 async def test_exit_by_exception_fails_pending_outcomes_and_raises_it_unwrapped() -> None:
