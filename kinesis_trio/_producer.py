@@ -283,7 +283,7 @@ class Producer:
         self._now: Callable[[], float] = anyio.current_time
         self._conn_sem: anyio.Semaphore | None = None
         # per-record bookkeeping
-        self._key_cache: dict[str, tuple[bytes, int]] = {}
+        self._key_cache: dict[str, tuple[int, int, int]] = {}
         self._outstanding_records = 0
         self._outstanding_bytes = 0
         self._unresolved: set[Outcome] = set()
@@ -529,12 +529,13 @@ class Producer:
             key = None
         if key is None:
             key = self._key_info(partition_key)
-        pk_bytes, hash_key = key
-        size = len(data) + len(pk_bytes)
+        pk_len, hash_key, pk_grow = key
+        n = len(data)
+        size = n + pk_len
         if size > self._max_record_size:
             raise ValueError(
-                f"record too large: data ({len(data)} bytes) plus partition key "
-                f"({len(pk_bytes)} bytes) is {size} bytes, over max_record_size "
+                f"record too large: data ({n} bytes) plus partition key "
+                f"({pk_len} bytes) is {size} bytes, over max_record_size "
                 f"({self._max_record_size})"
             )
         if explicit_hash_key is not None:
@@ -548,7 +549,45 @@ class Producer:
         outcome = Outcome(
             data, partition_key, explicit_hash_key, hash_key, size, now, stream.name, self._epoch
         )
-        self._place(stream, outcome, len(pk_bytes), now, check_room=True)
+        # The common case inline (aggregating, room in the shard's open aggregate): the
+        # routing and sizing of _place and AggregateSizer.grow/add (tests hold them equal).
+        shard_map = stream.map
+        index = bisect_right(shard_map._starts, hash_key) - 1
+        if (
+            explicit_hash_key is None
+            and self._agg
+            and not stream.stale
+            and index >= 0
+            and hash_key <= shard_map._ends[index]
+        ):
+            shard = stream.shards[index]
+            sizer = shard.sizer
+            pks = sizer.pks
+            found = pks.get(partition_key)
+            if found is None:
+                key_index = len(pks)
+                grow = pk_grow
+            else:
+                key_index = found
+                grow = 0
+            inner = (
+                (3 if key_index < 0x80 else 2 + _vlen(key_index))
+                + (1 if n < 0x80 else 2 if n < 0x4000 else _vlen(n))
+                + n
+            )
+            grow += (2 if inner < 0x80 else 3 if inner < 0x4000 else 1 + _vlen(inner)) + inner
+            if sizer.size + grow <= self._agg_max_size and sizer.count < self._agg_max_count:
+                if found is None:
+                    pks[partition_key] = key_index
+                sizer.size += grow
+                sizer.count += 1
+                if shard.open_deadline == _INF:
+                    self._open(shard, now)
+                shard.members.append(outcome)
+            else:
+                self._place(stream, outcome, pk_len, now, check_room=True)
+        else:
+            self._place(stream, outcome, pk_len, now, check_room=True)
         self._outstanding_records += 1
         self._outstanding_bytes += size
         self._unresolved.add(outcome)
@@ -561,7 +600,8 @@ class Producer:
             raise ValueError("no stream_name given and the producer has no default stream")
         return self._default_stream
 
-    def _key_info(self, partition_key: str) -> tuple[bytes, int]:
+    def _key_info(self, partition_key: str) -> tuple[int, int, int]:
+        """``(UTF-8 length, hash key, bytes its aggregate key-table entry takes)``."""
         if not isinstance(partition_key, str):
             raise TypeError(f"partition_key must be a str, got {type(partition_key).__name__}")
         if not 1 <= len(partition_key) <= 256:
@@ -570,7 +610,8 @@ class Producer:
             pk_bytes = partition_key.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise ValueError(f"partition_key is not valid Unicode text: {exc}") from None
-        info = (pk_bytes, hash_key_for(partition_key))
+        pk_len = len(pk_bytes)
+        info = (pk_len, hash_key_for(partition_key), 1 + _vlen(pk_len) + pk_len)
         cache = self._key_cache
         if len(cache) >= _KEY_CACHE_MAX:
             cache.clear()
@@ -588,7 +629,7 @@ class Producer:
         shard_map = stream.map
         hash_key = outcome._hash_key
         index = bisect_right(shard_map._starts, hash_key) - 1  # ShardMap.index_for, inlined
-        if index < 0 or hash_key > shard_map.shards[index].end:
+        if index < 0 or hash_key > shard_map._ends[index]:
             # a gap in a stale map: send it alone, Kinesis routes it anyway
             index = 0
             can_aggregate = False

@@ -68,7 +68,7 @@ class Shard:
 class ShardMap:
     """The open shards of a stream, sorted by range, looked up by bisection."""
 
-    __slots__ = ("_by_id", "_starts", "shards")
+    __slots__ = ("_by_id", "_ends", "_starts", "shards")
 
     def __init__(self, shards: Iterable[Shard]) -> None:
         ordered = sorted(shards, key=lambda s: s.start)
@@ -82,6 +82,7 @@ class ShardMap:
                 )
         self.shards: tuple[Shard, ...] = tuple(ordered)
         self._starts = [s.start for s in ordered]
+        self._ends = [s.end for s in ordered]
         self._by_id = {s.shard_id: s for s in ordered}
 
     @classmethod
@@ -97,7 +98,7 @@ class ShardMap:
     def index_for(self, hash_key: int) -> int:
         """Index in :attr:`shards` of the shard holding ``hash_key``; -1 if none does."""
         i = bisect_right(self._starts, hash_key) - 1
-        if i < 0 or hash_key > self.shards[i].end:
+        if i < 0 or hash_key > self._ends[i]:
             return -1
         return i
 
