@@ -18,13 +18,13 @@ exceeded or while its shard's channel is full.
 
 from __future__ import annotations
 
-import base64
 import heapq
 import itertools
 import json
 import math
 import random
 import sys
+from binascii import b2a_base64
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -80,14 +80,15 @@ class _KRecord:
     __slots__ = (
         "aggregated",
         "data",
+        "data64",
         "deadline",
         "ehk",
-        "fragment",
         "members",
         "partition_key",
         "shard",
         "since",
         "size",
+        "tail",
     )
 
     def __init__(
@@ -102,14 +103,16 @@ class _KRecord:
         aggregated: bool,
     ) -> None:
         self.members = members
-        self.data = data
+        self.data: bytes | None = data
         self.partition_key = partition_key
         self.ehk = ehk
         self.size = size
         self.shard = shard
         self.deadline = deadline
         self.aggregated = aggregated
-        self.fragment: str | None = None
+        #: base64 of ``data`` and the rest of its JSON entry, made when first sent
+        self.data64: bytes | None = None
+        self.tail = b""
         self.since = members[0]._arrival
 
 
@@ -176,7 +179,7 @@ class _StreamState:
         "coll_scope",
         "coll_send",
         "coll_waiting",
-        "json_name",
+        "json_head",
         "known",
         "last_refresh",
         "map",
@@ -194,7 +197,7 @@ class _StreamState:
 
     def __init__(self, name: str, shard_map: ShardMap) -> None:
         self.name = name
-        self.json_name = json.dumps(name)
+        self.json_head = b'{"StreamName":%s,"Records":[' % json.dumps(name).encode()
         self.map = shard_map
         self.shards: list[_ShardState] = []
         send, recv = anyio.create_memory_object_stream[list[_KRecord]](16)
@@ -1231,23 +1234,26 @@ class Producer:
     # -- sending --------------------------------------------------------------------------
 
     def _body(self, stream: _StreamState, krecs: list[_KRecord]) -> bytes:
-        parts = []
+        """The PutRecords JSON body, joined once from pieces (no copy of each record's
+        base64 text into a per-record string first)."""
+        parts = [stream.json_head]
+        append = parts.append
+        opening = b'{"Data":"'
         for krec in krecs:
-            fragment = krec.fragment
-            if fragment is None:
-                data64 = base64.b64encode(krec.data).decode("ascii")
-                if krec.ehk is None:
-                    fragment = (
-                        f'{{"Data":"{data64}","PartitionKey":{json.dumps(krec.partition_key)}}}'
-                    )
-                else:
-                    fragment = (
-                        f'{{"Data":"{data64}","PartitionKey":{json.dumps(krec.partition_key)},'
-                        f'"ExplicitHashKey":"{krec.ehk}"}}'
-                    )
-                krec.fragment = fragment
-            parts.append(fragment)
-        return f'{{"StreamName":{stream.json_name},"Records":[{",".join(parts)}]}}'.encode()
+            data64 = krec.data64
+            if data64 is None:
+                # Encoded once and kept for retries; the raw bytes are no longer needed.
+                data = krec.data
+                assert data is not None
+                data64 = krec.data64 = b2a_base64(data, newline=False)
+                krec.data = None
+                krec.tail = _json_tail(krec.partition_key, krec.ehk)
+            append(opening)
+            append(data64)
+            append(krec.tail)
+            opening = b',{"Data":"'
+        append(b"]}")
+        return b"".join(parts)
 
     async def _send(self, stream: _StreamState, krecs: list[_KRecord]) -> None:
         sem = self._conn_sem
@@ -1582,6 +1588,14 @@ class Producer:
         for due, krecs in by_due.items():
             heapq.heappush(stream.retry_heap, (due, next(self._seq), krecs))
             _poke(stream.retry_scope, due)
+
+
+def _json_tail(partition_key: str, ehk: str | None) -> bytes:
+    """A PutRecords entry after its base64 data: ``","PartitionKey":...}``."""
+    tail = b'","PartitionKey":' + json.dumps(partition_key).encode()
+    if ehk is not None:
+        tail += b',"ExplicitHashKey":"' + ehk.encode() + b'"'
+    return tail + b"}"
 
 
 def _coerce_data(data: object) -> bytes:
