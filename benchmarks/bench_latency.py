@@ -25,38 +25,28 @@ with ``--plot``, ``latency_cdf.png``.
 from __future__ import annotations
 
 import argparse
-import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.common import (
     RESULTS_DIR,
+    Variant,
+    add_stream_flags,
+    agg_tag,
     command_line,
-    create_stream,
-    delete_stream,
+    emulator_session,
     fmt,
     fmt_int,
     log,
-    machine_info,
-    machine_line,
     markdown_table,
+    median_field,
     median_of,
-    run_child,
-    start_emulator,
-    write_results,
+    on_off,
+    publish,
+    report_header,
+    run_summary,
+    run_variant,
+    select,
 )
-
-
-@dataclass
-class Variant:
-    key: str
-    label: str
-    module: str
-    library: str
-    backend: str
-    mode: str
-    aggregation: bool
-    args: list[str] = field(default_factory=list)
 
 
 def variants() -> list[Variant]:
@@ -64,56 +54,23 @@ def variants() -> list[Variant]:
     for agg in (True, False):
         for backend in ("trio", "asyncio"):
             out.append(
-                Variant(
-                    key=f"kt-{backend}-{'agg' if agg else 'noagg'}",
-                    label=f"kinesis_trio {backend} agg={'on' if agg else 'off'}",
-                    module="run_kinesis_trio",
-                    library="kinesis_trio",
+                Variant.kinesis_trio(
+                    key=f"kt-{backend}-{agg_tag(agg)}",
+                    label=f"kinesis_trio {backend} agg={on_off(agg)}",
                     backend=backend,
-                    mode="confirmed",
                     aggregation=agg,
-                    args=["--backend", backend, "--aggregation", "on" if agg else "off"],
+                    args=["--backend", backend, "--aggregation", on_off(agg)],
                 )
             )
-    out.append(
-        Variant(
-            key="aiokpl-agg",
-            label="aiokpl asyncio agg=on",
-            module="run_aiokpl",
-            library="aiokpl",
-            backend="asyncio",
-            mode="confirmed",
-            aggregation=True,
-        )
-    )
-    out.append(
-        Variant(
-            key="agg-boto3",
-            label="aws-kinesis-agg + boto3",
-            module="run_agg_boto3",
-            library="aws-kinesis-agg+boto3",
-            backend="sync",
-            mode="fire-and-forget",
-            aggregation=True,
-        )
-    )
-    out.append(
-        Variant(
-            key="boto3",
-            label="boto3.put_records (batched, no aggregation)",
-            module="run_boto3",
-            library="boto3",
-            backend="sync",
-            mode="fire-and-forget",
-            aggregation=False,
-        )
-    )
+    out.append(Variant.aiokpl(key="aiokpl-agg", label="aiokpl asyncio agg=on"))
+    out.append(Variant.agg_boto3("aws-kinesis-agg + boto3"))
+    out.append(Variant.boto3("boto3.put_records (batched, no aggregation)"))
     return out
 
 
 def summarize(v: Variant, rate: float, runs: list[dict[str, Any]], errors: list[str]) -> Any:
     def med(key: str) -> float:
-        return median_of([float(r[key]) for r in runs if key in r])
+        return median_field(runs, key)
 
     quantiles: list[float] = []
     if runs:
@@ -121,24 +78,9 @@ def summarize(v: Variant, rate: float, runs: list[dict[str, Any]], errors: list[
             round(median_of([float(r["quantiles_ms"][i]) for r in runs]), 3) for i in range(101)
         ]
     return {
-        "variant": v.label,
-        "key": v.key,
-        "library": v.library,
-        "backend": v.backend,
-        "mode": v.mode,
-        "aggregation": v.aggregation,
+        **v.describe(),
         "target_rate": rate,
-        "records": int(runs[0]["records"]) if runs else 0,
-        "record_bytes": int(runs[0]["record_bytes"]) if runs else 0,
-        "shards": int(runs[0]["shards"]) if runs else 0,
-        "elapsed_s": round(med("elapsed_s"), 4),
-        "records_per_s": round(med("records_per_s"), 1),
-        "mb_per_s": round(med("mb_per_s"), 3),
-        "cpu_us_per_record": round(med("cpu_us_per_record"), 2),
-        "cpu_us_per_record_process": round(med("cpu_us_per_record_process"), 2),
-        "peak_rss_mib": round(med("peak_rss_mib"), 1),
-        "emulator_cpu_us_per_record": round(med("emulator_cpu_us_per_record"), 2),
-        "failed": int(sum(int(r["failed"]) for r in runs)),
+        **run_summary(runs),
         "p50_ms": round(med("p50_ms"), 2),
         "p99_ms": round(med("p99_ms"), 2),
         "p999_ms": round(med("p999_ms"), 2),
@@ -180,59 +122,23 @@ def main() -> None:
     parser.add_argument("--rates", default="1000,5000", help="records/s, comma-separated")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per run")
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--shards", type=int, default=2)
-    parser.add_argument("--size", type=int, default=200)
-    parser.add_argument("--keys", type=int, default=256)
-    parser.add_argument("--linger", type=float, default=0.05)
+    add_stream_flags(parser, shards=2)
     parser.add_argument("--only", default="", help="comma-separated variant keys")
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--plot", action="store_true", help="write results/latency_cdf.png")
     parser.add_argument("--name", default="latency")
     args = parser.parse_args()
     rates = [float(x) for x in args.rates.split(",") if x]
-    vs = variants()
-    if args.only:
-        keep = set(args.only.split(","))
-        vs = [v for v in vs if v.key in keep]
-    info = machine_info()
-    log(f"machine: {machine_line(info)}")
+    vs = select(variants(), args.only)
     runs: dict[tuple[str, float], list[dict[str, Any]]] = {}
     errors: dict[tuple[str, float], list[str]] = {}
-    started = time.perf_counter()
-    emulator = start_emulator(shard_limit=1000)
-    try:
+    with emulator_session() as session:
         for rnd in range(args.repeat):
             for rate in rates:
                 order = vs[rnd % len(vs) :] + vs[: rnd % len(vs)]
+                load = ["--rate", str(rate), "--duration", str(args.duration)]
                 for v in order:
-                    stream = create_stream(emulator.endpoint_url, args.shards)
-                    res = run_child(
-                        v.module,
-                        [
-                            "--endpoint",
-                            emulator.endpoint_url,
-                            "--stream",
-                            stream,
-                            "--rate",
-                            str(rate),
-                            "--duration",
-                            str(args.duration),
-                            "--size",
-                            str(args.size),
-                            "--keys",
-                            str(args.keys),
-                            "--shards",
-                            str(args.shards),
-                            "--linger",
-                            str(args.linger),
-                            "--variant",
-                            v.label,
-                            *v.args,
-                        ],
-                        timeout=args.timeout,
-                        emulator_pid=emulator.pid,
-                    )
-                    delete_stream(emulator.endpoint_url, stream)
+                    res = run_variant(session.emulator, v, load, args)
                     if res.ok:
                         res.data["round"] = rnd
                         runs.setdefault((v.key, rate), []).append(res.data)
@@ -246,9 +152,7 @@ def main() -> None:
                         errors.setdefault((v.key, rate), []).append(res.error)
                         log(f"[{rnd + 1}/{args.repeat}] {rate:,.0f}/s {v.label}: FAILED")
                         log(res.error)
-    finally:
-        emulator.stop()
-    total = time.perf_counter() - started
+    info, total = session.info, session.total
 
     rows: list[dict[str, Any]] = []
     for rate in rates:
@@ -259,12 +163,7 @@ def main() -> None:
                 rows.append(summarize(v, rate, got, errs))
     target = args.linger * 1000 + 50
     md = [
-        "# Latency at fixed arrival rates (from scheduled arrival)",
-        "",
-        f"Command: `{command_line()}` ({total / 60:.1f} min)",
-        "",
-        f"Machine: {machine_line(info)}",
-        "",
+        *report_header("# Latency at fixed arrival rates (from scheduled arrival)", info, total),
         f"{args.size}-byte records, {args.keys} partition keys, a fresh {args.shards}-shard "
         f"stream per run on one kinesalite, {args.duration:g} s per run, linger "
         f"{args.linger * 1000:.0f} ms for every variant, {args.repeat} run(s) per cell "
@@ -332,8 +231,6 @@ def main() -> None:
         RESULTS_DIR.mkdir(parents=True, exist_ok=True)
         plot(rows, str(png))
         md += ["", f"![latency CDF]({png.name})"]
-    text = "\n".join(md)
-    print(text)
     data = {
         "benchmark": "latency",
         "command": command_line(),
@@ -343,8 +240,7 @@ def main() -> None:
         "total_seconds": round(total, 1),
         "rows": rows,
     }
-    md_path, json_path = write_results(args.name, text, data)
-    log(f"wrote {md_path} and {json_path} in {total:.0f}s")
+    publish(args.name, md, data, total)
 
 
 if __name__ == "__main__":

@@ -19,23 +19,23 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
+from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.common import (
     command_line,
-    create_stream,
-    delete_stream,
+    cost_medians,
+    emulator_session,
+    failed_total,
     fmt,
     fmt_int,
     log,
-    machine_info,
-    machine_line,
     markdown_table,
-    median_of,
-    run_child,
-    start_emulator,
-    write_results,
+    median_field,
+    on_off,
+    publish,
+    report_header,
+    run_on_fresh_stream,
 )
 
 MIB = 1024 * 1024
@@ -65,17 +65,26 @@ def bottleneck(p: dict[str, Any], cores: int) -> str:
     return "neither at 0.8 core (waiting, or other load on the host)"
 
 
+@dataclass
+class Point:
+    """One point of a sweep: the swept parameter's value and the settings of the run (the
+    others as by default: 1 shard, 200-byte records, aggregation on, 24 connections)."""
+
+    sweep: str
+    param: str
+    value: int
+    label: str
+    count: int
+    shards: int = 1
+    size: int = 200
+    aggregation: bool = True
+    connections: int = 24
+
+
 def run_point(
     emulator: Any,
+    pt: Point,
     *,
-    sweep: str,
-    param: str,
-    value: int,
-    size: int,
-    shards: int,
-    aggregation: bool,
-    count: int,
-    connections: int,
     linger: float,
     keys: int,
     repeat: int,
@@ -85,81 +94,66 @@ def run_point(
     runs: list[dict[str, Any]] = []
     errors: list[str] = []
     for _ in range(repeat):
-        stream = create_stream(emulator.endpoint_url, shards)
-        res = run_child(
+        res = run_on_fresh_stream(
+            emulator,
             "run_kinesis_trio",
-            [
-                "--endpoint",
-                emulator.endpoint_url,
-                "--stream",
-                stream,
-                "--count",
-                str(count),
-                "--size",
-                str(size),
-                "--keys",
-                str(keys),
-                "--shards",
-                str(shards),
-                "--linger",
-                str(linger),
+            load=["--count", str(pt.count)],
+            size=pt.size,
+            keys=keys,
+            shards=pt.shards,
+            linger=linger,
+            extra=[
                 "--backend",
                 "trio",
                 "--mode",
                 "confirmed",
                 "--aggregation",
-                "on" if aggregation else "off",
+                on_off(pt.aggregation),
                 "--max-connections",
-                str(connections),
+                str(pt.connections),
             ],
             timeout=timeout,
-            emulator_pid=emulator.pid,
         )
-        delete_stream(emulator.endpoint_url, stream)
         if res.ok:
             runs.append(res.data)
         else:
             errors.append(res.error)
 
     def med(key: str) -> float:
-        return median_of([float(r[key]) for r in runs if key in r])
+        return median_field(runs, key)
 
     elapsed = med("elapsed_s")
     point: dict[str, Any] = {
-        "sweep": sweep,
-        "param": param,
-        "value": value,
-        "variant": f"kinesis_trio trio confirmed {param}={value}",
+        "sweep": pt.sweep,
+        "param": pt.param,
+        "value": pt.value,
+        "variant": f"kinesis_trio trio confirmed {pt.param}={pt.value}",
         "library": "kinesis_trio",
         "backend": "trio",
         "mode": "confirmed",
-        "aggregation": aggregation,
-        "records": count,
-        "record_bytes": size,
-        "shards": shards,
-        "max_connections": connections,
-        "elapsed_s": round(elapsed, 4),
-        "records_per_s": round(med("records_per_s"), 1),
-        "mb_per_s": round(med("mb_per_s"), 3),
-        "cpu_us_per_record": round(med("cpu_us_per_record"), 2),
-        "cpu_us_per_record_process": round(med("cpu_us_per_record_process"), 2),
-        "peak_rss_mib": round(med("peak_rss_mib"), 1),
+        "aggregation": pt.aggregation,
+        "records": pt.count,
+        "record_bytes": pt.size,
+        "shards": pt.shards,
+        "max_connections": pt.connections,
+        **cost_medians(runs),
         "emulator_cpu_s": round(med("emulator_cpu_s"), 3),
         "emulator_cpu_us_per_record": round(med("emulator_cpu_us_per_record"), 2),
         "producer_cores": round(med("cpu_s") / elapsed, 2) if elapsed > 0 else math.nan,
         "emulator_cores": round(med("emulator_cpu_s") / elapsed, 2) if elapsed > 0 else math.nan,
-        "failed": int(sum(int(r["failed"]) for r in runs)),
+        "failed": failed_total(runs),
         "errors": errors,
         "runs": runs,
     }
     point["bottleneck"] = bottleneck(point, cores) if runs else "run failed"
     log(
-        f"{sweep} {param}={value} agg={'on' if aggregation else 'off'}: {count:,} records, "
+        f"{pt.sweep} {pt.param}={pt.value} agg={on_off(pt.aggregation)}: {pt.count:,} records, "
         f"{point['records_per_s']:,.0f} rec/s, {point['mb_per_s']:.1f} MB/s, "
         f"{point['cpu_us_per_record']:.1f} µs/rec, producer {point['producer_cores']} cores, "
         f"emulator {point['emulator_cores']} cores, failed {point['failed']}"
         + (f", ERRORS {errors}" if errors else "")
     )
+    point["label"] = pt.label
     return point
 
 
@@ -236,82 +230,51 @@ def main() -> None:
     parser.add_argument("--name", default="sweeps")
     args = parser.parse_args()
     which = set(args.only.split(","))
-    info = machine_info()
-    cores = int(info["cores"] or 2)
-    log(f"machine: {machine_line(info)}")
-    started = time.perf_counter()
-    points: list[dict[str, Any]] = []
-    emulator = start_emulator(shard_limit=1000)
-    common = {"linger": args.linger, "repeat": args.repeat, "timeout": args.timeout}
-    try:
-        if "size" in which:
-            for agg in (True, False):
-                cap = args.max_agg_count if agg else args.max_plain_count
-                for size in SIZES:
-                    count = max(20, min(cap, round(args.mb * 1e6 / size)))
-                    p = run_point(
-                        emulator,
-                        sweep="size",
-                        param="record_bytes",
-                        value=size,
-                        size=size,
-                        shards=1,
-                        aggregation=agg,
-                        count=count,
-                        connections=24,
-                        keys=args.keys,
-                        cores=cores,
-                        **common,
-                    )
-                    p["label"] = f"{size_label(size)}, agg {'on' if agg else 'off'}"
-                    points.append(p)
-        if "shards" in which:
-            for shards in SHARDS:
-                p = run_point(
-                    emulator,
-                    sweep="shards",
-                    param="shards",
-                    value=shards,
-                    size=200,
-                    shards=shards,
-                    aggregation=True,
-                    count=args.count,
-                    connections=24,
-                    keys=args.keys,
-                    cores=cores,
-                    **common,
+    todo: list[Point] = []
+    if "size" in which:
+        for agg in (True, False):
+            cap = args.max_agg_count if agg else args.max_plain_count
+            for size in SIZES:
+                count = max(20, min(cap, round(args.mb * 1e6 / size)))
+                label = f"{size_label(size)}, agg {on_off(agg)}"
+                todo.append(
+                    Point("size", "record_bytes", size, label, count, size=size, aggregation=agg)
                 )
-                p["label"] = f"{shards} shard(s)"
-                points.append(p)
-        if "connections" in which:
-            for conns in CONNECTIONS:
-                p = run_point(
-                    emulator,
-                    sweep="connections",
-                    param="max_connections",
-                    value=conns,
-                    size=200,
-                    shards=args.conn_shards,
-                    aggregation=True,
-                    count=args.count,
-                    connections=conns,
-                    keys=args.keys,
-                    cores=cores,
-                    **common,
-                )
-                p["label"] = f"max_connections={conns}"
-                points.append(p)
-    finally:
-        emulator.stop()
-    total = time.perf_counter() - started
+    if "shards" in which:
+        todo += [
+            Point("shards", "shards", n, f"{n} shard(s)", args.count, shards=n) for n in SHARDS
+        ]
+    if "connections" in which:
+        todo += [
+            Point(
+                "connections",
+                "max_connections",
+                n,
+                f"max_connections={n}",
+                args.count,
+                shards=args.conn_shards,
+                connections=n,
+            )
+            for n in CONNECTIONS
+        ]
+    with emulator_session() as session:
+        cores = int(session.info["cores"] or 2)
+        points = [
+            run_point(
+                session.emulator,
+                pt,
+                linger=args.linger,
+                keys=args.keys,
+                repeat=args.repeat,
+                timeout=args.timeout,
+                cores=cores,
+            )
+            for pt in todo
+        ]
+    info, total = session.info, session.total
 
     md = [
-        "# kinesis_trio sweeps (trio, confirmed) on kinesalite",
-        "",
-        f"Command: `{command_line()}` ({total / 60:.1f} min)",
-        "",
-        f"Machine: {machine_line(info)}",
-        "",
+        *report_header("# kinesis_trio sweeps (trio, confirmed) on kinesalite", info, total),
         f"Linger {args.linger * 1000:.0f} ms, {args.keys} partition keys, per-shard rate "
         f"limiter lifted, {args.repeat} run(s) per point (median), each in its own process "
         "on a fresh stream. *producer cores* = the producer's CPU time (work only) / elapsed; "
@@ -402,8 +365,6 @@ def main() -> None:
     if failed:
         md += ["## Runs that failed", ""]
         md += [f"- {label}: `{err[:1500]}`" for label, err in failed]
-    text = "\n".join(md)
-    print(text)
     data = {
         "benchmark": "sweeps",
         "command": command_line(),
@@ -412,8 +373,7 @@ def main() -> None:
         "total_seconds": round(total, 1),
         "rows": points,
     }
-    md_path, json_path = write_results(args.name, text, data)
-    log(f"wrote {md_path} and {json_path} in {total:.0f}s")
+    publish(args.name, md, data, total)
 
 
 if __name__ == "__main__":

@@ -18,39 +18,33 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks import common
 from benchmarks.common import (
+    add_stream_flags,
+    agg_tag,
     command_line,
-    create_stream,
-    delete_stream,
+    emulator_session,
     fmt,
     fmt_int,
     log,
-    machine_info,
-    machine_line,
     markdown_table,
     median_of,
-    run_child,
+    on_off,
+    publish,
+    report_header,
+    run_summary,
+    run_variant,
+    select,
     spread_pct,
-    start_emulator,
-    write_results,
 )
 
 
-@dataclass
-class Variant:
-    key: str
-    label: str
-    module: str
-    library: str
-    backend: str
-    mode: str
-    aggregation: bool
+@dataclass(kw_only=True)
+class Variant(common.Variant):
     count_share: float  # of --count
-    args: list[str] = field(default_factory=list)
     table: str = "main"
     fixed_count: int = 0  # records regardless of --count (0: count_share of --count)
     runs: list[dict[str, Any]] = field(default_factory=list)
@@ -63,88 +57,48 @@ def variants() -> list[Variant]:
         for backend in ("trio", "asyncio"):
             for mode in ("confirmed", "fire-and-forget"):
                 out.append(
-                    Variant(
-                        key=f"kt-{backend}-{mode}-{'agg' if agg else 'noagg'}",
-                        label=f"kinesis_trio {backend} agg={'on' if agg else 'off'} ({mode})",
-                        module="run_kinesis_trio",
-                        library="kinesis_trio",
+                    Variant.kinesis_trio(
+                        key=f"kt-{backend}-{mode}-{agg_tag(agg)}",
+                        label=f"kinesis_trio {backend} agg={on_off(agg)} ({mode})",
                         backend=backend,
                         mode=mode,
                         aggregation=agg,
                         count_share=1.0 if agg else 0.4,
-                        args=[
-                            "--backend",
-                            backend,
-                            "--mode",
-                            mode,
-                            "--aggregation",
-                            "on" if agg else "off",
-                        ],
+                        args=["--backend", backend, "--mode", mode, "--aggregation", on_off(agg)],
                     )
                 )
     for agg in (True, False):
         for mode in ("confirmed", "fire-and-forget"):
             out.append(
-                Variant(
-                    key=f"aiokpl-{mode}-{'agg' if agg else 'noagg'}",
-                    label=f"aiokpl asyncio agg={'on' if agg else 'off'} ({mode})",
-                    module="run_aiokpl",
-                    library="aiokpl",
-                    backend="asyncio",
+                Variant.aiokpl(
+                    key=f"aiokpl-{mode}-{agg_tag(agg)}",
+                    label=f"aiokpl asyncio agg={on_off(agg)} ({mode})",
                     mode=mode,
                     aggregation=agg,
                     count_share=0.2 if agg else 0.1,
-                    args=["--mode", mode, "--aggregation", "on" if agg else "off"],
+                    args=["--mode", mode, "--aggregation", on_off(agg)],
                 )
             )
     out.append(
-        Variant(
-            key="agg-boto3",
-            label="aws-kinesis-agg + boto3 (no outcomes, no retries)",
-            module="run_agg_boto3",
-            library="aws-kinesis-agg+boto3",
-            backend="sync",
-            mode="fire-and-forget",
-            aggregation=True,
-            count_share=1.0,
-        )
+        Variant.agg_boto3("aws-kinesis-agg + boto3 (no outcomes, no retries)", count_share=1.0)
     )
-    out.append(
-        Variant(
-            key="boto3",
-            label="boto3.put_records (batched 500, no aggregation)",
-            module="run_boto3",
-            library="boto3",
-            backend="sync",
-            mode="fire-and-forget",
-            aggregation=False,
-            count_share=0.4,
-        )
-    )
+    out.append(Variant.boto3("boto3.put_records (batched 500, no aggregation)", count_share=0.4))
     # confirmed by reading results after flush() instead of awaiting each outcome
     out.append(
-        Variant(
+        Variant.kinesis_trio(
             key="kt-trio-confirmed-agg-result",
             label="kinesis_trio trio agg=on (confirmed: flush(), then outcome.result())",
-            module="run_kinesis_trio",
-            library="kinesis_trio",
             backend="trio",
-            mode="confirmed",
-            aggregation=True,
             count_share=1.0,
             args=["--backend", "trio", "--mode", "confirmed", "--confirm", "result"],
         )
     )
     # the libraries' default per-shard limiters (what aiokpl's published table measured)
     out.append(
-        Variant(
+        Variant.kinesis_trio(
             key="kt-trio-confirmed-agg-defaultlimits",
             label="kinesis_trio trio agg=on (confirmed), default rate_limit=150 %",
-            module="run_kinesis_trio",
-            library="kinesis_trio",
             backend="trio",
-            mode="confirmed",
-            aggregation=True,
             count_share=0.2,
             fixed_count=20_000,
             args=["--backend", "trio", "--rate-limits", "default"],
@@ -152,14 +106,9 @@ def variants() -> list[Variant]:
         )
     )
     out.append(
-        Variant(
+        Variant.aiokpl(
             key="aiokpl-confirmed-agg-defaultlimits",
             label="aiokpl asyncio agg=on (confirmed), default 1000 rec/s + 1 MiB/s per shard",
-            module="run_aiokpl",
-            library="aiokpl",
-            backend="asyncio",
-            mode="confirmed",
-            aggregation=True,
             count_share=0.2,
             fixed_count=20_000,
             args=["--rate-limits", "default"],
@@ -175,29 +124,10 @@ def records_for(v: Variant, count: int) -> int:
 
 def summarize(v: Variant) -> dict[str, Any]:
     runs = v.runs
-
-    def med(key: str) -> float:
-        return median_of([float(r[key]) for r in runs if key in r])
-
     rps = [float(r["records_per_s"]) for r in runs]
     return {
-        "variant": v.label,
-        "key": v.key,
-        "library": v.library,
-        "backend": v.backend,
-        "mode": v.mode,
-        "aggregation": v.aggregation,
-        "records": int(runs[0]["records"]) if runs else 0,
-        "record_bytes": int(runs[0]["record_bytes"]) if runs else 0,
-        "shards": int(runs[0]["shards"]) if runs else 0,
-        "elapsed_s": round(med("elapsed_s"), 4),
-        "records_per_s": round(med("records_per_s"), 1),
-        "mb_per_s": round(med("mb_per_s"), 3),
-        "cpu_us_per_record": round(med("cpu_us_per_record"), 2),
-        "cpu_us_per_record_process": round(med("cpu_us_per_record_process"), 2),
-        "peak_rss_mib": round(med("peak_rss_mib"), 1),
-        "emulator_cpu_us_per_record": round(med("emulator_cpu_us_per_record"), 2),
-        "failed": int(sum(int(r["failed"]) for r in runs)),
+        **v.describe(),
+        **run_summary(runs),
         "error_codes": _merge_codes(runs),
         "repeats": len(runs),
         "records_per_s_min": round(min(rps), 1) if rps else math.nan,
@@ -303,10 +233,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--count", type=int, default=100_000, help="records of the fast rows")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--shards", type=int, default=1)
-    parser.add_argument("--size", type=int, default=200)
-    parser.add_argument("--keys", type=int, default=256)
-    parser.add_argument("--linger", type=float, default=0.05)
+    add_stream_flags(parser, shards=1)
     parser.add_argument("--quick", action="store_true", help="--count 20000 --repeat 1")
     parser.add_argument("--only", default="", help="comma-separated variant keys")
     parser.add_argument("--timeout", type=float, default=300.0, help="per child run, s")
@@ -314,44 +241,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.count, args.repeat = 20_000, 1
-    all_variants = variants()
-    if args.only:
-        keep = set(args.only.split(","))
-        all_variants = [v for v in all_variants if v.key in keep]
-    info = machine_info()
-    log(f"machine: {machine_line(info)}")
-    started = time.perf_counter()
-    emulator = start_emulator(shard_limit=1000)
-    try:
+    all_variants = select(variants(), args.only)
+    with emulator_session() as session:
         for rnd in range(args.repeat):
             shift = rnd * max(1, len(all_variants) // args.repeat)
             order = all_variants[shift:] + all_variants[:shift]
             for v in order:
                 count = records_for(v, args.count)
-                stream = create_stream(emulator.endpoint_url, args.shards)
-                child_args = [
-                    "--endpoint",
-                    emulator.endpoint_url,
-                    "--stream",
-                    stream,
-                    "--count",
-                    str(count),
-                    "--size",
-                    str(args.size),
-                    "--keys",
-                    str(args.keys),
-                    "--shards",
-                    str(args.shards),
-                    "--linger",
-                    str(args.linger),
-                    "--variant",
-                    v.label,
-                    *v.args,
-                ]
-                res = run_child(
-                    v.module, child_args, timeout=args.timeout, emulator_pid=emulator.pid
-                )
-                delete_stream(emulator.endpoint_url, stream)
+                res = run_variant(session.emulator, v, ["--count", str(count)], args)
                 if res.ok:
                     res.data["round"] = rnd
                     v.runs.append(res.data)
@@ -364,9 +261,7 @@ def main() -> None:
                 else:
                     v.errors.append(res.error)
                     log(f"[{rnd + 1}/{args.repeat}] {v.label}: FAILED: {res.error}")
-    finally:
-        emulator.stop()
-    total = time.perf_counter() - started
+    info, total = session.info, session.total
 
     rows = [summarize(v) for v in all_variants if v.runs]
     by_key = {v.key: v for v in all_variants}
@@ -376,12 +271,9 @@ def main() -> None:
     crashed = [(v.label, e) for v in all_variants for e in v.errors]
 
     md = [
-        "# Throughput: kinesis_trio vs aiokpl vs aws-kinesis-agg + boto3 vs boto3",
-        "",
-        f"Command: `{command_line()}` ({total / 60:.1f} min)",
-        "",
-        f"Machine: {machine_line(info)}",
-        "",
+        *report_header(
+            "# Throughput: kinesis_trio vs aiokpl vs aws-kinesis-agg + boto3 vs boto3", info, total
+        ),
         f"{args.size}-byte records, {args.keys} partition keys, one kinesalite for all runs, "
         f"a fresh {args.shards}-shard stream per run (deleted after it), linger "
         f"(record_max_buffered_time) {args.linger * 1000:.0f} ms, every variant in its own "
@@ -432,8 +324,6 @@ def main() -> None:
         + "; ".join(f"{label}: {n:,}" for label, n in counts)
         + " (the slower variants get fewer records so that each run takes a few seconds).",
     ]
-    text = "\n".join(md)
-    print(text)
     data = {
         "benchmark": "throughput",
         "command": command_line(),
@@ -443,8 +333,7 @@ def main() -> None:
         "rows": rows,
         "ratios": ratio_data,
     }
-    md_path, json_path = write_results(args.name, text, data)
-    log(f"wrote {md_path} and {json_path} in {total:.0f}s")
+    publish(args.name, md, data, total)
 
 
 if __name__ == "__main__":

@@ -2,13 +2,14 @@
 
 Two halves:
 
-* **parent side** (the ``bench_*`` scripts): start kinesalite, create a fresh stream per run,
-  run each variant as a child process (``python -m benchmarks.run_<lib> --json ...``) with a
-  timeout and parse its one JSON result line, read the emulator's CPU time from
-  ``/proc/<pid>/stat``, describe the machine, print markdown tables and write
-  ``benchmarks/results/<name>.{md,json}``.
+* **parent side** (the ``bench_*`` scripts): the variants they compare, start kinesalite,
+  create a fresh stream per run, run each variant as a child process
+  (``python -m benchmarks.run_<lib> --json ...``) with a timeout and parse its one JSON
+  result line, read the emulator's CPU time from ``/proc/<pid>/stat``, summarize the runs,
+  describe the machine, print markdown tables and write ``benchmarks/results/<name>.{md,json}``.
 * **child side** (the ``run_*`` runners): the common command line, CPU time and peak RSS from
-  ``getrusage``, the arrival schedule of latency runs, quantiles, and the result line.
+  ``getrusage``, the arrival schedule of latency runs, quantiles, the result line, and the
+  ``main`` of the synchronous (boto3) runners.
 
 Every variant runs in its own process so that its CPU time and peak RSS are its own.
 """
@@ -30,10 +31,10 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -47,6 +48,8 @@ REGION = "us-east-1"
 #: producers, not their limiters. 10^9 records/s and bytes/s per shard are never reached.
 LIFTED_RECORDS_PER_SHARD = 1e9
 LIFTED_BYTES_PER_SHARD = 1e12
+
+T = TypeVar("T")
 
 # ---------------------------------------------------------------------------------------------
 # child side
@@ -114,6 +117,11 @@ def record_count(args: argparse.Namespace) -> int:
     return int(args.count)
 
 
+def workload(args: argparse.Namespace) -> tuple[bytes, list[str], int]:
+    """A run's record data (``--size`` random bytes), partition keys and record count."""
+    return payload(args.size), partition_keys(args.keys), record_count(args)
+
+
 def quantile(sorted_values: Sequence[float], q: float) -> float:
     """Linear-interpolated quantile (``q`` in 0..1) of an ascending sequence."""
     n = len(sorted_values)
@@ -163,6 +171,76 @@ def latency_timeline(pairs: list[tuple[float, float]], t0: float) -> list[dict[s
             }
         )
     return out
+
+
+@dataclass
+class Paced(Generic[T]):
+    """What :func:`put_paced` did: one outcome and one scheduled time per record."""
+
+    outcomes: list[T]
+    scheduled: list[float]
+    #: the schedule's start: record *i* was due at ``t_start + i/rate``
+    t_start: float
+    #: how far the putter fell behind the schedule, worst case (s)
+    max_lag: float
+    #: ``cpu_seconds()`` just before the schedule started
+    cpu0: float
+
+
+async def put_paced(
+    put: Callable[[str], Awaitable[T]],
+    keys: Sequence[str],
+    n: int,
+    rate: float,
+    now: Callable[[], float],
+) -> Paced[T]:
+    """Latency mode of the async runners: put record *i* at ``t_start + i/rate``.
+
+    ``put(key)`` puts one record and returns its outcome; ``keys`` are cycled. The putter
+    sleeps until a record's scheduled time on the clock ``now``, or does not sleep when it is
+    behind (no coordinated omission: its lag counts in every late record). Does not flush.
+    """
+    import anyio  # here, not at the top: the synchronous runners do not load anyio
+
+    sleep = anyio.sleep
+    nkeys = len(keys)
+    outcomes: list[T] = []
+    scheduled: list[float] = []
+    max_lag = 0.0
+    cpu0 = cpu_seconds()
+    t_start = now() + 0.01
+    for i in range(n):
+        due = t_start + i / rate
+        t = now()
+        if t < due:
+            await sleep(due - t)
+        elif t - due > max_lag:
+            max_lag = t - due
+        scheduled.append(due)
+        outcomes.append(await put(keys[i % nkeys]))
+    return Paced(outcomes, scheduled, t_start, max_lag, cpu0)
+
+
+def sleep_until_next(
+    pending: Sequence[float],
+    linger: float,
+    t_start: float,
+    i: int,
+    n: int,
+    rate: float,
+    now: Callable[[], float],
+) -> None:
+    """Latency mode of the synchronous runners, between two steps of their batching loop.
+
+    Sleeps until the oldest ``pending`` record (scheduled times) has waited ``linger``
+    seconds or record ``i`` of ``n`` is due at ``t_start + i/rate``, whichever comes first.
+    """
+    wake = pending[0] + linger if pending else t_start + i / rate
+    if i < n:
+        wake = min(wake, t_start + i / rate)
+    t = now()
+    if wake > t:
+        time.sleep(wake - t)
 
 
 @dataclass
@@ -228,9 +306,129 @@ def emit(m: Measurement, process_cpu_start: float = 0.0) -> dict[str, Any]:
     return out
 
 
+def sync_runner_main(
+    description: str,
+    *,
+    aggregation: str,
+    variant: str,
+    library: str,
+    make_client: Callable[[str], Any],
+    throughput: Callable[[argparse.Namespace, Any], Measurement],
+    latency: Callable[[argparse.Namespace, Any], Measurement],
+) -> None:
+    """``main`` of the synchronous (boto3) runners: no outcomes, no per-shard limiter.
+
+    ``make_client(endpoint)`` makes the client; ``latency`` runs with ``--rate`` above 0,
+    ``throughput`` otherwise; ``--variant`` defaults to ``variant``.
+    """
+    args = runner_parser(description).parse_args()
+    args.mode = "fire-and-forget"
+    args.aggregation = aggregation
+    args.rate_limits = "none"
+    if not args.variant:
+        args.variant = variant
+    client = make_client(args.endpoint)
+    m = latency(args, client) if args.rate > 0 else throughput(args, client)
+    m.extra.update(library=library, backend="sync")
+    emit(m)
+
+
 # ---------------------------------------------------------------------------------------------
 # parent side
 # ---------------------------------------------------------------------------------------------
+
+
+def on_off(flag: bool) -> str:
+    return "on" if flag else "off"
+
+
+def agg_tag(aggregation: bool) -> str:
+    """``agg`` or ``noagg``, as in the variant keys."""
+    return "agg" if aggregation else "noagg"
+
+
+V = TypeVar("V", bound="Variant")
+
+
+@dataclass
+class Variant:
+    """One producer set-up that a benchmark runs as ``python -m benchmarks.<module>``.
+
+    Make them with the constructors per runner (``Variant.kinesis_trio(...)`` etc.); a
+    benchmark that keeps more per variant subclasses it (keyword-only fields), and the
+    constructors take those fields as keywords.
+    """
+
+    key: str
+    label: str
+    module: str
+    library: str
+    backend: str
+    mode: str
+    aggregation: bool
+    #: extra arguments of the child
+    args: list[str] = field(default_factory=list)
+
+    # One constructor per runner: the variants need not repeat what the runner fixes.
+
+    @classmethod
+    def kinesis_trio(
+        cls: type[V],
+        *,
+        key: str,
+        label: str,
+        backend: str,
+        mode: str = "confirmed",
+        aggregation: bool = True,
+        **more: Any,
+    ) -> V:
+        """A ``run_kinesis_trio`` variant; ``more``: ``args`` and a subclass's fields."""
+        return cls(
+            key, label, "run_kinesis_trio", "kinesis_trio", backend, mode, aggregation, **more
+        )
+
+    @classmethod
+    def aiokpl(
+        cls: type[V],
+        *,
+        key: str,
+        label: str,
+        mode: str = "confirmed",
+        aggregation: bool = True,
+        **more: Any,
+    ) -> V:
+        """A ``run_aiokpl`` variant (asyncio); ``more``: ``args`` and a subclass's fields."""
+        return cls(key, label, "run_aiokpl", "aiokpl", "asyncio", mode, aggregation, **more)
+
+    @classmethod
+    def agg_boto3(cls: type[V], label: str, **more: Any) -> V:
+        """aws-kinesis-agg + boto3 (``run_agg_boto3``): aggregated, fire-and-forget."""
+        library, mode = "aws-kinesis-agg+boto3", "fire-and-forget"
+        return cls("agg-boto3", label, "run_agg_boto3", library, "sync", mode, True, **more)
+
+    @classmethod
+    def boto3(cls: type[V], label: str, **more: Any) -> V:
+        """Plain boto3 ``put_records`` (``run_boto3``): not aggregated, fire-and-forget."""
+        return cls("boto3", label, "run_boto3", "boto3", "sync", "fire-and-forget", False, **more)
+
+    def describe(self) -> dict[str, Any]:
+        """The variant's part of a result row."""
+        return {
+            "variant": self.label,
+            "key": self.key,
+            "library": self.library,
+            "backend": self.backend,
+            "mode": self.mode,
+            "aggregation": self.aggregation,
+        }
+
+
+def select(variants: list[V], only: str) -> list[V]:
+    """The variants whose key is in ``only`` (comma-separated; empty: all)."""
+    if not only:
+        return variants
+    keep = set(only.split(","))
+    return [v for v in variants if v.key in keep]
 
 
 def start_emulator(shard_limit: int = 1000) -> Any:
@@ -370,6 +568,98 @@ def run_child(
     return ChildResult(True, data, "", wall, emu)
 
 
+def run_on_fresh_stream(
+    emulator: Any,
+    module: str,
+    *,
+    load: Sequence[str],
+    size: int,
+    keys: int,
+    shards: int,
+    linger: float,
+    extra: Sequence[str],
+    timeout: float,
+) -> ChildResult:
+    """:func:`run_child` on a fresh ``shards``-shard stream, deleted after the run.
+
+    ``load`` is ``--count N`` or ``--rate R --duration S``; ``extra`` follows the common
+    arguments (``--size``, ``--keys``, ``--shards``, ``--linger``).
+    """
+    stream = create_stream(emulator.endpoint_url, shards)
+    res = run_child(
+        module,
+        [
+            "--endpoint",
+            emulator.endpoint_url,
+            "--stream",
+            stream,
+            *load,
+            "--size",
+            str(size),
+            "--keys",
+            str(keys),
+            "--shards",
+            str(shards),
+            "--linger",
+            str(linger),
+            *extra,
+        ],
+        timeout=timeout,
+        emulator_pid=emulator.pid,
+    )
+    delete_stream(emulator.endpoint_url, stream)
+    return res
+
+
+def add_stream_flags(parser: argparse.ArgumentParser, shards: int) -> None:
+    """``--shards``, ``--size``, ``--keys`` and ``--linger``, as :func:`run_variant` reads them."""
+    parser.add_argument("--shards", type=int, default=shards)
+    parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--keys", type=int, default=256)
+    parser.add_argument("--linger", type=float, default=0.05)
+
+
+def run_variant(
+    emulator: Any, v: Variant, load: Sequence[str], args: argparse.Namespace
+) -> ChildResult:
+    """Run ``v`` on a fresh stream with the benchmark's stream flags and ``--timeout``."""
+    return run_on_fresh_stream(
+        emulator,
+        v.module,
+        load=load,
+        size=args.size,
+        keys=args.keys,
+        shards=args.shards,
+        linger=args.linger,
+        extra=["--variant", v.label, *v.args],
+        timeout=args.timeout,
+    )
+
+
+@dataclass
+class Session:
+    """A benchmark's machine description and emulator (see :func:`emulator_session`)."""
+
+    info: dict[str, Any]
+    emulator: Any
+    #: seconds from the emulator's start to its stop (set when the session ends)
+    total: float = 0.0
+
+
+@contextlib.contextmanager
+def emulator_session() -> Iterator[Session]:
+    """Describe the machine (logged), then run one kinesalite for the block; time it."""
+    info = machine_info()
+    log(f"machine: {machine_line(info)}")
+    started = time.perf_counter()
+    session = Session(info, start_emulator(shard_limit=1000))
+    try:
+        yield session
+    finally:
+        session.emulator.stop()
+        session.total = time.perf_counter() - started
+
+
 def _version(dist: str) -> str:
     try:
         return importlib.metadata.version(dist)
@@ -479,9 +769,63 @@ def write_results(name: str, markdown: str, data: dict[str, Any]) -> tuple[Path,
     return md, js
 
 
+def report_header(title: str, info: dict[str, Any], total: float) -> list[str]:
+    """The first lines of a results page: title, command line and machine."""
+    return [
+        title,
+        "",
+        f"Command: `{command_line()}` ({total / 60:.1f} min)",
+        "",
+        f"Machine: {machine_line(info)}",
+        "",
+    ]
+
+
+def publish(name: str, md: list[str], data: dict[str, Any], total: float) -> None:
+    """Print the markdown and write ``results/<name>.{md,json}``."""
+    text = "\n".join(md)
+    print(text)
+    md_path, json_path = write_results(name, text, data)
+    log(f"wrote {md_path} and {json_path} in {total:.0f}s")
+
+
 def median_of(values: Sequence[float]) -> float:
     clean = [v for v in values if isinstance(v, (int, float)) and not math.isnan(v)]
     return statistics.median(clean) if clean else math.nan
+
+
+def median_field(runs: Sequence[dict[str, Any]], key: str) -> float:
+    """Median of ``key`` over the runs that have it (nan if none)."""
+    return median_of([float(r[key]) for r in runs if key in r])
+
+
+def failed_total(runs: Sequence[dict[str, Any]]) -> int:
+    return int(sum(int(r["failed"]) for r in runs))
+
+
+def cost_medians(runs: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Medians of elapsed time, rates, CPU per record and peak RSS over the runs."""
+    return {
+        "elapsed_s": round(median_field(runs, "elapsed_s"), 4),
+        "records_per_s": round(median_field(runs, "records_per_s"), 1),
+        "mb_per_s": round(median_field(runs, "mb_per_s"), 3),
+        "cpu_us_per_record": round(median_field(runs, "cpu_us_per_record"), 2),
+        "cpu_us_per_record_process": round(median_field(runs, "cpu_us_per_record_process"), 2),
+        "peak_rss_mib": round(median_field(runs, "peak_rss_mib"), 1),
+    }
+
+
+def run_summary(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Records, record size and shards of the first run, :func:`cost_medians`, emulator CPU
+    per record and the failed records of all runs."""
+    return {
+        "records": int(runs[0]["records"]) if runs else 0,
+        "record_bytes": int(runs[0]["record_bytes"]) if runs else 0,
+        "shards": int(runs[0]["shards"]) if runs else 0,
+        **cost_medians(runs),
+        "emulator_cpu_us_per_record": round(median_field(runs, "emulator_cpu_us_per_record"), 2),
+        "failed": failed_total(runs),
+    }
 
 
 def spread_pct(values: Sequence[float]) -> float:

@@ -31,12 +31,10 @@ from benchmarks.common import (
     SECRET_KEY,
     Measurement,
     cpu_seconds,
-    emit,
     latency_timeline,
-    partition_keys,
-    payload,
-    record_count,
-    runner_parser,
+    sleep_until_next,
+    sync_runner_main,
+    workload,
 )
 
 _MAX_CALL_ENTRIES = 500
@@ -97,10 +95,8 @@ def _client(endpoint: str) -> Any:
 
 
 def _throughput(args: argparse.Namespace, client: Any) -> Measurement:
-    data = payload(args.size)
-    keys = partition_keys(args.keys)
+    data, keys, n = workload(args)
     nkeys = len(keys)
-    n = record_count(args)
     # warm-up: one call (connection, botocore's lazy loading)
     client.put_records(StreamName=args.stream, Records=[{"Data": data, "PartitionKey": keys[0]}])
     shipper = Shipper(client, args.stream)
@@ -124,10 +120,8 @@ def _throughput(args: argparse.Namespace, client: Any) -> Measurement:
 
 
 def _latency(args: argparse.Namespace, client: Any) -> Measurement:
-    data = payload(args.size)
-    keys = partition_keys(args.keys)
+    data, keys, n = workload(args)
     nkeys = len(keys)
-    n = record_count(args)
     rate = float(args.rate)
     linger = float(args.linger)
     client.put_records(StreamName=args.stream, Records=[{"Data": data, "PartitionKey": keys[0]}])
@@ -170,12 +164,7 @@ def _latency(args: argparse.Namespace, client: Any) -> Measurement:
         if pending and (filled or i == n or t >= pending[0] + linger):
             ship()
             continue
-        wake = pending[0] + linger if pending else t_start + i / rate
-        if i < n:
-            wake = min(wake, t_start + i / rate)
-        t = now()
-        if wake > t:
-            time.sleep(wake - t)
+        sleep_until_next(pending, linger, t_start, i, n, rate, now)
     cpu = cpu_seconds() - cpu0
     m = Measurement(
         args,
@@ -193,17 +182,15 @@ def _latency(args: argparse.Namespace, client: Any) -> Measurement:
 
 
 def main() -> None:
-    parser = runner_parser(__doc__ or "")
-    args = parser.parse_args()
-    args.mode = "fire-and-forget"
-    args.aggregation = "on"
-    args.rate_limits = "none"
-    if not args.variant:
-        args.variant = "aws-kinesis-agg + boto3"
-    client = _client(args.endpoint)
-    m = _latency(args, client) if args.rate > 0 else _throughput(args, client)
-    m.extra.update(library="aws-kinesis-agg+boto3", backend="sync")
-    emit(m)
+    sync_runner_main(
+        __doc__ or "",
+        aggregation="on",
+        variant="aws-kinesis-agg + boto3",
+        library="aws-kinesis-agg+boto3",
+        make_client=_client,
+        throughput=_throughput,
+        latency=_latency,
+    )
 
 
 if __name__ == "__main__":

@@ -37,10 +37,9 @@ from benchmarks.common import (
     cpu_seconds,
     emit,
     latency_timeline,
-    partition_keys,
-    payload,
-    record_count,
+    put_paced,
     runner_parser,
+    workload,
 )
 
 
@@ -74,10 +73,8 @@ def _tally(results: list[Any]) -> tuple[int, dict[str, int]]:
 
 
 async def _run(args: argparse.Namespace) -> Measurement:
-    data = payload(args.size)
-    keys = partition_keys(args.keys)
+    data, keys, n = workload(args)
     nkeys = len(keys)
-    n = record_count(args)
     stream = args.stream
     async with Producer(_config(args)) as producer:
         warm = await producer.put_record(stream=stream, partition_key=keys[0], data=data)
@@ -115,30 +112,20 @@ async def _run(args: argparse.Namespace) -> Measurement:
 async def _latency_run(
     args: argparse.Namespace, producer: Any, data: bytes, keys: list[str], n: int
 ) -> Measurement:
-    now = time.monotonic
-    sleep = anyio.sleep
     put = producer.put_record
     stream = args.stream
-    nkeys = len(keys)
-    rate = float(args.rate)
-    outcomes: list[Any] = []
-    scheduled: list[float] = []
-    max_lag = 0.0
-    cpu0 = cpu_seconds()
-    t_start = now() + 0.01
-    for i in range(n):
-        due = t_start + i / rate
-        t = now()
-        if t < due:
-            await sleep(due - t)
-        elif t - due > max_lag:
-            max_lag = t - due
-        scheduled.append(due)
-        outcomes.append(await put(stream=stream, partition_key=keys[i % nkeys], data=data))
+    paced = await put_paced(
+        lambda key: put(stream=stream, partition_key=key, data=data),
+        keys,
+        n,
+        float(args.rate),
+        time.monotonic,
+    )
     await producer.flush()
-    results = [await o.wait() for o in outcomes]
-    cpu = cpu_seconds() - cpu0
+    results = [await o.wait() for o in paced.outcomes]
+    cpu = cpu_seconds() - paced.cpu0
     failed, codes = _tally(results)
+    scheduled, t_start, max_lag = paced.scheduled, paced.t_start, paced.max_lag
     latencies = [
         r.attempts[-1].ended_at - due
         for r, due in zip(results, scheduled, strict=True)

@@ -17,11 +17,10 @@ from typing import Any
 from benchmarks.common import (
     Measurement,
     cpu_seconds,
-    emit,
     latency_timeline,
-    partition_keys,
-    payload,
-    runner_parser,
+    sleep_until_next,
+    sync_runner_main,
+    workload,
 )
 from benchmarks.run_agg_boto3 import _client
 
@@ -37,10 +36,8 @@ def _send(client: Any, stream: str, entries: list[dict[str, Any]], tally: dict[s
 
 
 def _throughput(args: argparse.Namespace, client: Any) -> Measurement:
-    data = payload(args.size)
-    keys = partition_keys(args.keys)
+    data, keys, n = workload(args)
     nkeys = len(keys)
-    n = int(args.count)
     stream = args.stream
     client.put_records(StreamName=stream, Records=[{"Data": data, "PartitionKey": keys[0]}])
     codes: dict[str, int] = {}
@@ -65,11 +62,9 @@ def _throughput(args: argparse.Namespace, client: Any) -> Measurement:
 
 
 def _latency(args: argparse.Namespace, client: Any) -> Measurement:
-    data = payload(args.size)
-    keys = partition_keys(args.keys)
+    data, keys, n = workload(args)
     nkeys = len(keys)
     rate = float(args.rate)
-    n = max(1, round(rate * args.duration))
     linger = float(args.linger)
     stream = args.stream
     client.put_records(StreamName=stream, Records=[{"Data": data, "PartitionKey": keys[0]}])
@@ -101,12 +96,7 @@ def _latency(args: argparse.Namespace, client: Any) -> Measurement:
             pairs.extend((due, last - due) for due in pending)
             entries, pending = [], []
             continue
-        wake = pending[0] + linger if pending else t_start + i / rate
-        if i < n:
-            wake = min(wake, t_start + i / rate)
-        t = now()
-        if wake > t:
-            time.sleep(wake - t)
+        sleep_until_next(pending, linger, t_start, i, n, rate, now)
     cpu = cpu_seconds() - cpu0
     failed = sum(codes.values())
     m = Measurement(
@@ -118,17 +108,15 @@ def _latency(args: argparse.Namespace, client: Any) -> Measurement:
 
 
 def main() -> None:
-    parser = runner_parser(__doc__ or "")
-    args = parser.parse_args()
-    args.mode = "fire-and-forget"
-    args.aggregation = "off"
-    args.rate_limits = "none"
-    if not args.variant:
-        args.variant = "boto3.put_records (batched 500)"
-    client = _client(args.endpoint)
-    m = _latency(args, client) if args.rate > 0 else _throughput(args, client)
-    m.extra.update(library="boto3", backend="sync")
-    emit(m)
+    sync_runner_main(
+        __doc__ or "",
+        aggregation="off",
+        variant="boto3.put_records (batched 500)",
+        library="boto3",
+        make_client=_client,
+        throughput=_throughput,
+        latency=_latency,
+    )
 
 
 if __name__ == "__main__":

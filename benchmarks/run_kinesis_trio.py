@@ -21,6 +21,7 @@ Example: ``uv run python -m benchmarks.run_kinesis_trio --endpoint URL --stream 
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
 import anyio
@@ -33,10 +34,9 @@ from benchmarks.common import (
     cpu_seconds,
     emit,
     latency_timeline,
-    partition_keys,
-    payload,
-    record_count,
+    put_paced,
     runner_parser,
+    workload,
 )
 from kinesis_trio import Outcome, Producer, ProducerConfig, StaticCredentials
 
@@ -73,10 +73,8 @@ def _count_failures(outcomes: list[Outcome]) -> tuple[int, dict[str, int]]:
 
 
 async def _run(args: argparse.Namespace) -> Measurement:
-    data = payload(args.size)
-    keys = partition_keys(args.keys)
+    data, keys, n = workload(args)
     nkeys = len(keys)
-    n = record_count(args)
     async with Producer(
         args.stream,
         region_name=REGION,
@@ -121,32 +119,17 @@ async def _run(args: argparse.Namespace) -> Measurement:
 async def _latency_run(
     args: argparse.Namespace, producer: Producer, data: bytes, keys: list[str], n: int
 ) -> Measurement:
-    now = anyio.current_time
-    sleep = anyio.sleep
-    put = producer.put
-    nkeys = len(keys)
-    rate = float(args.rate)
-    outcomes: list[Outcome] = []
-    scheduled: list[float] = []
-    max_lag = 0.0
-    cpu0 = cpu_seconds()
-    t_start = now() + 0.01
-    for i in range(n):
-        due = t_start + i / rate
-        t = now()
-        if t < due:
-            await sleep(due - t)
-        elif t - due > max_lag:
-            max_lag = t - due
-        scheduled.append(due)
-        outcomes.append(await put(data, keys[i % nkeys]))
+    paced = await put_paced(
+        functools.partial(producer.put, data), keys, n, float(args.rate), anyio.current_time
+    )
     await producer.flush()
+    t_start, max_lag = paced.t_start, paced.max_lag
     latencies: list[float] = []
     pairs: list[tuple[float, float]] = []
     failed = 0
     codes: dict[str, int] = {}
     last = t_start
-    for o, due in zip(outcomes, scheduled, strict=True):
+    for o, due in zip(paced.outcomes, paced.scheduled, strict=True):
         r = await o.wait()
         if r.ok:
             latencies.append(r.resolved_at - due)
@@ -155,7 +138,7 @@ async def _latency_run(
             failed += 1
             codes[r.error_code or "?"] = codes.get(r.error_code or "?", 0) + 1
         last = max(last, r.resolved_at)
-    cpu = cpu_seconds() - cpu0
+    cpu = cpu_seconds() - paced.cpu0
     m = Measurement(
         args, n, last - t_start, cpu, failed, codes, latencies_s=latencies, max_put_lag_s=max_lag
     )
