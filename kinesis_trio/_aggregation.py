@@ -296,6 +296,24 @@ class AggregateSizer:
         self.count += 1
 
 
+#: Key-table entries (tag, length, UTF-8 key) of recent partition keys: with many keys, most
+#: records bring their key into their aggregate's table.
+_PK_ENTRIES: dict[str, bytes] = {}
+_PK_ENTRIES_MAX = 1 << 16
+
+
+def _pk_entry(partition_key: str) -> bytes:
+    encoded = partition_key.encode()
+    try:
+        entry = _PK_ENTRY_HEADERS[len(encoded)] + encoded
+    except IndexError:
+        entry = bytes((_TAG_PK_TABLE,)) + _varint(len(encoded)) + encoded
+    if len(_PK_ENTRIES) >= _PK_ENTRIES_MAX:
+        _PK_ENTRIES.clear()
+    _PK_ENTRIES[partition_key] = entry
+    return entry
+
+
 def encode_records(
     datas: Sequence[bytes],
     partition_keys: Sequence[str],
@@ -315,6 +333,7 @@ def encode_records(
     parts: list[bytes] = []
     append = parts.append
     len3 = _LEN3_HEADERS
+    entries = _PK_ENTRIES
     if len(partition_keys) != len(datas) or (
         explicit_hash_keys is not None and len(explicit_hash_keys) != len(datas)
     ):
@@ -325,11 +344,10 @@ def encode_records(
     for data, partition_key, ehk in zip(datas, partition_keys, ehks, strict=False):
         piece = pk_index.get(partition_key)
         if piece is None:
-            encoded = partition_key.encode()
-            try:
-                pk_table.append(_PK_ENTRY_HEADERS[len(encoded)] + encoded)
-            except IndexError:
-                pk_table.append(bytes((_TAG_PK_TABLE,)) + _varint(len(encoded)) + encoded)
+            entry = entries.get(partition_key)
+            if entry is None:
+                entry = _pk_entry(partition_key)
+            pk_table.append(entry)
             index = len(pk_index)
             try:
                 piece = _PK_INDEX_PIECES[index]

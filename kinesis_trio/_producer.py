@@ -129,6 +129,7 @@ class _ShardState:
         "plain_bytes",
         "queued",
         "recv",
+        "rerouted",
         "retired",
         "scope",
         "send",
@@ -149,6 +150,7 @@ class _ShardState:
         self.plain_bytes = 0
         self.open_deadline = _INF
         self.queued = 0
+        self.rerouted = False  # the open aggregate holds re-routed (older) records
         self.retired = False
         self.scope: anyio.CancelScope | None = None
         self.limiter = limiter
@@ -574,7 +576,7 @@ class Producer:
                 key_index = found
                 grow = 0
             inner = (
-                (3 if key_index < 0x80 else 2 + _vlen(key_index))
+                (3 if key_index < 0x80 else 4 if key_index < 0x4000 else 2 + _vlen(key_index))
                 + (1 if n < 0x80 else 2 if n < 0x4000 else _vlen(n))
                 + n
             )
@@ -665,10 +667,7 @@ class Producer:
             else:
                 grow = sizer.grow(len(data), pk, pk_len, ehk)
             if sizer.size + grow <= self._agg_max_size and sizer.count < self._agg_max_count:
-                sizer.add(pk, ehk, grow)
-                if shard.open_deadline == _INF:
-                    self._open(shard, now)
-                shard.members.append(outcome)
+                self._add_member(shard, outcome, grow, now, not check_room)
                 return
             if shard.members:  # the aggregate is full: seal it, start the next one
                 if check_room and shard.queued >= self._queue_size:
@@ -677,10 +676,7 @@ class Producer:
                 sizer = shard.sizer
                 grow = sizer.grow(len(data), pk, pk_len, ehk)
                 if sizer.size + grow <= self._agg_max_size:
-                    sizer.add(pk, ehk, grow)
-                    if shard.open_deadline == _INF:
-                        self._open(shard, now)
-                    shard.members.append(outcome)
+                    self._add_member(shard, outcome, grow, now, not check_room)
                     return
             # too large to aggregate: it goes alone
         # a plain Kinesis record
@@ -707,6 +703,16 @@ class Producer:
             )
         )
         shard.plain_bytes += size
+
+    def _add_member(
+        self, shard: _ShardState, outcome: Outcome, grow: int, now: float, rerouted: bool
+    ) -> None:
+        shard.sizer.add(outcome._partition_key, outcome._explicit_hash_key, grow)
+        if shard.open_deadline == _INF:
+            self._open(shard, now)
+        if rerouted:
+            shard.rerouted = True
+        shard.members.append(outcome)
 
     def _open(self, shard: _ShardState, now: float) -> None:
         deadline = now + self._linger
@@ -752,7 +758,9 @@ class Producer:
                     deadline,
                     True,
                 )
-                krec.since = min(o._arrival for o in members)  # re-routed ones may be older
+                if shard.rerouted:  # re-routed members may be older than the first one
+                    krec.since = min(o._arrival for o in members)
+                    shard.rerouted = False
                 batch.append(krec)
             shard.sizer = AggregateSizer()
             shard.members = []
