@@ -111,8 +111,9 @@ class Outcome:
 
     ``await outcome.wait()`` returns the :class:`RecordResult`. Waiting is cancel-safe:
     cancelling a waiter changes nothing for the record or for other waiters. The object also
-    carries the record itself until it is resolved (the producer keeps no other per-record
-    object), and creates its event only when somebody waits.
+    carries the record itself (the producer keeps no other per-record object; once the record
+    is sealed into an aggregate, the aggregate holds its bytes instead, until it is resolved),
+    and creates its event only when somebody waits.
     """
 
     __slots__ = (

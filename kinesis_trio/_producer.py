@@ -36,7 +36,7 @@ import anyio.lowlevel
 import sniffio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._aggregation import AggregateSizer, _vlen, encode_records
+from ._aggregation import AggregateSizer, _vlen, deaggregate, encode_records
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -80,7 +80,6 @@ class _KRecord:
     __slots__ = (
         "aggregated",
         "data",
-        "data64",
         "deadline",
         "ehk",
         "members",
@@ -103,16 +102,15 @@ class _KRecord:
         aggregated: bool,
     ) -> None:
         self.members = members
-        self.data: bytes | None = data
+        self.data = data
         self.partition_key = partition_key
         self.ehk = ehk
         self.size = size
         self.shard = shard
         self.deadline = deadline
         self.aggregated = aggregated
-        #: base64 of ``data`` and the rest of its JSON entry, made when first sent
-        self.data64: bytes | None = None
-        self.tail = b""
+        #: the rest of its PutRecords JSON entry after the data, made when first sent
+        self.tail: bytes | None = None
         self.since = members[0]._arrival
 
 
@@ -748,6 +746,10 @@ class Producer:
                     [o._partition_key for o in members],
                     ehks,
                 )
+                for o in members:
+                    # The aggregate holds the data now: one copy in memory, not two.
+                    # _unpack gives it back to the members if they must go another way.
+                    o._data = None
                 krec = _KRecord(
                     members,
                     blob,
@@ -942,6 +944,7 @@ class Producer:
 
     def _reroute(self, stream: _StreamState, batch: list[_KRecord], now: float) -> None:
         for krec in batch:
+            _unpack(krec)
             for outcome in krec.members:
                 if outcome._resolution is None:
                     self._place(stream, outcome, len(outcome._partition_key.encode()), now, False)
@@ -981,6 +984,7 @@ class Producer:
                 rng is None,
             )
             now = self._now()
+            _unpack(krec)
             _log.info(
                 "records_resent_after_reshard",
                 stream=stream.name,
@@ -1100,6 +1104,7 @@ class Producer:
                 continue
             self._expire(expired, now, "it waited in the producer's queues (rate limit)")
             survivors = [o for o in live if o._arrival + self._ttl > now]
+            _unpack(krec)
             keep.extend(self._plain_krec(o, krec.shard) for o in survivors)
         return keep
 
@@ -1124,6 +1129,7 @@ class Producer:
         out: list[_KRecord] = []
         for krec in batch:
             if krec.aggregated:
+                _unpack(krec)
                 out.extend(
                     self._plain_krec(o, krec.shard) for o in krec.members if o._resolution is None
                 )
@@ -1248,17 +1254,13 @@ class Producer:
         append = parts.append
         opening = b'{"Data":"'
         for krec in krecs:
-            data64 = krec.data64
-            if data64 is None:
-                # Encoded once and kept for retries; the raw bytes are no longer needed.
-                data = krec.data
-                assert data is not None
-                data64 = krec.data64 = b2a_base64(data, newline=False)
-                krec.data = None
-                krec.tail = _json_tail(krec.partition_key, krec.ehk)
+            tail = krec.tail
+            if tail is None:
+                tail = krec.tail = _json_tail(krec.partition_key, krec.ehk)
             append(opening)
-            append(data64)
-            append(krec.tail)
+            # base64 made for each attempt, not kept: only the raw bytes stay in memory
+            append(b2a_base64(krec.data, newline=False))
+            append(tail)
             opening = b',{"Data":"'
         append(b"]}")
         return b"".join(parts)
@@ -1588,6 +1590,7 @@ class Producer:
                 live = [o for o in live if o._arrival + ttl > due]
                 if not live:
                     continue
+                _unpack(krec)
                 retry = [self._plain_krec(o, shard) for o in live]
             else:
                 retry = [krec]
@@ -1596,6 +1599,25 @@ class Producer:
         for due, krecs in by_due.items():
             heapq.heappush(stream.retry_heap, (due, next(self._seq), krecs))
             _poke(stream.retry_scope, due)
+
+
+def _unpack(krec: _KRecord) -> None:
+    """Give an aggregate's unresolved members their data back from the aggregate.
+
+    Sealing drops the members' copies (the aggregate holds the bytes); a member that must be
+    sent another way (split after a reshard, re-routed, or re-sent alone) needs its own.
+    """
+    if not krec.aggregated:
+        return
+    members = krec.members
+    if all(o._data is not None or o._resolution is not None for o in members):
+        return
+    records = deaggregate(krec.data, krec.partition_key)
+    if len(records) != len(members):  # pragma: no cover - our own encoding
+        raise AssertionError("an aggregate does not decode to its members")
+    for outcome, record in zip(members, records, strict=True):
+        if outcome._data is None and outcome._resolution is None:
+            outcome._data = record.data
 
 
 def _json_tail(partition_key: str, ehk: str | None) -> bytes:

@@ -11,7 +11,10 @@ record resolves ok and is stored exactly once. No timing is asserted.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import os
+import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -198,3 +201,69 @@ async def test_bounds_hold_against_a_slow_backend() -> None:
     assert putters.max_bytes_seen <= case.max_bytes
     assert putters.max_records_seen == case.bound_records  # the bound was reached
     check_all_landed(fake, putters)
+
+
+async def test_sealed_records_are_held_once_in_memory() -> None:
+    """Once sealed into aggregates, outstanding records cost about their own bytes.
+
+    The aggregate holds the records' bytes and the members let go of theirs: with the backend
+    holding the only connection (on a first, one-record request), the memory allocated for
+    ~4 MiB of outstanding 4 KiB records queued behind it stays near 4 MiB (before, each
+    record was held twice, by its outcome and by its aggregate). Then the gate opens and
+    every record lands with its own data.
+    """
+    gate = Gate()
+    fake = FakeKinesis(hook=gate)
+    fake.create_stream("s", 1)
+    size = 4096
+    bound = 4 << 20  # under one request's 5 MiB: everything is sealed into the next request
+    async with fake_producer(
+        fake,
+        max_outstanding_bytes=bound,
+        max_outstanding_records=100_000,
+        max_connections=1,
+        record_max_buffered_time=0.01,
+        shard_queue_size=4096,
+        rate_limit=1e8,  # no pacing: every aggregate goes straight to the next request
+    ) as producer:
+        first = await producer.put(b"first", "first")
+        with anyio.fail_after(10):  # a hang guard: the one connection is taken
+            while gate.held == 0:  # noqa: ASYNC110 -- polling the gate's counter
+                await anyio.sleep(0.005)
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            outcomes: list[Outcome] = []
+            sent: dict[str, bytes] = {}
+            while True:
+                key = f"key-{len(outcomes):05d}"
+                data = os.urandom(size)
+                try:
+                    outcomes.append(producer.put_nowait(data, key))
+                except anyio.WouldBlock:
+                    break
+                sent[key] = hashlib.sha256(data).digest()  # the test keeps no copy either
+            del data
+            shards = producer._streams["s"].shards
+            with anyio.fail_after(10):  # a hang guard: wait until every record is sealed
+                while any(s.members or s.plain or s.queued for s in shards):  # noqa: ASYNC110
+                    await anyio.sleep(0.005)
+            # sealed: only a record left alone in the last aggregate went plain, with its data
+            assert sum(o._data is not None for o in outcomes) <= 1
+            held = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        outstanding = producer.outstanding_bytes
+        assert outstanding > bound - 2 * size
+        # the records' bytes once, plus their outcomes and keys (~200 bytes a record)
+        assert held < 1.05 * outstanding + (768 << 10), (held, outstanding)
+        gate.open.set()
+        await producer.flush()
+    assert first.result().ok and all(o.result().ok for o in outcomes)
+    landed = [
+        (u.partition_key, hashlib.sha256(u.data).digest())
+        for r in fake.records("s")
+        for u in deaggregate(r.data, r.partition_key)
+        if u.partition_key != "first"
+    ]
+    assert sorted(landed) == sorted(sent.items())  # each once, with its own bytes

@@ -13,10 +13,10 @@ import httpx
 import pytest
 from trio.testing import MockClock
 
-from kinesis_trio import Outcome
+from kinesis_trio import Outcome, deaggregate
 from kinesis_trio.testing import FakeKinesis
 
-from .helpers import fake_producer, throttle_response
+from .helpers import error_response, fake_producer, throttle_response
 
 pytestmark = pytest.mark.anyio
 
@@ -152,3 +152,76 @@ async def test_request_timeout_until_ttl_fails_with_history(scale: float) -> Non
     assert not result.ok and result.error_code == "RecordExpired"
     assert len(result.attempts) >= 2
     assert all(a.ambiguous and not a.success for a in result.attempts)
+
+
+# -- aggregates whose members are of different ages --------------------------------------------
+# Sealing hands a record's bytes to its aggregate; when only some members expire, the others
+# get their bytes back from the aggregate and go on alone. Timings are in "units": seconds on
+# trio's virtual clock, 0.05 s on asyncio's real one (margins of >= 150 ms there).
+
+
+def _unit(scale: float) -> float:
+    return 1.0 if scale == 1.0 else 0.05
+
+
+def _stored(fake: FakeKinesis) -> dict[str, bytes]:
+    return {
+        u.partition_key: u.data
+        for r in fake.records("s")
+        for u in deaggregate(r.data, r.partition_key, explicit_hash_key=r.explicit_hash_key)
+    }
+
+
+async def test_a_member_that_expired_while_lingering_leaves_its_aggregate(scale: float) -> None:
+    unit = _unit(scale)
+    fake = FakeKinesis()
+    fake.create_stream("s", 1)
+    old_data, young_data = b"old" * 50, b"young" * 50
+    async with fake_producer(
+        fake, record_max_buffered_time=8 * unit, record_ttl=5 * unit, rate_limit=1e6
+    ) as producer:
+        old = await producer.put(old_data, "old")  # expires at 5, sealed at 8
+        await anyio.sleep(6 * unit)
+        young = await producer.put(young_data, "young")  # expires at 11
+        old_result, young_result = await old.wait(), await young.wait()
+    assert not old_result.ok and old_result.error_code == "RecordExpired"
+    assert old_result.attempts == ()
+    assert young_result.ok and young_result.sub_sequence_number is None  # sent alone
+    assert _stored(fake) == {"young": young_data}
+
+
+async def test_a_failed_aggregate_whose_oldest_member_expired_resends_the_others(
+    scale: float,
+) -> None:
+    unit = _unit(scale)
+    calls = 0
+
+    async def hook(operation: str, body: dict[str, Any]) -> httpx.Response | None:
+        nonlocal calls
+        if operation != "PutRecords":
+            return None
+        calls += 1
+        if calls == 1:  # answered after the oldest member's TTL: it expires, not the other
+            await anyio.sleep(2 * unit)
+            return error_response(500, "InternalFailure")
+        return None
+
+    fake = FakeKinesis(hook=hook)
+    fake.create_stream("s", 1)
+    old_data, young_data = b"old" * 50, b"young" * 50
+    async with fake_producer(
+        fake,
+        record_max_buffered_time=8 * unit,
+        record_ttl=9 * unit,
+        retry_backoff_base=0.01 * unit,
+        rate_limit=1e6,
+    ) as producer:
+        old = await producer.put(old_data, "old")  # sent at 8, answered at 10, expires at 9
+        await anyio.sleep(6 * unit)
+        young = await producer.put(young_data, "young")  # expires at 15
+        old_result, young_result = await old.wait(), await young.wait()
+    assert not old_result.ok and old_result.error_code == "RecordExpired"
+    assert [a.error_code for a in old_result.attempts] == ["InternalFailure"]
+    assert young_result.ok and young_result.sub_sequence_number is None
+    assert [a.error_code for a in young_result.attempts] == ["InternalFailure", None]
+    assert _stored(fake) == {"young": young_data}
