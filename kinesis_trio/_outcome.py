@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 import anyio
 
@@ -64,46 +64,84 @@ class RecordResult(NamedTuple):
         return any(a.ambiguous for a in self.attempts)
 
 
-#: ``RecordResult``'s fields as one tuple, without the generated ``__new__``'s extra frame.
-_new_result = tuple.__new__
+#: ``RecordResult``'s / ``Attempt``'s fields as one tuple, without the generated
+#: ``__new__``'s extra frame.
+_new_result = _new_attempt = tuple.__new__
 
 
-class Resolution:
-    """What one Kinesis record (plain or aggregated) came to; shared by its user records."""
+# A Resolution is what one Kinesis record (plain or aggregated) came to, shared by its user
+# records. It is a plain tuple of plain values rather than an object: CPython's collector
+# stops tracking such tuples, so the resolved outcomes an application keeps add only
+# themselves to every full garbage collection (the pauses were the latency tail).
+# Fields: ok, shard_id, sequence_number, aggregated, at (resolution time), error_code,
+# error_message, attempt (a failed attempt, else None), and a successful attempt's start,
+# delay and duration (else None).
+Resolution = tuple[
+    bool,
+    str | None,
+    str | None,
+    bool,
+    float,
+    str | None,
+    str | None,
+    Attempt | None,
+    float | None,
+    float | None,
+    float | None,
+]
+R_OK: Final = 0
+R_SHARD_ID: Final = 1
+R_SEQUENCE_NUMBER: Final = 2
+R_AGGREGATED: Final = 3
+R_AT: Final = 4
+R_ERROR_CODE: Final = 5
+R_ERROR_MESSAGE: Final = 6
+R_ATTEMPT: Final = 7
+R_START: Final = 8
 
-    __slots__ = (
-        "aggregated",
-        "at",
-        "attempt",
-        "attempts",
-        "error_code",
-        "error_message",
-        "ok",
-        "sequence_number",
-        "shard_id",
+
+def written(
+    shard_id: str | None,
+    sequence_number: str | None,
+    aggregated: bool,
+    at: float,
+    start: float,
+    delay: float,
+    duration: float,
+) -> Resolution:
+    """A record written at ``shard_id``/``sequence_number`` by an attempt begun at ``start``."""
+    return (
+        True,
+        shard_id,
+        sequence_number,
+        aggregated,
+        at,
+        None,
+        None,
+        None,
+        start,
+        delay,
+        duration,
     )
 
-    def __init__(
-        self,
-        ok: bool,
-        shard_id: str | None,
-        sequence_number: str | None,
-        attempt: Attempt | None,
-        aggregated: bool,
-        at: float,
-        error_code: str | None = None,
-        error_message: str | None = None,
-    ) -> None:
-        self.ok = ok
-        self.at = at
-        self.shard_id = shard_id
-        self.sequence_number = sequence_number
-        self.attempt = attempt
-        self.aggregated = aggregated
-        self.error_code = error_code
-        self.error_message = error_message
-        #: The history of a record written at its first attempt, shared by all such members.
-        self.attempts: tuple[Attempt, ...] = () if attempt is None else (attempt,)
+
+def failed(
+    error_code: str,
+    error_message: str,
+    at: float,
+    attempt: Attempt | None = None,
+    aggregated: bool = False,
+) -> Resolution:
+    """A record that failed for good (``attempt``: the last, failed one, if any)."""
+    return (False, None, None, aggregated, at, error_code, error_message, attempt, None, None, None)
+
+
+def resolution_attempt(res: Resolution) -> Attempt | None:
+    """The attempt that resolved the record, if a request did."""
+    attempt = res[R_ATTEMPT]
+    if attempt is None and res[R_START] is not None:
+        attempt = _new_attempt(Attempt, (res[R_START], res[9], res[10], True, None, None, False))
+    return attempt
 
 
 class Outcome:
@@ -188,22 +226,23 @@ class Outcome:
         # Built on each call rather than kept: a kept result would be one more long-lived
         # object per record for the garbage collector to walk (equal values either way).
         attempts = self._attempts
-        if res.attempt is not None:
-            attempts = (*attempts, res.attempt) if attempts else res.attempts
+        attempt = resolution_attempt(res)
+        if attempt is not None:
+            attempts = (*attempts, attempt)
         return _new_result(
             RecordResult,
             (
-                res.ok,
+                res[R_OK],
                 self._stream,
                 self._partition_key,
-                res.shard_id,
-                res.sequence_number,
-                self._sub if res.aggregated else None,
+                res[R_SHARD_ID],
+                res[R_SEQUENCE_NUMBER],
+                self._sub if res[R_AGGREGATED] else None,
                 attempts,
-                res.error_code,
-                res.error_message,
+                res[R_ERROR_CODE],
+                res[R_ERROR_MESSAGE],
                 self._arrival,
-                res.at,
+                res[R_AT],
             ),
         )
 
@@ -219,7 +258,7 @@ class Outcome:
 
     def __repr__(self) -> str:
         res = self._resolution
-        state = "pending" if res is None else ("ok" if res.ok else f"failed {res.error_code}")
+        state = "pending" if res is None else ("ok" if res[R_OK] else f"failed {res[R_ERROR_CODE]}")
         return f"<Outcome {state} stream={self._stream!r} partition_key={self._partition_key!r}>"
 
     # -- producer side -------------------------------------------------------------------

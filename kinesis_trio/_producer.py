@@ -53,7 +53,21 @@ from ._errors import (
 from ._limiter import ShardLimiter
 from ._logging import get_logger
 from ._metrics import Metrics, MetricsSink
-from ._outcome import ABORTED, CLOSE_TIMEOUT, EXPIRED, Attempt, Outcome, Resolution
+from ._outcome import (
+    ABORTED,
+    CLOSE_TIMEOUT,
+    EXPIRED,
+    R_ATTEMPT,
+    R_ERROR_CODE,
+    R_SEQUENCE_NUMBER,
+    R_SHARD_ID,
+    Attempt,
+    Outcome,
+    Resolution,
+    failed,
+    resolution_attempt,
+    written,
+)
 from ._retry import Action, backoff_delay, classify_entry_error, classify_exception
 from ._shards import Shard, ShardMap, hash_key_for, parse_explicit_hash_key
 
@@ -456,7 +470,7 @@ class Producer:
     def _fail_unresolved(self, reason: tuple[str, str]) -> None:
         if not self._unresolved:
             return
-        res = Resolution(False, None, None, None, False, self._now(), reason[0], reason[1])
+        res = failed(reason[0], reason[1], self._now())
         pending, self._unresolved = self._unresolved, set()
         for outcome in pending:
             outcome._resolve(res)
@@ -900,7 +914,7 @@ class Producer:
             return False
         self._apply_map(stream, new_map)
         pending, stream.unverified = stream.unverified, []
-        if any(u.res.shard_id not in stream.known for u in pending):
+        if any(u.res[R_SHARD_ID] not in stream.known for u in pending):
             try:  # a shard born and closed between two refreshes: look at the history
                 for shard in await self.client.list_shards(stream.name, at_latest=False):
                     rng = shard["HashKeyRange"]
@@ -952,7 +966,8 @@ class Producer:
     def _verify(self, stream: _StreamState, item: _Unverified) -> None:
         """Resolve the members the actual shard holds; send the others again."""
         krec, res = item.krec, item.res
-        rng = stream.known.get(res.shard_id or "")
+        shard_id = res[R_SHARD_ID]
+        rng = stream.known.get(shard_id or "")
         records = size = 0
         again: list[Outcome] = []
         for sub, outcome in enumerate(krec.members):
@@ -974,7 +989,7 @@ class Producer:
                 attempt.duration,
                 False,
                 "WrittenOutsideShardRange",
-                f"aggregate written to {res.shard_id} (sequence number {res.sequence_number}) "
+                f"aggregate written to {shard_id} (sequence number {res[R_SEQUENCE_NUMBER]}) "
                 + (
                     "whose hash key range does not hold this record"
                     if rng is not None
@@ -988,7 +1003,7 @@ class Producer:
             _log.info(
                 "records_resent_after_reshard",
                 stream=stream.name,
-                shard_id=res.shard_id,
+                shard_id=shard_id,
                 records=len(again),
             )
             for outcome in again:
@@ -1328,8 +1343,15 @@ class Producer:
             if sequence_number is not None:
                 ok_shards.add(shard)
                 shard_id = entry.get("ShardId")
-                attempt = Attempt(start, start - krec.since, duration, True)
-                res = Resolution(True, shard_id, sequence_number, attempt, krec.aggregated, end)
+                res = written(
+                    shard_id,
+                    sequence_number,
+                    krec.aggregated,
+                    end,
+                    start,
+                    start - krec.since,
+                    duration,
+                )
                 if shard_id != shard.shard_id:
                     # The map was out of date (a reshard), or the shard was retired since.
                     if not shard.retired:
@@ -1338,6 +1360,8 @@ class Producer:
                     if krec.aggregated:
                         # Kinesis routed the aggregate by its explicit hash key: only the
                         # members the actual shard holds are where consumers will find them.
+                        attempt = resolution_attempt(res)
+                        assert attempt is not None
                         item = _Unverified(krec, res, attempt)
                         if shard_id in stream.known:
                             self._verify(stream, item)
@@ -1368,7 +1392,7 @@ class Producer:
             if decision.action is Action.FAIL:
                 r, b = self._fail_krec(
                     krec,
-                    Resolution(False, None, None, attempt, krec.aggregated, end, code, message),
+                    failed(code, message, end, attempt, krec.aggregated),
                 )
                 resolved_records += r
                 resolved_bytes += b
@@ -1477,7 +1501,7 @@ class Producer:
             for krec in krecs:
                 r, b = self._fail_krec(
                     krec,
-                    Resolution(False, None, None, attempt, krec.aggregated, end, code, message),
+                    failed(code, message, end, attempt, krec.aggregated),
                 )
                 total_r += r
                 total_b += b
@@ -1531,8 +1555,8 @@ class Producer:
                 "records_failed",
                 stream=members[0]._stream,
                 shard_id=shard_id,
-                error_code=res.error_code,
-                attempt=len(members[0]._attempts) + (res.attempt is not None),
+                error_code=res[R_ERROR_CODE],
+                attempt=len(members[0]._attempts) + (res[R_ATTEMPT] is not None),
                 records=records,
                 bytes=size,
             )
@@ -1548,7 +1572,7 @@ class Producer:
                 + (f"; last error: {last.error_code}: {last.error_message}" if last else "")
                 + f"; {why}"
             )
-            res = Resolution(False, None, None, None, False, now, EXPIRED, message)
+            res = failed(EXPIRED, message, now)
             if outcome._resolve(res):
                 records += 1
                 size += outcome._size
