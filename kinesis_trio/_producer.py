@@ -1041,37 +1041,48 @@ class Producer:
             shard.scope = None
             if batch is not None:
                 shard.queued -= 1
-                # Take every batch already queued too: when the caller runs ahead, the
-                # collector then gets them at once and fills requests (not one per batch).
-                while True:
-                    try:
-                        batch += recv.receive_nowait()
-                    except anyio.WouldBlock:
-                        break
-                    shard.queued -= 1
+                batch, _ = self._drain(shard, batch)
                 self._notify_progress()
                 await self._forward(stream, shard, batch)
                 continue
             # A deadline passed (or a flush/retirement): drain the channel in order, then seal.
-            batch = []
-            while True:
-                try:
-                    batch += recv.receive_nowait()
-                except anyio.WouldBlock:
-                    break
-                shard.queued -= 1
+            batch, emptied = self._drain(shard, [])
             if batch:
                 self._notify_progress()
             if shard.retired:
                 if batch:
                     await self._forward(stream, shard, batch)
-                return
-            if (shard.members or shard.plain) and (
-                self._flushing or self._now() >= shard.open_deadline
+                if emptied:
+                    return
+                continue
+            if (
+                emptied
+                and (shard.members or shard.plain)
+                and (self._flushing or self._now() >= shard.open_deadline)
             ):
                 batch += self._seal(shard)
             if batch:
                 await self._forward(stream, shard, batch)
+
+    def _drain(self, shard: _ShardState, batch: list[_KRecord]) -> tuple[list[_KRecord], bool]:
+        """Add the batches already queued for the shard, up to one request's worth.
+
+        When the caller runs ahead, the collector then gets whole requests' worth at once
+        (not one request per aggregate); the cap keeps a shard from taking everything queued
+        into its rate limiter at once. Returns the batch and whether the channel is empty.
+        """
+        count = len(batch)
+        size = sum(k.size for k in batch)
+        while count < self._coll_max_count and size < self._coll_max_size:
+            try:
+                more = shard.recv.receive_nowait()
+            except anyio.WouldBlock:
+                return batch, True
+            shard.queued -= 1
+            batch += more
+            count += len(more)
+            size += sum(k.size for k in more)
+        return batch, False
 
     async def _forward(
         self, stream: _StreamState, shard: _ShardState, batch: list[_KRecord]
