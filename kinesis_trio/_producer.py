@@ -776,10 +776,10 @@ class Producer:
                 )
                 if shard.rerouted:  # re-routed members may be older than the first one
                     krec.since = min(o._arrival for o in members)
-                    shard.rerouted = False
                 batch.append(krec)
             shard.sizer = AggregateSizer()
             shard.members = []
+            shard.rerouted = False
         shard.plain = []
         shard.plain_bytes = 0
         shard.open_deadline = _INF
