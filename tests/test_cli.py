@@ -618,6 +618,10 @@ def _wait_for_line(lines: queue.Queue[str | None], pattern: str, timeout: float)
             return match
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _port_open(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(1)
@@ -634,6 +638,9 @@ def test_local_runs_until_interrupted_and_stops_the_emulator(signum: signal.Sign
         stderr=subprocess.PIPE,
         text=True,
         env=cli_env(),
+        # as started from a terminal: a test run launched as a background job (`cmd &` in a
+        # script) ignores SIGINT, and its children would inherit that
+        preexec_fn=_default_sigint,
     )
     try:
         assert proc.stdout is not None
