@@ -23,7 +23,13 @@ import botocore.awsrequest
 import botocore.session
 import httpx
 
-from ._credentials import CredentialProvider, StaticCredentials, resolve_endpoint, resolve_region
+from ._credentials import (
+    CredentialProvider,
+    RequestSigner,
+    StaticCredentials,
+    resolve_endpoint,
+    resolve_region,
+)
 from ._errors import (
     ConnectError,
     ConnectionLostError,
@@ -46,7 +52,6 @@ _CONTENT_TYPE = "application/x-amz-json-1.1"
 # Bodies at least this big are hashed for the signature in a worker thread (hashlib releases
 # the GIL), so a 5 MB PutRecords does not stall the event loop for ~3 ms.
 _HASH_IN_THREAD_MIN = 1 << 20
-_PAYLOAD_HASH = "kinesis_trio_payload_sha256"
 
 
 def _user_agent() -> str:
@@ -56,16 +61,6 @@ def _user_agent() -> str:
         return f"kinesis-trio/{version('kinesis-trio')} httpx/{httpx.__version__}"
     except Exception:
         return f"kinesis-trio httpx/{httpx.__version__}"
-
-
-class _SigV4Auth(botocore.auth.SigV4Auth):  # type: ignore[misc]
-    """botocore's SigV4 signer, taking the payload hash we computed (possibly off-loop)."""
-
-    def payload(self, request: Any) -> Any:
-        digest = request.context.get(_PAYLOAD_HASH)
-        if digest is not None:
-            return digest
-        return super().payload(request)
 
 
 def _json_default(value: Any) -> Any:
@@ -159,7 +154,7 @@ class KinesisClient:
             )
         self._url = self.endpoint_url + "/"
         self._host = httpx.URL(self._url).netloc.decode("ascii")
-        self._signer: tuple[Any, _SigV4Auth] | None = None
+        self._signer = RequestSigner("kinesis", self.region_name, self._url, self._host)
         self._closed = False
         self._http = httpx.AsyncClient(
             limits=httpx.Limits(
@@ -217,29 +212,13 @@ class KinesisClient:
             _log.debug("kinesis.expired_token_retry", operation=operation)
             return await self._send(operation, body, digest, fresh)
 
-    def _sign(self, operation: str, body: bytes, digest: str, creds: Any) -> dict[str, str]:
-        cached = self._signer
-        if cached is not None and cached[0] is creds:
-            signer = cached[1]
-        else:
-            signer = _SigV4Auth(creds, "kinesis", self.region_name)
-            self._signer = (creds, signer)
-        request = botocore.awsrequest.AWSRequest(
-            method="POST",
-            url=self._url,
-            data=body,
-            headers={
-                "Host": self._host,
-                "Content-Type": _CONTENT_TYPE,
-                "X-Amz-Target": _TARGET_PREFIX + operation,
-            },
-        )
-        request.context[_PAYLOAD_HASH] = digest
-        signer.add_auth(request)
-        return dict(request.headers.items())
-
     async def _send(self, operation: str, body: bytes, digest: str, creds: Any) -> dict[str, Any]:
-        headers = self._sign(operation, body, digest, creds)
+        headers = self._signer.sign(
+            body,
+            digest,
+            creds,
+            {"Content-Type": _CONTENT_TYPE, "X-Amz-Target": _TARGET_PREFIX + operation},
+        )
         start = time.perf_counter()
         try:
             response = await self._http.post(self._url, content=body, headers=headers)

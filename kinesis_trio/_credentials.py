@@ -17,6 +17,8 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import botocore.auth
+import botocore.awsrequest
 import botocore.credentials
 import botocore.exceptions
 import botocore.session
@@ -275,3 +277,46 @@ def resolve_endpoint(endpoint_url: str | None, region: str) -> str:
     if not sep or scheme.lower() not in ("http", "https") or not rest:
         raise ValueError(f"invalid endpoint URL {url!r}: expected http(s)://host[:port]")
     return url
+
+
+_PAYLOAD_HASH = "kinesis_trio_payload_sha256"
+
+
+class _SigV4Auth(botocore.auth.SigV4Auth):  # type: ignore[misc]
+    """botocore's SigV4 signer, taking the payload hash we computed (possibly off-loop)."""
+
+    def payload(self, request: Any) -> Any:
+        digest = request.context.get(_PAYLOAD_HASH)
+        return digest if digest is not None else super().payload(request)
+
+
+class RequestSigner:
+    """SigV4 headers for POST requests to one endpoint of one AWS service.
+
+    Keeps botocore's signer while the credentials object stays the same (a refresh makes
+    a new one); the payload hash is passed in, computed once per body by the caller.
+    """
+
+    __slots__ = ("_cached", "_host", "_region", "_service", "_url")
+
+    def __init__(self, service: str, region: str, url: str, host: str) -> None:
+        self._service = service
+        self._region = region
+        self._url = url
+        self._host = host
+        self._cached: tuple[Any, _SigV4Auth] | None = None
+
+    def sign(self, body: bytes, digest: str, creds: Any, headers: dict[str, str]) -> dict[str, str]:
+        """``headers`` plus Host and the SigV4 headers for ``body`` (SHA-256 ``digest``)."""
+        cached = self._cached
+        if cached is not None and cached[0] is creds:
+            signer = cached[1]
+        else:
+            signer = _SigV4Auth(creds, self._service, self._region)
+            self._cached = (creds, signer)
+        request = botocore.awsrequest.AWSRequest(
+            method="POST", url=self._url, data=body, headers={"Host": self._host, **headers}
+        )
+        request.context[_PAYLOAD_HASH] = digest
+        signer.add_auth(request)
+        return dict(request.headers.items())

@@ -33,7 +33,7 @@ import botocore.awsrequest
 import botocore.session
 import httpx
 
-from ._credentials import CredentialProvider, StaticCredentials, resolve_region
+from ._credentials import CredentialProvider, RequestSigner, StaticCredentials, resolve_region
 from ._errors import KinesisTrioError
 from ._logging import get_logger
 
@@ -678,14 +678,6 @@ def _encode_datum(index: int, datum: MetricDatum) -> str:
     return "&".join(parts)
 
 
-class _SigV4Auth(botocore.auth.SigV4Auth):  # type: ignore[misc]
-    """botocore's SigV4 signer, taking a payload hash computed once per body."""
-
-    def payload(self, request: Any) -> Any:
-        digest = request.context.get("kinesis_trio_payload_sha256")
-        return digest if digest is not None else super().payload(request)
-
-
 def _resolve_cloudwatch_endpoint(endpoint_url: str | None, region: str) -> str:
     url = endpoint_url
     ignore = os.environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").strip().lower()
@@ -760,7 +752,7 @@ class CloudWatchSink:
         self._backoff = max(0.0, retry_backoff)
         self._max_datums = max_datums_per_request
         self._max_bytes = max_request_bytes
-        self._signer: tuple[Any, _SigV4Auth] | None = None
+        self._signer = RequestSigner("monitoring", self.region_name, self._url, self._host)
         self._http = httpx.AsyncClient(
             timeout=httpx.Timeout(request_timeout),
             transport=transport,
@@ -819,28 +811,11 @@ class CloudWatchSink:
         if first is not None:
             raise first
 
-    def _sign(self, body: bytes, digest: str, creds: Any) -> dict[str, str]:
-        cached = self._signer
-        if cached is not None and cached[0] is creds:
-            signer = cached[1]
-        else:
-            signer = _SigV4Auth(creds, "monitoring", self.region_name)
-            self._signer = (creds, signer)
-        request = botocore.awsrequest.AWSRequest(
-            method="POST",
-            url=self._url,
-            data=body,
-            headers={"Host": self._host, "Content-Type": _CW_CONTENT_TYPE},
-        )
-        request.context["kinesis_trio_payload_sha256"] = digest
-        signer.add_auth(request)
-        return dict(request.headers.items())
-
     async def _send(self, body: bytes, count: int) -> None:
         digest = hashlib.sha256(body).hexdigest()
         for attempt in range(1, self._max_attempts + 1):
             creds = await self._credentials.get()
-            headers = self._sign(body, digest, creds)
+            headers = self._signer.sign(body, digest, creds, {"Content-Type": _CW_CONTENT_TYPE})
             start = time.perf_counter()
             try:
                 response = await self._http.post(self._url, content=body, headers=headers)
