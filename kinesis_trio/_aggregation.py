@@ -89,45 +89,35 @@ _EHK_INDEX_PIECES = _tagged_varints(_TAG_EHK_INDEX, 2048)
 class AggregateBuilder:
     """Accumulates user records for one aggregated Kinesis record.
 
-    ``add`` is O(1): dict lookups and a few precomputed byte pieces appended to a list;
-    ``encode`` joins them once and appends the MD5. Builders are cheap: create a new one per
-    aggregate (or ``clear()`` one to reuse it). Not thread-safe.
+    The sizing of :class:`AggregateSizer` plus the records as columns; ``encode`` is
+    :func:`encode_records` (the producer's own encoder). Create a new one per aggregate (or
+    ``clear()`` one to reuse it). Not thread-safe.
     """
 
-    __slots__ = ("_ehk_index", "_ehk_table", "_parts", "_pk_index", "_pk_table", "_proto")
+    __slots__ = ("_datas", "_ehks", "_pks", "_sizer")
 
     def __init__(self) -> None:
-        # key -> record-side index piece (tag + varint(index)); the table entries are the
-        # encoded AggregatedRecord fields, in insertion (= index) order.
-        self._pk_index: dict[str, bytes] = {}
-        self._pk_table: list[bytes] = []
-        self._ehk_index: dict[str, bytes] = {}
-        self._ehk_table: list[bytes] = []
-        # Four pieces per record: record tag + length, index field(s), data tag + length, data.
-        self._parts: list[bytes] = []
-        self._proto = 0  # length of the serialized AggregatedRecord
+        self.clear()
 
     def clear(self) -> None:
         """Drop every record, as if newly constructed."""
-        self._pk_index = {}
-        self._pk_table = []
-        self._ehk_index = {}
-        self._ehk_table = []
-        self._parts = []
-        self._proto = 0
+        self._sizer = AggregateSizer()
+        self._datas: list[bytes] = []
+        self._pks: list[str] = []
+        self._ehks: list[str | None] = []
 
     @property
     def count(self) -> int:
         """Number of user records added."""
-        return len(self._parts) >> 2
+        return self._sizer.count
 
     def __len__(self) -> int:
-        return len(self._parts) >> 2
+        return self._sizer.count
 
     @property
     def size(self) -> int:
         """Exact current encoded size, ``len(self.encode())`` (MAGIC + protobuf + MD5)."""
-        return self._proto + _OVERHEAD
+        return self._sizer.size
 
     def add(
         self,
@@ -141,65 +131,14 @@ class AggregateBuilder:
         With ``max_size``, a record that would make ``size`` exceed it is not added and
         ``False`` is returned: one call instead of ``size_if_added`` then ``add``.
         """
-        grow = 0
-        pk_piece = self._pk_index.get(partition_key)
-        pk_entry = None
-        new_ehk: tuple[str, bytes, bytes] | None = None  # key, table entry, index piece
-        if pk_piece is None:  # new key: its table entry and index piece (inline: common case)
-            pk = partition_key.encode()
-            try:
-                pk_entry = _PK_ENTRY_HEADERS[len(pk)] + pk
-            except IndexError:
-                pk_entry = bytes((_TAG_PK_TABLE,)) + _varint(len(pk)) + pk
-            index = len(self._pk_table)
-            try:
-                pk_piece = _PK_INDEX_PIECES[index]
-            except IndexError:
-                pk_piece = bytes((_TAG_PK_INDEX,)) + _varint(index)
-            grow = len(pk_entry)
-        if explicit_hash_key is None:
-            prefix = pk_piece
-        else:
-            ehk_piece = self._ehk_index.get(explicit_hash_key)
-            if ehk_piece is None:
-                ehk = explicit_hash_key.encode()
-                try:
-                    ehk_entry = _EHK_ENTRY_HEADERS[len(ehk)] + ehk
-                except IndexError:
-                    ehk_entry = bytes((_TAG_EHK_TABLE,)) + _varint(len(ehk)) + ehk
-                index = len(self._ehk_table)
-                try:
-                    ehk_piece = _EHK_INDEX_PIECES[index]
-                except IndexError:
-                    ehk_piece = bytes((_TAG_EHK_INDEX,)) + _varint(index)
-                grow += len(ehk_entry)
-                new_ehk = (explicit_hash_key, ehk_entry, ehk_piece)
-            prefix = pk_piece + ehk_piece
-        n = len(data)
-        try:
-            data_header = _LEN3_HEADERS[n]
-        except IndexError:
-            data_header = bytes((_TAG_LEN3,)) + _varint(n)
-        inner = len(prefix) + len(data_header) + n
-        try:
-            record_header = _LEN3_HEADERS[inner]
-        except IndexError:
-            record_header = bytes((_TAG_LEN3,)) + _varint(inner)
-        grow += len(record_header) + inner
-        if max_size is not None and self._proto + grow + _OVERHEAD > max_size:
+        sizer = self._sizer
+        grow = sizer.grow(len(data), partition_key, len(partition_key.encode()), explicit_hash_key)
+        if max_size is not None and sizer.size + grow > max_size:
             return False
-        if pk_entry is not None:
-            self._pk_table.append(pk_entry)
-            self._pk_index[partition_key] = pk_piece
-        if new_ehk is not None:
-            self._ehk_table.append(new_ehk[1])
-            self._ehk_index[new_ehk[0]] = new_ehk[2]
-        append = self._parts.append
-        append(record_header)
-        append(prefix)
-        append(data_header)
-        append(data)
-        self._proto += grow
+        sizer.add(partition_key, explicit_hash_key, grow)
+        self._datas.append(data)
+        self._pks.append(partition_key)
+        self._ehks.append(explicit_hash_key)
         return True
 
     def size_if_added(
@@ -209,36 +148,13 @@ class AggregateBuilder:
 
         ``pk_utf8_len`` is ``len(partition_key.encode())``, which callers already have.
         """
-        # Varint lengths are inlined (1 byte below 2**7, 2 below 2**14): this is a hot path.
-        size = self._proto + _OVERHEAD
-        piece = self._pk_index.get(partition_key)
-        if piece is None:
-            n = pk_utf8_len
-            size += n + (2 if n < 0x80 else 3 if n < 0x4000 else 1 + _varint_len(n))
-            n = len(self._pk_table)
-            inner = 2 if n < 0x80 else 3 if n < 0x4000 else 1 + _varint_len(n)
-        else:
-            inner = len(piece)
-        if explicit_hash_key is not None:
-            piece = self._ehk_index.get(explicit_hash_key)
-            if piece is None:
-                n = len(explicit_hash_key.encode())
-                size += n + (2 if n < 0x80 else 3 if n < 0x4000 else 1 + _varint_len(n))
-                n = len(self._ehk_table)
-                inner += 2 if n < 0x80 else 3 if n < 0x4000 else 1 + _varint_len(n)
-            else:
-                inner += len(piece)
-        n = data_len
-        inner += n + (2 if n < 0x80 else 3 if n < 0x4000 else 1 + _varint_len(n))
-        return (
-            size + inner + (2 if inner < 0x80 else 3 if inner < 0x4000 else 1 + _varint_len(inner))
-        )
+        sizer = self._sizer
+        return sizer.size + sizer.grow(data_len, partition_key, pk_utf8_len, explicit_hash_key)
 
     def encode(self) -> bytes:
         """``MAGIC + AggregatedRecord + MD5(AggregatedRecord)``, fields in field-number order."""
-        proto = b"".join(self._pk_table + self._ehk_table + self._parts)
-        digest = hashlib.md5(proto, usedforsecurity=False).digest()
-        return b"".join((MAGIC, proto, digest))
+        ehks = self._ehks if self._sizer.ehks else None
+        return encode_records(self._datas, self._pks, ehks)
 
 
 def _vlen(value: int) -> int:
