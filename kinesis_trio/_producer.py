@@ -659,25 +659,8 @@ class Producer:
             pk = outcome._partition_key
             ehk = outcome._explicit_hash_key
             sizer = shard.sizer
-            if ehk is None:
-                # AggregateSizer.grow, inlined for the common case (tests hold them equal)
-                pks = sizer.pks
-                found = pks.get(pk)
-                if found is None:
-                    index = len(pks)
-                    grow = 2 + pk_len if pk_len < 0x80 else 1 + _vlen(pk_len) + pk_len
-                else:
-                    index = found
-                    grow = 0
-                n = len(data)
-                inner = (
-                    (3 if index < 0x80 else 2 + _vlen(index))
-                    + (1 if n < 0x80 else 2 if n < 0x4000 else _vlen(n))
-                    + n
-                )
-                grow += (2 if inner < 0x80 else 3 if inner < 0x4000 else 1 + _vlen(inner)) + inner
-            else:
-                grow = sizer.grow(len(data), pk, pk_len, ehk)
+            # (put_nowait handles the common case inline; this is the rarer path)
+            grow = sizer.grow(len(data), pk, pk_len, ehk)
             if sizer.size + grow <= self._agg_max_size and sizer.count < self._agg_max_count:
                 self._add_member(shard, outcome, grow, now, not check_room)
                 return
