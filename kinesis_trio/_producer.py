@@ -68,7 +68,14 @@ from ._outcome import (
     resolution_attempt,
     written,
 )
-from ._retry import Action, backoff_delay, classify_entry_error, classify_exception
+from ._retry import (
+    Action,
+    Decision,
+    backoff_delay,
+    classify_entry_error,
+    classify_exception,
+    invalid_entries,
+)
 from ._shards import Shard, ShardMap, hash_key_for, parse_explicit_hash_key
 
 __all__ = ["Producer"]
@@ -84,6 +91,9 @@ _AGG_PARTITION_KEY = "a"
 #: still lets responses in (a checkpoint per record would cost a task switch per record).
 _YIELD_EVERY = 1024
 #: At most one ListShards per stream per this many seconds from this producer (plus jitter).
+#: The final metrics flush: bound on a normal close, and on an exit by exception/cancel.
+_CLOSE_METRICS_TIMEOUT = 10.0
+_ABORT_METRICS_TIMEOUT = 1.0
 _MIN_REFRESH_INTERVAL = 1.0
 _REFRESH_JITTER = 0.1
 
@@ -453,14 +463,18 @@ class Producer:
                 self._state = _CLOSED
                 raise
             self._fail_unresolved(reason or (ABORTED, "producer closed"))
-            await self._close_client()
+            # A normal close gives the final metrics flush its documented bound; an exit by
+            # exception or cancellation must not wait long for a slow metrics endpoint.
+            await self._close_client(
+                _CLOSE_METRICS_TIMEOUT if exc_type is None else _ABORT_METRICS_TIMEOUT
+            )
             self._state = _CLOSED
         return None
 
-    async def _close_client(self) -> None:
+    async def _close_client(self, metrics_timeout: float = _ABORT_METRICS_TIMEOUT) -> None:
         if self._measure:
             self._count_received()
-            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+            with anyio.CancelScope(shield=True), anyio.move_on_after(metrics_timeout):
                 await self._metrics.flush()
         client, self._client = self._client, None
         if client is not None:
@@ -470,7 +484,25 @@ class Producer:
     def _fail_unresolved(self, reason: tuple[str, str]) -> None:
         if not self._unresolved:
             return
-        res = failed(reason[0], reason[1], self._now())
+        now = self._now()
+        res = failed(reason[0], reason[1], now)
+        for stream in self._streams.values():
+            # Written to a shard whose range was never checked: maybe delivered (ambiguous).
+            for item in stream.unverified:
+                note = Attempt(
+                    item.attempt.start,
+                    item.attempt.delay,
+                    item.attempt.duration,
+                    False,
+                    "WrittenOutsideShardRange",
+                    f"aggregate written to {item.res[R_SHARD_ID]}, whose hash key range "
+                    "was not known before the producer closed",
+                    True,
+                )
+                for o in item.krec.members:
+                    if o._resolution is None:
+                        o._attempts = (*o._attempts, note)
+            stream.unverified = []
         pending, self._unresolved = self._unresolved, set()
         for outcome in pending:
             outcome._resolve(res)
@@ -507,7 +539,9 @@ class Producer:
                     data, partition_key, explicit_hash_key, stream_name=stream_name
                 )
             except _StreamNotLoaded:
-                await self._load_stream(stream_name or self._require_default())
+                await self._load_stream(
+                    self._require_default() if stream_name is None else stream_name
+                )
             except anyio.WouldBlock:
                 await self._wait_progress()
 
@@ -530,13 +564,16 @@ class Producer:
                 if self._entered
                 else "the producer is not open: use `async with Producer(...)`"
             )
-        name = stream_name or self._default_stream
+        if stream_name is None:
+            name = self._default_stream
+        else:
+            name = stream_name
+            if type(name) is not str or not name:
+                _check_stream_name(name)
         stream = self._streams.get(name) if name is not None else None
         if stream is None:
             if name is None:
                 self._require_default()
-            if stream_name is not None and not isinstance(stream_name, str):
-                raise TypeError(f"stream_name must be a str, got {type(stream_name).__name__}")
             raise _StreamNotLoaded(name)
         if type(data) is not bytes:
             data = _coerce_data(data)
@@ -621,8 +658,16 @@ class Producer:
         """``(UTF-8 length, hash key, bytes its aggregate key-table entry takes)``."""
         if not isinstance(partition_key, str):
             raise TypeError(f"partition_key must be a str, got {type(partition_key).__name__}")
-        if not 1 <= len(partition_key) <= 256:
-            raise ValueError(f"partition_key must be 1 to 256 characters, got {len(partition_key)}")
+        # Kinesis (and both emulators) count the 256-character limit in UTF-16 code units:
+        # a character outside the Basic Multilingual Plane (an emoji) counts as two.
+        units = len(partition_key)
+        if not partition_key.isascii():
+            units += sum(1 for c in partition_key if ord(c) > 0xFFFF)
+        if not 1 <= units <= 256:
+            raise ValueError(
+                "partition_key must be 1 to 256 characters (counted in UTF-16 code units, "
+                f"as Kinesis counts them), got {units}"
+            )
         try:
             pk_bytes = partition_key.encode("utf-8")
         except UnicodeEncodeError as exc:
@@ -836,8 +881,15 @@ class Producer:
                 return stream
             if self._state != _OPEN:
                 raise ProducerClosedError("the producer is closed")
-            shards = await self.client.list_shards(name)
-            shard_map = ShardMap.from_api(shards)
+            try:
+                shards = await self.client.list_shards(name)
+                shard_map = ShardMap.from_api(shards)
+            except Exception as exc:
+                if self._state != _OPEN:  # closed while loading: the client went away
+                    raise ProducerClosedError("the producer closed while loading " + name) from exc
+                raise
+            if self._state != _OPEN:  # closed while loading: no task may start now
+                raise ProducerClosedError(f"the producer closed while loading {name}")
             stream = _StreamState(name, shard_map)
             stream.last_refresh = self._now()
             tg = self._tg
@@ -947,51 +999,55 @@ class Producer:
                     self._place(stream, outcome, len(outcome._partition_key.encode()), now, False)
 
     def _verify(self, stream: _StreamState, item: _Unverified) -> None:
-        """Resolve the members the actual shard holds; send the others again."""
+        """An aggregate landed in a shard we did not predict: apply the KCL's rule.
+
+        A KCL consumer drops a *whole* aggregate when any of its sub-records' hash keys lies
+        outside the range of the shard holding it (``AggregatorUtil.deaggregate``). So the
+        members count as written only when the actual shard's range holds every one of
+        them; otherwise none does, and all of them are sent again.
+        """
         krec, res = item.krec, item.res
         shard_id = res[R_SHARD_ID]
         rng = stream.known.get(shard_id or "")
-        records = size = 0
-        again: list[Outcome] = []
-        for sub, outcome in enumerate(krec.members):
-            if outcome._resolution is not None:
-                continue
-            if rng is not None and rng[0] <= outcome._hash_key <= rng[1]:
+        if rng is not None and all(rng[0] <= o._hash_key <= rng[1] for o in krec.members):
+            records = size = 0
+            for sub, outcome in enumerate(krec.members):
                 if outcome._resolve(res, sub):
                     records += 1
                     size += outcome._size
                     self._forget(outcome)
-            else:
-                again.append(outcome)
-        self._resolved(records, size)
-        if again:
-            attempt = item.attempt
-            note = Attempt(
-                attempt.start,
-                attempt.delay,
-                attempt.duration,
-                False,
-                "WrittenOutsideShardRange",
-                f"aggregate written to {shard_id} (sequence number {res[R_SEQUENCE_NUMBER]}) "
-                + (
-                    "whose hash key range does not hold this record"
-                    if rng is not None
-                    else "whose hash key range could not be found"
-                )
-                + ": consumers drop it there, so it is sent again",
-                rng is None,
+            self._resolved(records, size)
+            return
+        again = [o for o in krec.members if o._resolution is None]
+        if not again:
+            return
+        attempt = item.attempt
+        note = Attempt(
+            attempt.start,
+            attempt.delay,
+            attempt.duration,
+            False,
+            "WrittenOutsideShardRange",
+            f"aggregate written to {shard_id} (sequence number {res[R_SEQUENCE_NUMBER]}) "
+            + (
+                "whose hash key range does not hold all of its records"
+                if rng is not None
+                else "whose hash key range could not be found"
             )
-            now = self._now()
-            _unpack(krec)
-            _log.info(
-                "records_resent_after_reshard",
-                stream=stream.name,
-                shard_id=shard_id,
-                records=len(again),
-            )
-            for outcome in again:
-                outcome._attempts = (*outcome._attempts, note)
-                self._place(stream, outcome, len(outcome._partition_key.encode()), now, False)
+            + ": KCL consumers drop the whole aggregate there, so it is sent again",
+            rng is None,
+        )
+        now = self._now()
+        _unpack(krec)
+        _log.info(
+            "records_resent_after_reshard",
+            stream=stream.name,
+            shard_id=shard_id,
+            records=len(again),
+        )
+        for outcome in again:
+            outcome._attempts = (*outcome._attempts, note)
+            self._place(stream, outcome, len(outcome._partition_key.encode()), now, False)
 
     def _expire_unverified(self, stream: _StreamState) -> None:
         now = self._now()
@@ -1206,6 +1262,19 @@ class Producer:
         krecs, stream.pending = stream.pending, []
         if stream.stale:
             krecs = self._unaggregate(krecs)
+        elif any(k.aggregated and k.shard.retired for k in krecs):
+            # Sealed for a shard that a reshard retired since: it would straddle the new
+            # shards (and KCL consumers would drop it), so its members are placed anew.
+            now = self._now()
+            keep: list[_KRecord] = []
+            for krec in krecs:
+                if krec.aggregated and krec.shard.retired:
+                    self._reroute(stream, [krec], now)
+                else:
+                    keep.append(krec)
+            krecs = keep
+        if not krecs:
+            return
         for chunk in self._chunks(krecs):
             await sem.acquire()
             tg.start_soon(self._send, stream, chunk)
@@ -1284,11 +1353,17 @@ class Producer:
             limit = self._config.request_timeout + self._config.connect_timeout
             response: dict[str, Any] | None = None
             error: BaseException | None = None
-            with anyio.move_on_after(limit):
-                try:
-                    response = await client.call_raw("PutRecords", body)
-                except (KinesisTrioError, ValueError) as exc:
-                    error = exc
+            try:
+                with anyio.move_on_after(limit):  # swallows only its own deadline
+                    try:
+                        response = await client.call_raw("PutRecords", body)
+                    except (KinesisTrioError, ValueError) as exc:
+                        error = exc
+            except anyio.get_cancelled_exc_class():
+                # The producer is closing (close timeout, exit by exception or
+                # cancellation) while the request is out: it may have written them.
+                self._mark_in_flight(krecs, start)
+                raise
             end = self._now()
             if response is None and error is None:
                 error = RequestTimeoutError(
@@ -1302,6 +1377,22 @@ class Producer:
         finally:
             sem.release()
             self._connection_freed()
+
+    def _mark_in_flight(self, krecs: list[_KRecord], start: float) -> None:
+        now = self._now()
+        attempt = Attempt(
+            start,
+            0.0,
+            now - start,
+            False,
+            "RequestInFlight",
+            "the producer stopped while the PutRecords request was in flight",
+            True,
+        )
+        for krec in krecs:
+            for outcome in krec.members:
+                if outcome._resolution is None:
+                    outcome._attempts = (*outcome._attempts, attempt)
 
     def _on_response(
         self,
@@ -1331,10 +1422,17 @@ class Producer:
         ok_shards: set[_ShardState] = set()
         bad_shards: set[_ShardState] = set()
         throttled_shards: set[_ShardState] = set()
+        malformed: list[_KRecord] = []
         for krec, entry in zip(krecs, entries, strict=True):
             shard = krec.shard
+            if type(entry) is not dict:
+                malformed.append(krec)
+                continue
             sequence_number = entry.get("SequenceNumber")
             if sequence_number is not None:
+                if type(sequence_number) is not str or type(entry.get("ShardId")) is not str:
+                    malformed.append(krec)  # no proof of where it landed: not ok
+                    continue
                 ok_shards.add(shard)
                 shard_id = entry.get("ShardId")
                 res = written(
@@ -1376,7 +1474,10 @@ class Producer:
                     else:
                         self._forget_epoch(outcome._epoch)
                 continue
-            code = str(entry.get("ErrorCode") or "UnknownError")
+            code = entry.get("ErrorCode")
+            if not code or type(code) is not str:
+                malformed.append(krec)  # neither written nor failed: we cannot tell
+                continue
             message = str(entry.get("ErrorMessage") or "")
             decision = classify_entry_error(code, fail_if_throttled=self._fail_if_throttled)
             attempt = Attempt(start, start - krec.since, duration, False, code, message)
@@ -1392,6 +1493,24 @@ class Producer:
                 resolved_bytes += b
             else:
                 retry.append((krec, attempt))
+        if malformed:
+            # An entry that is not an object, a success without a shard id or sequence
+            # number, or neither a success nor an error: the request may have written the
+            # record, so it is retried and marked ambiguous (a possible duplicate).
+            bad_shards.update(k.shard for k in malformed)
+            _log.warning(
+                "put_records_malformed_entries", stream=stream.name, records=len(malformed)
+            )
+            attempt = Attempt(
+                start,
+                0.0,
+                duration,
+                False,
+                "MalformedResponse",
+                "PutRecords answered with an entry that is neither a success nor an error",
+                True,
+            )
+            retry.extend((k, attempt) for k in malformed)
         for shard in throttled_shards:
             shard.limiter.on_throttled(end)
         for shard in bad_shards:
@@ -1415,7 +1534,7 @@ class Producer:
         self,
         stream: _StreamState,
         krecs: list[_KRecord],
-        entries: list[dict[str, Any]],
+        entries: list[Any],
         start: float,
         end: float,
     ) -> None:
@@ -1432,11 +1551,12 @@ class Producer:
         retries: dict[tuple[str, int], int] = {}
         errors: dict[tuple[str, str], int] = {}
         for krec, entry in zip(krecs, entries, strict=True):
-            shard_id = str(entry.get("ShardId") or krec.shard.shard_id)
-            if entry.get("SequenceNumber") is None:
-                key = (shard_id, str(entry.get("ErrorCode") or "UnknownError"))
+            code = _entry_error(entry)
+            if code is not None:
+                key = (krec.shard.shard_id, code)
                 errors[key] = errors.get(key, 0) + 1
                 continue
+            shard_id = entry["ShardId"]
             members = krec.members
             n = len(members)
             group = groups.get(shard_id)
@@ -1485,6 +1605,19 @@ class Producer:
         if self._measure:
             self._metrics.request_time(stream.name, end - start)
             self._metrics.errors(stream.name, None, code, len(krecs))
+        if decision.action is Action.REFRESH_CREDENTIALS and isinstance(
+            self._client_args["credentials"], StaticCredentials
+        ):
+            decision = Decision(Action.FAIL)  # static credentials cannot be refreshed
+        if (
+            decision.action is Action.FAIL
+            and len(krecs) > 1
+            and code in ("ValidationException", "InvalidArgumentException")
+        ):
+            bad = invalid_entries(message, len(krecs))
+            if bad is not None:
+                self._fail_named_entries(stream, krecs, bad, attempt, code, message, end)
+                return
         shards = {k.shard for k in krecs}
         for shard in shards:
             shard.failures += 1
@@ -1504,6 +1637,45 @@ class Producer:
         if decision.action is Action.REFRESH_CREDENTIALS and self._tg is not None:
             self._tg.start_soon(self._refresh_credentials)
         self._schedule_retries(stream, [(k, attempt) for k in krecs], end)
+
+    def _fail_named_entries(
+        self,
+        stream: _StreamState,
+        krecs: list[_KRecord],
+        bad: list[int],
+        attempt: Attempt,
+        code: str,
+        message: str,
+        end: float,
+    ) -> None:
+        """A request rejected for the entries its error names: fail those, send the rest
+        again (one bad record never fails its neighbours)."""
+        total_r = total_b = 0
+        for i in bad:
+            krec = krecs[i]
+            r, b = self._fail_krec(krec, failed(code, message, end, attempt, krec.aggregated))
+            total_r += r
+            total_b += b
+        self._resolved(total_r, total_b)
+        named = set(bad)
+        note = Attempt(
+            attempt.start,
+            attempt.delay,
+            attempt.duration,
+            False,
+            code,
+            f"the request was rejected for another record in it ({message[:200]}); "
+            "sent again without it",
+        )
+        again = [(k, note) for i, k in enumerate(krecs) if i not in named]
+        _log.info(
+            "records_resent_without_invalid_entry",
+            stream=stream.name,
+            error_code=code,
+            failed=len(bad),
+            records=len(again),
+        )
+        self._schedule_retries(stream, again, end)
 
     async def _refresh_credentials(self) -> None:
         client = self._client
@@ -1638,6 +1810,19 @@ def _unpack(krec: _KRecord) -> None:
             outcome._data = record.data
 
 
+def _entry_error(entry: Any) -> str | None:
+    """None for a well-formed success entry; else its error code (``MalformedResponse``
+    for an entry that is neither a success nor an error)."""
+    if type(entry) is not dict:
+        return "MalformedResponse"
+    if type(entry.get("SequenceNumber")) is str and type(entry.get("ShardId")) is str:
+        return None
+    code = entry.get("ErrorCode")
+    if entry.get("SequenceNumber") is None and type(code) is str and code:
+        return code
+    return "MalformedResponse"
+
+
 def _json_tail(partition_key: str, ehk: str | None) -> bytes:
     """A PutRecords entry after its base64 data: ``","PartitionKey":...}``."""
     tail = b'","PartitionKey":' + json.dumps(partition_key).encode()
@@ -1646,8 +1831,16 @@ def _json_tail(partition_key: str, ehk: str | None) -> bytes:
     return tail + b"}"
 
 
+def _check_stream_name(name: object) -> None:
+    if not isinstance(name, str):
+        raise TypeError(f"stream_name must be a str, got {type(name).__name__}")
+    if not name:
+        raise ValueError("stream_name must not be empty (omit it to use the default stream)")
+
+
 def _coerce_data(data: object) -> bytes:
-    if isinstance(data, (bytearray, memoryview)):
+    # bytes subclasses (numpy's bytes_, for instance) are copied to bytes once
+    if isinstance(data, (bytes, bytearray, memoryview)):
         return bytes(data)
     raise TypeError(
         f"data must be bytes (or bytearray/memoryview), got {type(data).__name__}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import random
+import re
 from typing import NamedTuple
 
 from ._errors import (
@@ -25,6 +26,7 @@ __all__ = [
     "backoff_delay",
     "classify_entry_error",
     "classify_exception",
+    "invalid_entries",
 ]
 
 
@@ -101,6 +103,7 @@ FATAL_CODES = frozenset(
 )
 
 _RETRY = Decision(Action.RETRY)
+_RETRY_AMBIGUOUS = Decision(Action.RETRY, ambiguous=True)
 _THROTTLED = Decision(Action.RETRY, throttled=True)
 _THROTTLED_FAIL = Decision(Action.FAIL, throttled=True)
 _FAIL = Decision(Action.FAIL)
@@ -133,6 +136,10 @@ def classify_exception(exc: BaseException, *, fail_if_throttled: bool = False) -
     if isinstance(exc, ExpiredTokenError):
         return Decision(Action.REFRESH_CREDENTIALS)
     if isinstance(exc, KinesisError):
+        if 200 <= exc.status_code < 300:
+            # A success status with a body we could not read (not JSON, not an object): the
+            # request may well have been processed, so a retry can duplicate records.
+            return _RETRY_AMBIGUOUS
         return classify_code(exc.code, exc.status_code, fail_if_throttled=fail_if_throttled)
     if isinstance(exc, TransportError):
         # Not sent (connect failure): a clean retry. Sent (timeout, reset): ambiguous.
@@ -153,3 +160,17 @@ def backoff_delay(
     ceiling = min(cap, base * 2.0 ** max(0, failures - 1))
     r: float = rand.random() if rand is not None else random.random()
     return ceiling * r
+
+
+#: How AWS (and both emulators) name a PutRecords entry in a request-level validation error:
+#: ``Value at 'records.3.member.partitionKey' failed to satisfy constraint``, counting from 1.
+_ENTRY_RE = re.compile(r"\brecords\.([0-9]{1,4})\.member\b", re.IGNORECASE)
+
+
+def invalid_entries(message: str, count: int) -> list[int] | None:
+    """The entries (0-based) a request-level validation error of a ``count``-entry request
+    names, or ``None`` when it names none, or one the request does not have."""
+    found = {int(m) - 1 for m in _ENTRY_RE.findall(message)}
+    if not found or any(not 0 <= i < count for i in found):
+        return None
+    return sorted(found)

@@ -13,7 +13,8 @@ from typing import Any
 __all__ = ["MAX_HASH_KEY", "Shard", "ShardMap", "hash_key_for", "parse_explicit_hash_key"]
 
 MAX_HASH_KEY = (1 << 128) - 1
-_EHK_RE = re.compile(r"0|[1-9]\d{0,38}")
+#: ASCII digits only: ``\d`` would also accept other scripts' digits, which Kinesis rejects.
+_EHK_RE = re.compile(r"0|[1-9][0-9]{0,38}")
 
 
 def hash_key_for(partition_key: str) -> int:

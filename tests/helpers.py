@@ -86,48 +86,50 @@ def check_landed_kcl(
 ) -> dict[str, int]:
     """Like :func:`check_landed`, for runs with resharding and ambiguous failures.
 
-    Reads the stream as the KCL does: a sub-record outside its shard's hash key range is
-    dropped (it is counted as ``strays`` and must belong to a record whose history says it
-    was written outside its shard and sent again, or that had an ambiguous attempt). Every
-    ok outcome names a place holding its record, inside the shard's range; every record
-    whose outcome is not ok is absent; a record present twice had an ambiguous attempt.
-    Records need unique ``data``.
+    Reads the stream as the KCL does (``AggregatorUtil.deaggregate``): when any sub-record
+    of an aggregate hashes outside the range of the shard holding it, the *whole* aggregate
+    is dropped. Its records are counted as ``strays``; each must belong to a record whose
+    history says it was written outside its shard and sent again, or that had an ambiguous
+    attempt. Every ok outcome names a place where a KCL reader sees its record; every
+    record whose outcome is not ok is not seen (unless an attempt was ambiguous); a record
+    seen twice had an ambiguous attempt. Records need unique ``data``.
     """
     by_data = {data: (pk, ehk, outcome) for data, pk, ehk, outcome in sent}
     assert len(by_data) == len(sent), "records need unique data for this check"
-    expected: dict[tuple[str, str, int | None], bytes] = {}
-    for data, _pk, _ehk, outcome in sent:
-        result = outcome.result()
-        if result.ok:
-            assert result.shard_id is not None and result.sequence_number is not None
-            expected[(result.shard_id, result.sequence_number, result.sub_sequence_number)] = data
+    visible: dict[tuple[str, str, int | None], bytes] = {}
     found: Counter[bytes] = Counter()
     strays = 0
     for shard_id, start, end, data, pk, ehk, seq in stored:
-        for user in deaggregate(data, pk, explicit_hash_key=ehk, sequence_number=seq):
+        users = deaggregate(data, pk, explicit_hash_key=ehk, sequence_number=seq)
+        inside = []
+        for user in users:
             assert user.data in by_data, "a record nobody sent is in the stream"
-            sent_pk, sent_ehk, outcome = by_data[user.data]
+            sent_pk, sent_ehk, _outcome = by_data[user.data]
             assert user.partition_key == sent_pk
-            hk = partition_hash_key(sent_pk, sent_ehk)
-            if not start <= hk <= end:
-                # The KCL drops it. The producer must have known and sent it again, or the
-                # write's answer was lost (an ambiguous attempt, retried through a newer map).
+            inside.append(start <= partition_hash_key(sent_pk, sent_ehk) <= end)
+        if not all(inside):
+            # The KCL drops the whole record. The producer must have known and sent every
+            # member again, or the write's answer was lost (an ambiguous attempt).
+            for user in users:
                 strays += 1
-                attempts = outcome.result().attempts
+                attempts = by_data[user.data][2].result().attempts
                 codes = [a.error_code for a in attempts]
                 assert "WrittenOutsideShardRange" in codes or any(a.ambiguous for a in attempts), (
                     codes
                 )
-                continue
+            continue
+        for user in users:
             found[user.data] += 1
             where = (shard_id, seq, user.sub_sequence_number if user.aggregated else None)
-            if expected.get(where) != user.data:
-                # not where the outcome says: only a duplicate of an ambiguous attempt
-                assert any(a.ambiguous for a in outcome.result().attempts), where
+            visible[where] = user.data
     for data, _pk, _ehk, outcome in sent:
         result = outcome.result()
         if result.ok:
-            assert found[data] >= 1, f"confirmed record missing: {result}"
+            assert result.shard_id is not None and result.sequence_number is not None
+            where = (result.shard_id, result.sequence_number, result.sub_sequence_number)
+            assert visible.get(where) == data, (
+                f"confirmed record not seen by a KCL reader there: {result}"
+            )
             if found[data] > 1:
                 assert any(a.ambiguous for a in result.attempts), result
         else:
