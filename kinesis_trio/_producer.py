@@ -1618,6 +1618,11 @@ class Producer:
             if bad is not None:
                 self._fail_named_entries(stream, krecs, bad, attempt, code, message, end)
                 return
+            if self._tg is not None and "stream" not in message.lower():
+                # It names no entry (kinesis-local's messages don't): find the bad record
+                # by halves, each sent as its own request, so its neighbours still go.
+                self._bisect(stream, krecs, attempt, code, message)
+                return
         shards = {k.shard for k in krecs}
         for shard in shards:
             shard.failures += 1
@@ -1676,6 +1681,44 @@ class Producer:
             records=len(again),
         )
         self._schedule_retries(stream, again, end)
+
+    def _bisect(
+        self,
+        stream: _StreamState,
+        krecs: list[_KRecord],
+        attempt: Attempt,
+        code: str,
+        message: str,
+    ) -> None:
+        note = Attempt(
+            attempt.start,
+            attempt.delay,
+            attempt.duration,
+            False,
+            code,
+            f"{message[:200]} (the request was rejected for a record it holds: sent again "
+            "in halves to find that record)",
+        )
+        for krec in krecs:
+            for outcome in krec.members:
+                if outcome._resolution is None:
+                    outcome._attempts = (*outcome._attempts, note)
+        half = len(krecs) // 2
+        _log.info(
+            "put_records_rejected_split",
+            stream=stream.name,
+            error_code=code,
+            records=sum(len(k.members) for k in krecs),
+        )
+        assert self._tg is not None
+        for part in (krecs[:half], krecs[half:]):
+            self._tg.start_soon(self._send_part, stream, part)
+
+    async def _send_part(self, stream: _StreamState, krecs: list[_KRecord]) -> None:
+        sem = self._conn_sem
+        assert sem is not None
+        await sem.acquire()
+        await self._send(stream, krecs)
 
     async def _refresh_credentials(self) -> None:
         client = self._client

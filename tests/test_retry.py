@@ -24,6 +24,7 @@ from kinesis_trio._retry import (
     backoff_delay,
     classify_entry_error,
     classify_exception,
+    invalid_entries,
 )
 
 RETRY = Decision(Action.RETRY)
@@ -139,3 +140,44 @@ def test_backoff_grows_on_average() -> None:
     assert means[0] < means[1] < means[2] < means[3]
     assert abs(means[0] - 0.05) < 0.01  # full jitter: mean is half the ceiling
     assert abs(means[3] - 2.5) < 0.3  # capped at 5 s
+
+
+@pytest.mark.parametrize("body", ["not json", "[1, 2]", "null"])
+def test_a_success_status_with_an_unreadable_body_is_ambiguous(body: str) -> None:
+    error = error_from_response("PutRecords", 200, body.encode(), {})
+    malformed = KinesisError("MalformedResponse", "not a JSON object", status_code=200)
+    for exc in (error, malformed):
+        assert classify_exception(exc) == Decision(Action.RETRY, ambiguous=True), exc
+
+
+@pytest.mark.parametrize(
+    ("message", "count", "expected"),
+    [
+        # kinesalite's and AWS's form: entries counted from 1
+        (
+            "1 validation error detected: Value 'x' at 'records.2.member.partitionKey' failed",
+            3,
+            [1],
+        ),
+        (
+            "2 validation errors detected: Value at 'records.1.member.data' failed; "
+            "Value at 'records.3.member.explicitHashKey' failed",
+            3,
+            [0, 2],
+        ),
+        ("Value at 'records.4.member.partitionKey' failed", 3, None),  # not in this request
+        ("Value at 'records.0.member.partitionKey' failed", 3, None),
+        ("Partition key must be between 1 and 256 in length", 3, None),  # kinesis-local
+        ("Value at 'streamName' failed to satisfy constraint", 3, None),
+    ],
+)
+def test_invalid_entries_named_by_a_validation_error(
+    message: str, count: int, expected: list[int] | None
+) -> None:
+    assert invalid_entries(message, count) == expected
+
+
+@given(st.text(max_size=300), st.integers(min_value=1, max_value=500))
+def test_invalid_entries_only_names_entries_of_the_request(message: str, count: int) -> None:
+    found = invalid_entries(message, count)
+    assert found is None or (found and all(0 <= i < count for i in found))

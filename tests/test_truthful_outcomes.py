@@ -209,6 +209,32 @@ async def test_a_request_rejected_for_one_named_entry_fails_that_entry_alone() -
     assert len(fake.records("s")) == 4
 
 
+async def test_a_request_rejected_without_naming_the_entry_is_split_to_find_it() -> None:
+    """kinesis-local names no entry: the request is sent again in halves."""
+    requests: list[int] = []
+
+    async def hook(operation: str, body: dict[str, Any]) -> httpx.Response | None:
+        if operation != "PutRecords":
+            return None
+        requests.append(len(body["Records"]))
+        if any(base64.b64decode(e["Data"]) == b"bad" for e in body["Records"]):
+            return error_response(400, "InvalidArgumentException")
+        return None
+
+    fake = FakeKinesis(hook=hook)
+    fake.create_stream("s", 1)
+    async with fake_producer(
+        fake, aggregation_enabled=False, record_max_buffered_time=0.05
+    ) as producer:
+        datas = [b"r0", b"r1", b"r2", b"bad", b"r4", b"r5", b"r6"]
+        outcomes = [await producer.put(d, "k") for d in datas]
+        results = [await o.wait() for o in outcomes]
+    assert [r.ok for r in results] == [d != b"bad" for d in datas]
+    assert results[3].error_code == "InvalidArgumentException"
+    assert requests[0] == 7 and len(requests) <= 1 + 2 * 3  # halves, then quarters, ...
+    assert sorted(r.data for r in fake.records("s")) == sorted(d for d in datas if d != b"bad")
+
+
 # -- 4. hangs -----------------------------------------------------------------------------
 
 
