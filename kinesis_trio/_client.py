@@ -156,6 +156,8 @@ class KinesisClient:
         self._host = httpx.URL(self._url).netloc.decode("ascii")
         self._signer = RequestSigner("kinesis", self.region_name, self._url, self._host)
         self._closed = False
+        #: the whole of one HTTP exchange, answer included, must end within this
+        self._deadline = request_timeout + connect_timeout
         self._http = httpx.AsyncClient(
             limits=httpx.Limits(
                 max_connections=max_connections, max_keepalive_connections=max_connections
@@ -221,7 +223,15 @@ class KinesisClient:
         )
         start = time.perf_counter()
         try:
-            response = await self._http.post(self._url, content=body, headers=headers)
+            # httpx's timeouts bound each read: a server trickling its answer a byte at a
+            # time would pass them all. The whole exchange gets one deadline.
+            with anyio.fail_after(self._deadline):
+                response = await self._http.post(self._url, content=body, headers=headers)
+        except TimeoutError:
+            raise RequestTimeoutError(
+                f"{operation} did not complete within {self._deadline:g} s",
+                operation=operation,
+            ) from None
         except httpx.RequestError as exc:
             error = _map_transport_error(exc, operation)
             _log.debug(
@@ -292,8 +302,19 @@ class KinesisClient:
         shards: list[dict[str, Any]] = []
         while True:
             page = await self.call("ListShards", body)
-            shards.extend(page.get("Shards") or [])
+            found = page.get("Shards")
+            if found is None:
+                found = []
             token = page.get("NextToken")
+            if not isinstance(found, list) or not (token is None or isinstance(token, str)):
+                raise ServiceError(
+                    "MalformedResponse",
+                    "ListShards answered with a malformed page (Shards is not a list, or "
+                    "NextToken is not a string)",
+                    status_code=200,
+                    operation="ListShards",
+                )
+            shards.extend(found)
             if not token:
                 return shards
             body = {"NextToken": token}

@@ -17,7 +17,8 @@
     │   ├── AuthenticationError          UnrecognizedClientException, IncompleteSignature,
     │   │                                MissingAuthenticationToken, InvalidSignatureException,
     │   │                                SignatureDoesNotMatch, ...
-    │   └── ServiceError                 InternalFailure, ServiceUnavailable, any other 5xx
+    │   └── ServiceError                 InternalFailure, ServiceUnavailable, any other 5xx,
+    │                                    MalformedResponse (an answer that cannot be read)
     ├── TransportError               network-level failure (.sent, .operation)
     │   ├── ConnectError                 no connection: the request was never sent
     │   ├── RequestTimeoutError          read/write timeout: ambiguous, may have been processed
@@ -179,7 +180,8 @@ class AuthenticationError(KinesisError):
 
 
 class ServiceError(KinesisError):
-    """Kinesis failed internally (InternalFailure, ServiceUnavailable, 5xx)."""
+    """Kinesis failed internally (InternalFailure, ServiceUnavailable, 5xx), or answered
+    with a body that cannot be read (code ``MalformedResponse``)."""
 
     retryable = True
 

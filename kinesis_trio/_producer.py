@@ -77,6 +77,7 @@ from ._retry import (
     invalid_entries,
 )
 from ._shards import Shard, ShardMap, hash_key_for, parse_explicit_hash_key
+from ._validate import check_stream_name, coerce_data, partition_key_length
 
 __all__ = ["Producer"]
 
@@ -569,14 +570,14 @@ class Producer:
         else:
             name = stream_name
             if type(name) is not str or not name:
-                _check_stream_name(name)
+                check_stream_name(name)
         stream = self._streams.get(name) if name is not None else None
         if stream is None:
             if name is None:
                 self._require_default()
             raise _StreamNotLoaded(name)
         if type(data) is not bytes:
-            data = _coerce_data(data)
+            data = coerce_data(data)
         try:
             key = self._key_cache.get(partition_key)
         except TypeError:  # unhashable: _key_info names the problem
@@ -656,23 +657,7 @@ class Producer:
 
     def _key_info(self, partition_key: str) -> tuple[int, int, int]:
         """``(UTF-8 length, hash key, bytes its aggregate key-table entry takes)``."""
-        if not isinstance(partition_key, str):
-            raise TypeError(f"partition_key must be a str, got {type(partition_key).__name__}")
-        # Kinesis (and both emulators) count the 256-character limit in UTF-16 code units:
-        # a character outside the Basic Multilingual Plane (an emoji) counts as two.
-        units = len(partition_key)
-        if not partition_key.isascii():
-            units += sum(1 for c in partition_key if ord(c) > 0xFFFF)
-        if not 1 <= units <= 256:
-            raise ValueError(
-                "partition_key must be 1 to 256 characters (counted in UTF-16 code units, "
-                f"as Kinesis counts them), got {units}"
-            )
-        try:
-            pk_bytes = partition_key.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ValueError(f"partition_key is not valid Unicode text: {exc}") from None
-        pk_len = len(pk_bytes)
+        pk_len = partition_key_length(partition_key)
         info = (pk_len, hash_key_for(partition_key), 1 + _vlen(pk_len) + pk_len)
         cache = self._key_cache
         if len(cache) >= _KEY_CACHE_MAX:
@@ -951,13 +936,10 @@ class Producer:
         pending, stream.unverified = stream.unverified, []
         if any(u.res[R_SHARD_ID] not in stream.known for u in pending):
             try:  # a shard born and closed between two refreshes: look at the history
-                for shard in await self.client.list_shards(stream.name, at_latest=False):
-                    rng = shard["HashKeyRange"]
-                    stream.known[shard["ShardId"]] = (
-                        int(rng["StartingHashKey"]),
-                        int(rng["EndingHashKey"]),
-                    )
-            except (KinesisTrioError, KeyError, ValueError) as exc:
+                for entry in await self.client.list_shards(stream.name, at_latest=False):
+                    shard = Shard.from_api(entry)
+                    stream.known[shard.shard_id] = (shard.start, shard.end)
+            except (KinesisTrioError, KeyError, TypeError, ValueError) as exc:
                 _log.warning("shard_history_failed", stream=stream.name, error=str(exc))
         for item in pending:
             self._verify(stream, item)
@@ -1872,20 +1854,3 @@ def _json_tail(partition_key: str, ehk: str | None) -> bytes:
     if ehk is not None:
         tail += b',"ExplicitHashKey":"' + ehk.encode() + b'"'
     return tail + b"}"
-
-
-def _check_stream_name(name: object) -> None:
-    if not isinstance(name, str):
-        raise TypeError(f"stream_name must be a str, got {type(name).__name__}")
-    if not name:
-        raise ValueError("stream_name must not be empty (omit it to use the default stream)")
-
-
-def _coerce_data(data: object) -> bytes:
-    # bytes subclasses (numpy's bytes_, for instance) are copied to bytes once
-    if isinstance(data, (bytes, bytearray, memoryview)):
-        return bytes(data)
-    raise TypeError(
-        f"data must be bytes (or bytearray/memoryview), got {type(data).__name__}"
-        + ("; encode text first, e.g. data.encode()" if isinstance(data, str) else "")
-    )

@@ -10,11 +10,35 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ._errors import ServiceError
+
 __all__ = ["MAX_HASH_KEY", "Shard", "ShardMap", "hash_key_for", "parse_explicit_hash_key"]
 
 MAX_HASH_KEY = (1 << 128) - 1
 #: ASCII digits only: ``\d`` would also accept other scripts' digits, which Kinesis rejects.
 _EHK_RE = re.compile(r"0|[1-9][0-9]{0,38}")
+
+
+def _malformed(what: str) -> ServiceError:
+    return ServiceError(
+        "MalformedResponse",
+        f"ListShards answered with a malformed shard list: {what}",
+        status_code=200,
+        operation="ListShards",
+    )
+
+
+def _preview(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _hash_key(value: object, shard_id: str, field: str) -> int:
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 39:
+        number = int(value)
+        if number <= MAX_HASH_KEY:
+            return number
+    raise _malformed(f"shard {shard_id} has a bad {field}: {_preview(value)}")
 
 
 def hash_key_for(partition_key: str) -> int:
@@ -55,14 +79,31 @@ class Shard:
 
     @classmethod
     def from_api(cls, shard: Mapping[str, Any]) -> Shard:
-        """Build from a ListShards ``Shards`` entry."""
-        rng = shard["HashKeyRange"]
+        """Build from a ListShards ``Shards`` entry.
+
+        A malformed entry raises :class:`~kinesis_trio.ServiceError` (``MalformedResponse``)
+        naming what is wrong.
+        """
+        if not isinstance(shard, Mapping):
+            raise _malformed(f"a shard is a {type(shard).__name__}, not an object")
+        shard_id = shard.get("ShardId")
+        if not isinstance(shard_id, str) or not shard_id:
+            raise _malformed(f"a shard has no ShardId: {_preview(shard)}")
+        rng = shard.get("HashKeyRange")
+        if not isinstance(rng, Mapping):
+            raise _malformed(f"shard {shard_id} has no HashKeyRange")
+        start = _hash_key(rng.get("StartingHashKey"), shard_id, "StartingHashKey")
+        end = _hash_key(rng.get("EndingHashKey"), shard_id, "EndingHashKey")
+        if start > end:
+            raise _malformed(f"shard {shard_id} has a hash key range that ends before it starts")
+        parent = shard.get("ParentShardId")
+        adjacent = shard.get("AdjacentParentShardId")
         return cls(
-            shard_id=shard["ShardId"],
-            start=int(rng["StartingHashKey"]),
-            end=int(rng["EndingHashKey"]),
-            parent_shard_id=shard.get("ParentShardId"),
-            adjacent_parent_shard_id=shard.get("AdjacentParentShardId"),
+            shard_id=shard_id,
+            start=start,
+            end=end,
+            parent_shard_id=parent if isinstance(parent, str) else None,
+            adjacent_parent_shard_id=adjacent if isinstance(adjacent, str) else None,
         )
 
 
@@ -89,12 +130,21 @@ class ShardMap:
     @classmethod
     def from_api(cls, shards: Iterable[Mapping[str, Any]]) -> ShardMap:
         """Build from ListShards entries, keeping only open shards (no EndingSequenceNumber;
-        some emulators send it as null)."""
-        return cls(
-            Shard.from_api(s)
-            for s in shards
-            if (s.get("SequenceNumberRange") or {}).get("EndingSequenceNumber") is None
-        )
+        some emulators send it as null).
+
+        A malformed answer (an entry that is not a shard, no open shard, overlapping open
+        shards) raises :class:`~kinesis_trio.ServiceError` (``MalformedResponse``).
+        """
+        open_shards = []
+        for entry in shards:
+            shard = Shard.from_api(entry)  # checks that entry is a mapping
+            numbers = entry.get("SequenceNumberRange")
+            if not isinstance(numbers, Mapping) or numbers.get("EndingSequenceNumber") is None:
+                open_shards.append(shard)
+        try:
+            return cls(open_shards)
+        except ValueError as exc:
+            raise _malformed(str(exc)) from None
 
     def index_for(self, hash_key: int) -> int:
         """Index in :attr:`shards` of the shard holding ``hash_key``; -1 if none does."""

@@ -33,14 +33,16 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 import sniffio
+import trio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from ._config import ProducerConfig
 from ._credentials import StaticCredentials
 from ._errors import ProducerClosedError
 from ._outcome import ABORTED, CLOSE_TIMEOUT, Outcome, RecordResult
-from ._producer import Producer, _coerce_data
+from ._producer import Producer
 from ._shards import parse_explicit_hash_key
+from ._validate import check_stream_name, coerce_data, partition_key_length
 
 __all__ = ["SyncProducer"]
 
@@ -51,6 +53,15 @@ _PUMP_YIELD_EVERY = 512
 _SWEEP_INTERVAL = 0.05
 
 Data = bytes | bytearray | memoryview
+
+
+def _runs_trio() -> bool:
+    """Whether the calling thread is running a Trio event loop."""
+    try:
+        trio.lowlevel.current_trio_token()
+    except RuntimeError:
+        return False
+    return True
 
 
 class SyncProducerAbort(Exception):
@@ -204,6 +215,13 @@ class SyncProducer:
     def open(self) -> SyncProducer:
         """Start the background thread and the producer (loads the default stream's shard
         map: a missing stream or bad credentials raise here). Call once."""
+        if _runs_trio():
+            # The portal's thread could never start its task while this thread blocks on it.
+            raise RuntimeError(
+                "SyncProducer.open() was called from a thread that is running Trio, where it "
+                "would wait for ever: use `async with Producer(...)` in async code, or open "
+                "the SyncProducer from a thread of its own (trio.to_thread.run_sync)"
+            )
         with self._close_lock:
             if self._state != _NEW:
                 raise RuntimeError("a SyncProducer can be opened only once")
@@ -361,20 +379,13 @@ class SyncProducer:
         stream_name: str | None,
     ) -> _Item:
         """Validate like ``Producer.put_nowait`` (same order, same errors)."""
-        if not (stream_name or self._default_stream):
+        if stream_name is not None:
+            check_stream_name(stream_name)
+        elif not self._default_stream:
             raise ValueError("no stream_name given and the producer has no default stream")
-        if stream_name is not None and not isinstance(stream_name, str):
-            raise TypeError(f"stream_name must be a str, got {type(stream_name).__name__}")
         if type(data) is not bytes:
-            data = _coerce_data(data)
-        if not isinstance(partition_key, str):
-            raise TypeError(f"partition_key must be a str, got {type(partition_key).__name__}")
-        if not 1 <= len(partition_key) <= 256:
-            raise ValueError(f"partition_key must be 1 to 256 characters, got {len(partition_key)}")
-        try:
-            pk_len = len(partition_key.encode("utf-8"))
-        except UnicodeEncodeError as exc:
-            raise ValueError(f"partition_key is not valid Unicode text: {exc}") from None
+            data = coerce_data(data)
+        pk_len = partition_key_length(partition_key)
         size = len(data) + pk_len
         if size > self._max_record_size:
             raise ValueError(
@@ -384,7 +395,7 @@ class SyncProducer:
             )
         if explicit_hash_key is not None:
             parse_explicit_hash_key(explicit_hash_key)
-        return _Item(bytes(data), partition_key, explicit_hash_key, stream_name or None, size)
+        return _Item(data, partition_key, explicit_hash_key, stream_name, size)
 
     def _wait_room(self, size: int, timeout: float | None) -> None:
         """Wait (holding ``_cond``) until the record fits; raise if closed or timed out."""

@@ -219,6 +219,9 @@ def test_bad_input_raises_in_the_callers_thread_like_async_put(backend: str) -> 
         ((b"x", "k", str(2**128)), {}),
         ((b"x", "k", 12), {}),
         ((b"x", "k"), {"stream_name": 5}),
+        ((b"x", "k"), {"stream_name": ""}),
+        ((b"x", "\U0001f600" * 129), {}),  # 258 UTF-16 code units
+        ((b"x", "k", "1\u0662"), {}),  # a non-ASCII digit
     ]
 
     async def async_errors() -> list[tuple[type[BaseException], str]]:
@@ -249,6 +252,41 @@ def test_bad_input_raises_in_the_callers_thread_like_async_put(backend: str) -> 
             producer.put(b"x", "k")
         got.append((info.type, str(info.value)))
     assert got == expected
+
+
+def test_a_bytes_subclass_and_a_long_emoji_key_are_accepted(backend: str) -> None:
+    class Blob(bytes):
+        pass
+
+    fake = new_fake()
+    with sync_producer(fake, backend) as producer:
+        futures = [producer.put(Blob(b"sub"), "k"), producer.put(b"e", "\U0001f600" * 128)]
+        assert all(f.result(timeout=10).ok for f in futures)
+    assert landed(fake) == Counter({b"sub": 1, b"e": 1})
+
+
+def test_open_from_a_thread_running_trio_raises_at_once() -> None:
+    import trio
+
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        async def main() -> None:
+            producer = sync_producer(new_fake(), "trio")
+            try:
+                producer.open()
+            except RuntimeError as exc:
+                errors.append(exc)
+            else:  # pragma: no cover - the bug: close what opened
+                producer.close()
+
+        trio.run(main)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(20)
+    assert not thread.is_alive(), "SyncProducer.open() hung on a thread running Trio"
+    assert len(errors) == 1 and "running Trio" in str(errors[0])
 
 
 def test_close_flushes(backend: str) -> None:
