@@ -4,7 +4,12 @@ Each shard gets a bucket for records/s and one for bytes/s, refilled at ``rate_l
 of the shard limits (1000 records/s, 1 MiB/s), holding at most one second's worth. Kinesis
 records are *admitted* in order while there are tokens for them; the rest wait for the
 refill, so a large batch goes out spread over time instead of in one burst beyond the
-shard's budget. A record larger than the bytes bucket goes when the bucket is full.
+shard's budget. Whatever the rate, a full bucket lets one Kinesis record through: a record
+larger than the bytes bucket goes when the bytes bucket is full (and empties it), and a
+shard whose records bucket holds less than one token (a small ``rate_limit``, halved by
+throttling) sends one record each time that bucket is full. So every shard sends at least
+one record, of any size up to the maximum, per refill period (one second), and its
+successes let the rate recover.
 
 When Kinesis throttles the shard anyway (other producers share it, or ``rate_limit`` > 100),
 the rate multiplier is halved (at most once per ``decrease_interval``); every second without
@@ -107,9 +112,10 @@ class ShardLimiter:
     def admit(self, sizes: list[int], now: float) -> int:
         """How many of these Kinesis records (by size) may go now; takes their tokens.
 
-        Records are admitted in order while a record token and their bytes are there; a
-        record larger than the bytes bucket goes when the bucket is full (into debt), so
-        nothing waits forever.
+        Records are admitted in order while a record token and their bytes are there. The
+        first record also goes when a bucket too small for it is full (into debt): a record
+        larger than the bytes bucket, or any record when the records bucket holds less than
+        one token. So nothing waits forever.
         """
         records, size_bucket = self._records, self._bytes
         records.refill(now)
@@ -117,9 +123,13 @@ class ShardLimiter:
         tokens, room = records.tokens, size_bucket.tokens
         n = 0
         for size in sizes:
-            if tokens >= 1.0 and (room >= size or (n == 0 and room >= size_bucket.capacity)):
-                tokens -= 1.0
-                room -= size
+            if (tokens >= 1.0 or (n == 0 and tokens >= records.capacity)) and (
+                room >= size or (n == 0 and room >= size_bucket.capacity)
+            ):
+                # A record bigger than a full bucket empties it (no debt beyond it): the
+                # next one can go a refill period later, whatever the sizes and the rate.
+                tokens = max(0.0, tokens - 1.0) if tokens < 1.0 else tokens - 1.0
+                room = max(0.0, room - size) if size > room else room - size
                 n += 1
             else:
                 break
@@ -146,12 +156,19 @@ class ShardLimiter:
             count += 1
             total += size
         need = min(total, size_bucket.capacity)
-        wait = max(records.wait_time(float(count), now), size_bucket.wait_time(need, now))
+        wait = max(
+            # a records bucket of under one token lets a record go when it is full
+            records.wait_time(min(float(count), records.capacity), now),
+            size_bucket.wait_time(need, now),
+        )
         return wait + 1e-6
 
     def reserve(self, records: int, size: int, now: float) -> float:
         """Reserve tokens for a batch; returns how long to wait before sending it."""
-        wait = max(self._records.wait_time(records, now), self._bytes.wait_time(size, now))
+        wait = max(
+            self._records.wait_time(min(records, self._records.capacity), now),
+            self._bytes.wait_time(min(size, self._bytes.capacity), now),
+        )
         self._records.take(records, now)
         self._bytes.take(size, now)
         return wait

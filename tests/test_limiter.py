@@ -101,16 +101,63 @@ def test_admit_records_limit_and_oversized_record() -> None:
 def test_admitting_never_sends_more_than_the_budget(sizes: list[int], percent: float) -> None:
     limiter = ShardLimiter(percent, now=0.0)
     share = percent / 100
+    capacity = 1048576 * share  # one second's worth
     now = 0.0
-    sent_records = sent_bytes = 0
+    sent_records = sent_bytes = oversized = 0
     pending = list(sizes)
-    biggest = max(sizes)
     while pending:
         n = limiter.admit(pending, now)
         sent_records += n
-        sent_bytes += sum(pending[:n])
+        # a record bigger than the bucket goes alone when it is full, one per second
+        oversized += sum(1 for size in pending[:n] if size > capacity)
+        sent_bytes += sum(size for size in pending[:n] if size <= capacity)
         pending = pending[n:]
         assert sent_records <= 1000 * share * (1 + now)
-        assert sent_bytes <= 1048576 * share * (1 + now) + biggest
+        assert sent_bytes <= capacity * (1 + now)
+        assert oversized <= 1 + now
         if pending:
             now += limiter.wait_time(pending, now)
+
+
+@given(
+    st.floats(min_value=0.001, max_value=300.0),
+    st.integers(min_value=0, max_value=12),
+    st.lists(st.integers(1, 1_048_576), min_size=1, max_size=20),
+)
+def test_a_shard_always_sends_at_least_one_record_per_second(
+    percent: float, throttles: int, sizes: list[int]
+) -> None:
+    """Whatever the rate and however often it was throttled: one record (of any size up
+    to 1 MiB) per refill period, and sending lets the rate recover."""
+    limiter = ShardLimiter(percent, now=0.0)
+    now = 0.0
+    for _ in range(throttles):
+        now += 0.25
+        limiter.on_throttled(now)
+    start = now
+    pending = list(sizes)
+    while pending:
+        wait = limiter.wait_time(pending, now)
+        assert 0.0 <= wait <= 1.0 + 1e-5, wait
+        now += wait
+        n = limiter.admit(pending, now)
+        assert n >= 1, (now, limiter.multiplier)
+        limiter.on_success(now)
+        pending = pending[n:]
+    assert now - start <= len(sizes) * (1.0 + 1e-5)
+
+
+def test_a_small_rate_limit_recovers_after_throttling_stops() -> None:
+    limiter = ShardLimiter(1.0, now=0.0)  # 10 records/s
+    now = 0.0
+    for _ in range(6):  # 10 -> 0.5 records/s: the records bucket holds less than one token
+        now += 0.25
+        limiter.on_throttled(now)
+    assert limiter.records_rate < 1.0
+    sent = 0
+    while now < 120.0:
+        now += limiter.wait_time([100], now)
+        sent += limiter.admit([100] * 50, now)
+        limiter.on_success(now)
+    assert limiter.multiplier == 1.0
+    assert sent > 900  # back at ~10 records/s for most of the two minutes

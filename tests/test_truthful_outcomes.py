@@ -25,7 +25,14 @@ from kinesis_trio import (
 from kinesis_trio.metrics import MetricDatum
 from kinesis_trio.testing import FakeKinesis
 
-from .helpers import CREDS, check_landed_kcl, error_response, fake_producer, fake_rows
+from .helpers import (
+    CREDS,
+    check_landed_kcl,
+    error_response,
+    fake_producer,
+    fake_rows,
+    throttle_response,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -233,6 +240,47 @@ async def test_a_request_rejected_without_naming_the_entry_is_split_to_find_it()
     assert results[3].error_code == "InvalidArgumentException"
     assert requests[0] == 7 and len(requests) <= 1 + 2 * 3  # halves, then quarters, ...
     assert sorted(r.data for r in fake.records("s")) == sorted(d for d in datas if d != b"bad")
+
+
+# -- 3. a small rate_limit ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("rate_limit", "records"), [(1.0, 10), (0.05, 3)])
+async def test_a_small_rate_limit_shard_sends_again_after_throttling_ends(
+    rate_limit: float, records: int
+) -> None:
+    """Halvings leave the records bucket under one token: it must still send, and recover."""
+    throttled = 0
+
+    async def hook(operation: str, body: dict[str, Any]) -> httpx.Response | None:
+        nonlocal throttled
+        if operation == "PutRecords" and throttled < 6:
+            # one request at a time, answered 0.25 s apart: each throttle halves the rate
+            throttled += 1
+            await anyio.sleep(0.25)
+            return throttle_response(body)
+        return None
+
+    fake = FakeKinesis(hook=hook)
+    fake.create_stream("s", 1)
+    async with fake_producer(
+        fake,
+        rate_limit=rate_limit,
+        aggregation_enabled=False,
+        max_connections=1,
+        record_ttl=10.0,
+    ) as producer:
+        start = anyio.current_time()
+        early = []
+        for i in range(records):
+            early.append(await producer.put(b"early%d" % i, f"k{i}"))
+            await anyio.sleep(0.1)
+        await anyio.sleep(max(0.0, start + 3.0 - anyio.current_time()))
+        late = [await producer.put(b"late%d" % i, f"k{i}") for i in range(records)]
+        results = [await o.wait() for o in early + late]
+    # 10 records/s halved 4 times or more holds under one token (at 0.05, it always did)
+    assert throttled == 6
+    assert [r.error_code for r in results if not r.ok] == []
 
 
 # -- 4. hangs -----------------------------------------------------------------------------
