@@ -283,11 +283,24 @@ _PAYLOAD_HASH = "kinesis_trio_payload_sha256"
 
 
 class _SigV4Auth(botocore.auth.SigV4Auth):  # type: ignore[misc]
-    """botocore's SigV4 signer, taking the payload hash we computed (possibly off-loop)."""
+    """botocore's SigV4 signer, taking the payload hash we computed (possibly off-loop).
+
+    Its ``add_auth`` signs as botocore's does but logs nothing: botocore's writes the
+    canonical request (session token included) to the ``botocore.auth`` logger at DEBUG.
+    """
 
     def payload(self, request: Any) -> Any:
         digest = request.context.get(_PAYLOAD_HASH)
         return digest if digest is not None else super().payload(request)
+
+    def add_auth(self, request: Any) -> None:
+        if self.credentials is None:
+            raise botocore.exceptions.NoCredentialsError()
+        now = botocore.auth.get_current_datetime()
+        request.context["timestamp"] = now.strftime(botocore.auth.SIGV4_TIMESTAMP)
+        self._modify_request_before_signing(request)  # sets the date and token headers
+        string_to_sign = self.string_to_sign(request, self.canonical_request(request))
+        self._inject_signature_to_request(request, self.signature(string_to_sign, request))
 
 
 class RequestSigner:
