@@ -23,8 +23,8 @@ PutRecords, ListShards, DescribeStreamSummary, CreateStream, DeleteStream, Split
 MergeShards, UpdateShardCount, GetShardIterator and GetRecords. It routes every PutRecords
 entry to the open shard whose hash key range holds the entry's explicit hash key (or the MD5
 of its partition key), answers entries in request order, and validates entries and requests
-like Kinesis (1 to 500 entries, partition keys of 1 to 256 characters, explicit hash keys,
-1 MiB records, 5 MiB requests). It runs inside the event loop, on trio or asyncio, and
+like Kinesis (1 to 500 entries, partition keys of 1 to 256 characters counted in UTF-16
+code units, explicit hash keys in ASCII digits, 1 MiB records, 5 MiB requests). It runs inside the event loop, on trio or asyncio, and
 reads time only with ``anyio.current_time()``.
 
 Per-shard write limits
@@ -147,7 +147,8 @@ AMBIGUOUS_FAULTS = frozenset({"hang_after", "reset_after"})
 _MAX_HASH = (1 << 128) - 1
 _MIB = 1024 * 1024
 _PTE = "ProvisionedThroughputExceededException"
-_EHK = re.compile(r"0|[1-9]\d{0,38}")
+#: ASCII digits only (Python's ``\d`` also matches other scripts' digits; Kinesis's doesn't).
+_EHK = re.compile(r"0|[1-9][0-9]{0,38}")
 _TOKEN_TTL = 300.0  # seconds a ListShards NextToken stays valid
 _STATUS = {"InternalFailure": 500, "ServiceUnavailable": 503}
 
@@ -207,6 +208,11 @@ class _Stream:
             "ResourceNotFoundException",
             f"Could not find shard {shard_id} in stream {self.name} under account {ACCOUNT_ID}.",
         )
+
+
+def _astral(text: str) -> int:
+    """Characters outside the Basic Multilingual Plane (two UTF-16 code units each)."""
+    return 0 if text.isascii() else sum(1 for c in text if ord(c) > 0xFFFF)
 
 
 @dataclass
@@ -785,7 +791,8 @@ class FakeKinesis:
         if not isinstance(entry, dict):
             raise _Fail(400, "SerializationException", f"{where}' is not an object")
         pk = entry.get("PartitionKey")
-        if not isinstance(pk, str) or not 1 <= len(pk) <= 256:
+        # 256 UTF-16 code units, as Kinesis and both emulators count: an emoji counts as two
+        if not isinstance(pk, str) or not 1 <= len(pk) + _astral(pk) <= 256:
             raise _Fail(
                 400,
                 "ValidationException",

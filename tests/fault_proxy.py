@@ -53,6 +53,7 @@ kind (see :data:`KINDS`) plus ``throttled_entries`` (entries dropped), ``connect
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -399,6 +400,7 @@ class FaultProxy:
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._faults = Faults(**faults)
+        self._forced: collections.deque[str] = collections.deque()
         self._events: list[ProxyEvent] = []
         self._stats: Counter[str] = Counter()
         self._errors: list[BaseException] = []
@@ -474,6 +476,15 @@ class FaultProxy:
         with self._lock:
             self._faults = dataclasses.replace(self._faults, **changes)
             return self._faults
+
+    def force_next(self, *kinds: str) -> None:
+        """The next PutRecords requests get these faults, one each, in order (before any
+        random draw): a way to make sure each kind happens, whatever the timing."""
+        for kind in kinds:
+            if kind not in _REQUEST_FAULTS and kind != "throttle_entries":
+                raise ValueError(f"unknown fault kind {kind!r}")
+        with self._lock:
+            self._forced.extend(kinds)
 
     def clear_faults(self) -> None:
         """No faults from now on: every request passes through."""
@@ -609,14 +620,19 @@ class FaultProxy:
         if faults.delay or faults.delay_jitter:
             await asyncio.sleep(faults.delay + self._rng.uniform(0, faults.delay_jitter))
 
-        u = self._rng.random()
+        with self._lock:
+            forced = self._forced.popleft() if self._forced else None
         fault = None
-        for name in _REQUEST_FAULTS:
-            p = float(getattr(faults, name))
-            if u < p:
-                fault = name
-                break
-            u -= p
+        if forced is not None:
+            fault = forced if forced in _REQUEST_FAULTS else None
+        else:
+            u = self._rng.random()
+            for name in _REQUEST_FAULTS:
+                p = float(getattr(faults, name))
+                if u < p:
+                    fault = name
+                    break
+                u -= p
 
         if fault in ("http_500", "http_503"):
             self._record(fault, n, None)
@@ -642,7 +658,9 @@ class FaultProxy:
             return False
 
         keep = list(range(n))
-        if isinstance(doc, dict) and isinstance(entries, list) and faults.throttle_entries > 0:
+        if forced == "throttle_entries":
+            keep = list(range(1, n))  # the first entry is throttled
+        elif isinstance(doc, dict) and isinstance(entries, list) and faults.throttle_entries > 0:
             keep = [i for i in range(n) if self._rng.random() >= faults.throttle_entries]
         if not isinstance(entries, list) or len(keep) == n or not isinstance(doc, dict):
             return await self._forward(request, request.raw, method, writer, upstream, n)

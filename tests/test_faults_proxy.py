@@ -16,6 +16,8 @@ from .fault_proxy import FaultProxy
 from .helpers import check_landed_kcl, read_stream
 from .test_faults import records
 
+FORCED = ("http_500", "http_503", "reset_before", "reset_after", "hang_after", "throttle_entries")
+
 pytestmark = pytest.mark.anyio
 
 
@@ -43,6 +45,8 @@ async def test_through_a_fault_proxy_in_front_of_kinesalite(
             delay=0.001,
             delay_jitter=0.004,
         )
+        # each kind at least once, whatever the timing (the random draws add more)
+        proxy.force_next(*FORCED)
         config = ProducerConfig(
             aggregation_max_size=4096,
             collection_max_count=40,
@@ -60,14 +64,7 @@ async def test_through_a_fault_proxy_in_front_of_kinesalite(
         lost = {(r["ShardId"], r["SequenceNumber"]) for r in proxy.ambiguous_records()}
         assert proxy.errors == []
     assert double_resolutions == []
-    for kind in (
-        "http_500",
-        "http_503",
-        "reset_before",
-        "reset_after",
-        "hang_after",
-        "throttle_entries",
-    ):
+    for kind in FORCED:
         assert stats[kind] > 0, stats
     async with KinesisClient(
         region_name="us-east-1", endpoint_url=kinesalite.endpoint_url, credentials=creds

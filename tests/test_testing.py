@@ -173,6 +173,11 @@ async def test_validation_rejects_whole_requests_and_stores_nothing() -> None:
         assert await put_error([good, {**good, "ExplicitHashKey": "007"}]) == (
             "ValidationException"
         )
+        # as Kinesis: ASCII digits only, and 256 UTF-16 code units (an emoji counts as two)
+        assert await put_error([good, {**good, "ExplicitHashKey": "1\u0662"}]) == (
+            "ValidationException"
+        )
+        assert await put_error([good, entry(b"x", "\U0001f600" * 129)]) == "ValidationException"
         assert await put_error([good, entry(b"x", ehk=MAX_HASH + 1)]) == (
             "InvalidArgumentException"
         )
@@ -183,9 +188,12 @@ async def test_validation_rejects_whole_requests_and_stores_nothing() -> None:
         assert await put_error([big] * 6) == "InvalidArgumentException"  # over 5 MiB
         assert await put_error([good], stream="missing") == "ResourceNotFoundException"
         assert fake.records("s") == []
-        result = await api.put("s", [big, entry(b"x", "k" * 256), entry(b"", "k", ehk=0)])
-        assert slots(result) == ["ok"] * 3
-    assert fake.stats.requests_by_status == {400: 9, 200: 1}
+        result = await api.put(
+            "s",
+            [big, entry(b"x", "k" * 256), entry(b"", "k", ehk=0), entry(b"e", "\U0001f600" * 128)],
+        )
+        assert slots(result) == ["ok"] * 4
+    assert fake.stats.requests_by_status == {400: 11, 200: 1}
 
 
 async def test_put_records_answers_in_request_order_with_rising_sequence_numbers() -> None:
