@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import threading
 from typing import Any
 
 import anyio
@@ -14,9 +15,11 @@ from kinesis_trio import (
     ProducerClosedError,
     ResourceNotFoundError,
 )
+from kinesis_trio._credentials import CredentialProvider
 from kinesis_trio.testing import FakeKinesis
 
 from .helpers import check_landed, error_response, fake_producer, fake_rows, throttle_response
+from .test_client import RefreshProbe, refreshable
 
 pytestmark = pytest.mark.anyio
 
@@ -349,3 +352,20 @@ async def test_request_errors_retry_or_fail_by_class() -> None:
     ]
     assert not denied.ok and denied.error_code == "AccessDeniedException"
     assert len(denied.attempts) == 1
+
+
+# A worker thread refreshes the credentials: real clocks here (MockClock would jump past it).
+async def test_expired_token_refreshes_and_the_record_is_written() -> None:
+    fake = FakeKinesis()
+    fake.create_stream("s", 1)
+    fake.fail_next(2, "ExpiredTokenException")  # the client's own resend meets it too
+    probe = RefreshProbe(threading.get_ident(), delay=0.0)
+    producer = fake_producer(fake, record_max_buffered_time=0.01)
+    # refreshable credentials, as the botocore chain gives for roles (not a public argument)
+    producer._client_args["credentials"] = CredentialProvider(refreshable(probe, 3600))
+    async with producer:
+        result = await (await producer.put(b"v", "k")).wait()
+    assert result.ok
+    assert [a.error_code for a in result.attempts] == ["ExpiredTokenException", None]
+    assert probe.calls >= 1
+    assert len(fake.records("s")) == 1

@@ -44,16 +44,6 @@ async def test_fail_if_throttled_fails_at_once_with_the_throttling_code() -> Non
     assert later.ok
 
 
-async def test_expired_token_refreshes_and_the_record_is_written() -> None:
-    fake = FakeKinesis()
-    fake.create_stream("s", 1)
-    fake.fail_next(1, "ExpiredTokenException")
-    async with fake_producer(fake, record_max_buffered_time=0.01) as producer:
-        result = await (await producer.put(b"v", "k")).wait()
-    assert result.ok
-    assert len(fake.records("s")) == 1
-
-
 async def test_two_producers_sharing_a_stream_converge(virtual: bool) -> None:
     """Both start at rate_limit=150 on one shard: together 3x its limit. AIMD must bring
     them down to share it instead of spinning on throttled retries."""
