@@ -24,8 +24,8 @@ MergeShards, UpdateShardCount, GetShardIterator and GetRecords. It routes every 
 entry to the open shard whose hash key range holds the entry's explicit hash key (or the MD5
 of its partition key), answers entries in request order, and validates entries and requests
 like Kinesis (1 to 500 entries, partition keys of 1 to 256 characters counted in UTF-16
-code units, explicit hash keys in ASCII digits, 1 MiB records, 5 MiB requests). It runs inside the event loop, on trio or asyncio, and
-reads time only with ``anyio.current_time()``.
+code units, explicit hash keys in ASCII digits, 1 MiB records, 5 MiB requests). It runs
+inside the event loop, on trio or asyncio, and reads time only with ``anyio.current_time()``.
 
 Per-shard write limits
 ======================

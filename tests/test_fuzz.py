@@ -33,6 +33,8 @@ from kinesis_trio.testing import FakeKinesis
 from .helpers import CREDS, check_landed_kcl, fake_rows
 
 BACKENDS = ["trio", "asyncio"]
+
+
 def fuzz(max_examples: int) -> settings:
     return settings(
         max_examples=max_examples,
