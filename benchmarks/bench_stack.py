@@ -145,8 +145,20 @@ LAYERS = [
     ("encode", "KPL aggregation: protobuf wire format + MD5", ("_aggregation",)),
     (
         "batching",
-        "put path, shard containers, workers, collector, limiter",
-        ("_producer", "_limiter", "_shards"),
+        "put path, engine (accumulator, requests, responses, ledger), shell tasks, limiter",
+        (
+            "_producer",
+            "_engine",
+            "_accumulator",
+            "_requests",
+            "_responses",
+            "_ledger",
+            "_state",
+            "_shell",
+            "_measure",
+            "_limiter",
+            "_shards",
+        ),
     ),
     ("outcome", "Outcome / RecordResult objects", ("_outcome",)),
     (

@@ -110,7 +110,7 @@ class Shard:
 class ShardMap:
     """The open shards of a stream, sorted by range, looked up by bisection."""
 
-    __slots__ = ("_by_id", "_ends", "_starts", "shards")
+    __slots__ = ("_by_id", "ends", "shards", "starts")
 
     def __init__(self, shards: Iterable[Shard]) -> None:
         ordered = sorted(shards, key=lambda s: s.start)
@@ -123,8 +123,9 @@ class ShardMap:
                     "pass only open shards"
                 )
         self.shards: tuple[Shard, ...] = tuple(ordered)
-        self._starts = [s.start for s in ordered]
-        self._ends = [s.end for s in ordered]
+        #: the shards' first and last hash keys, in order (for inline bisection)
+        self.starts = [s.start for s in ordered]
+        self.ends = [s.end for s in ordered]
         self._by_id = {s.shard_id: s for s in ordered}
 
     @classmethod
@@ -148,8 +149,8 @@ class ShardMap:
 
     def index_for(self, hash_key: int) -> int:
         """Index in :attr:`shards` of the shard holding ``hash_key``; -1 if none does."""
-        i = bisect_right(self._starts, hash_key) - 1
-        if i < 0 or hash_key > self._ends[i]:
+        i = bisect_right(self.starts, hash_key) - 1
+        if i < 0 or hash_key > self.ends[i]:
             return -1
         return i
 

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from kinesis_trio._outcome import Outcome
+
+# Property tests are deterministic by default (the same examples on every run: a CI run
+# never fails on an example nobody saw); HYPOTHESIS_PROFILE=explore searches afresh.
+settings.register_profile("deterministic", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 pytest_plugins = ("tests.emulator_fixtures",)
 

@@ -10,6 +10,7 @@ import httpx
 
 from kinesis_trio import Outcome, Producer, ProducerConfig, StaticCredentials, deaggregate
 from kinesis_trio._aggregation import partition_hash_key
+from kinesis_trio._state import StreamState
 from kinesis_trio.testing import FakeKinesis
 
 CREDS = StaticCredentials("AKIDTEST", "secret-test-key")
@@ -181,3 +182,11 @@ def fake_rows(fake: FakeKinesis, stream: str = "s") -> list[tuple[Any, ...]]:
         for s in fake.streams[stream].shards
         for r in s.records
     ]
+
+
+def stream_state(producer: Producer, name: str) -> StreamState:
+    """The engine's state of a loaded stream (its shard map and buffers): the one place
+    where tests look inside a running producer, for what no public call shows."""
+    engine = producer._engine
+    assert engine is not None, "the producer is not open"
+    return engine.streams[name]

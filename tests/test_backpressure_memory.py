@@ -26,7 +26,7 @@ import pytest
 from kinesis_trio import Outcome, Producer, deaggregate
 from kinesis_trio.testing import FakeKinesis, Faults
 
-from .helpers import fake_producer
+from .helpers import fake_producer, stream_state
 
 pytestmark = pytest.mark.anyio
 
@@ -244,7 +244,7 @@ async def test_sealed_records_are_held_once_in_memory() -> None:
                     break
                 sent[key] = hashlib.sha256(data).digest()  # the test keeps no copy either
             del data
-            shards = producer._streams["s"].shards
+            shards = stream_state(producer, "s").shards
             with anyio.fail_after(10):  # a hang guard: wait until every record is sealed
                 while any(s.members or s.plain or s.queued for s in shards):  # noqa: ASYNC110
                     await anyio.sleep(0.005)

@@ -23,7 +23,7 @@ import anyio
 import httpx
 import pytest
 import trio
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from trio.testing import MockClock
 
@@ -345,6 +345,9 @@ def test_malformed_slow_and_lost_answers_never_misreport(backend: str) -> None:
         st.booleans(),
         st.booleans(),
     )
+    # found by a CI run: the map never reloads after an aggregate landed in an unknown
+    # shard, so its records expire; their history must say where they may be
+    @example([], ["no_range"] * 4, 4, True, True)
     def inner(plan: list[str], lists: list[str], n: int, split: bool, aggregate: bool) -> None:
         check_answers(backend, plan, lists, n, split, aggregate)
 

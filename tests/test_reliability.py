@@ -12,7 +12,7 @@ from trio.testing import MockClock
 from kinesis_trio import Outcome
 from kinesis_trio.testing import FakeKinesis
 
-from .helpers import fake_producer
+from .helpers import fake_producer, stream_state
 
 pytestmark = pytest.mark.anyio
 
@@ -91,7 +91,7 @@ async def test_periodic_refresh_finds_a_reshard_without_any_write(virtual: bool)
         first = fake.open_shards("s")[0]
         fake.split_shard("s", first.shard_id, (first.start + first.end) // 2 + 1)
         await anyio.sleep(interval * 1.1 + 1.2)
-        assert {s.shard_id for s in producer._streams["s"].map.shards} == {
+        assert {s.shard_id for s in stream_state(producer, "s").map.shards} == {
             s.shard_id for s in fake.open_shards("s")
         }
         assert (await (await producer.put(b"v", "k")).wait()).ok

@@ -13,7 +13,7 @@ from kinesis_trio import Outcome, deaggregate
 from kinesis_trio._aggregation import partition_hash_key
 from kinesis_trio.testing import FakeKinesis
 
-from .helpers import check_landed_kcl, fake_producer, fake_rows
+from .helpers import check_landed_kcl, fake_producer, fake_rows, stream_state
 
 pytestmark = pytest.mark.anyio
 
@@ -26,7 +26,7 @@ async def test_split_mid_run_loses_nothing_and_stops_aggregating_across_shards()
         nonlocal spanning_after_refresh
         if operation != "PutRecords" or not producer_box:
             return None
-        knows_split = len(producer_box[0]._streams["s"].map) == 3
+        knows_split = len(stream_state(producer_box[0], "s").map) == 3
         for entry in body["Records"]:
             users = deaggregate(
                 base64.b64decode(entry["Data"]),
@@ -54,7 +54,7 @@ async def test_split_mid_run_loses_nothing_and_stops_aggregating_across_shards()
             key = f"user-{i % 997}"
             sent.append((data, key, None, await producer.put(data, key)))
         await producer.flush()
-        assert len(producer._streams["s"].map) == 3
+        assert len(stream_state(producer, "s").map) == 3
     summary = check_landed_kcl(fake_rows(fake), sent)
     assert summary["ok"] == len(sent)
     assert summary["duplicates"] == 0

@@ -31,6 +31,7 @@ from .helpers import (
     error_response,
     fake_producer,
     fake_rows,
+    stream_state,
     throttle_response,
 )
 
@@ -108,7 +109,7 @@ async def test_aggregates_queued_for_a_retired_shard_are_rebuilt_before_sending(
             fake.split_shard("s", only.shard_id, 2**127)
             await go.wait()
             with anyio.fail_after(30):
-                while len(box[0]._streams["s"].map) != 2:  # noqa: ASYNC110 (a test's probe)
+                while len(stream_state(box[0], "s").map) != 2:  # noqa: ASYNC110 (a test's probe)
                     await anyio.sleep(0.01)
         else:
             straddling_later += sum(

@@ -1,0 +1,347 @@
+"""The accumulator: where a record waits for its request (pure, no awaits, ``now`` passed in).
+
+It places each record in its shard's open containers (the KPL aggregate in formation, or the
+plain records), decides when those seal (full by count or size, at their linger deadline,
+on flush) and turns them into :class:`~kinesis_trio._state.KRecord` batches. It tells its
+owner through two callbacks: ``on_open(shard)`` when a shard's containers get a linger
+deadline (its worker must wake by then) and ``on_seal(shard, batch)`` when a batch is
+sealed (it goes into the shard's channel).
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections.abc import Callable
+
+import anyio
+
+from ._aggregation import AggregateSizer, _vlen, deaggregate, encode_records
+from ._outcome import Outcome
+from ._state import KRecord, ShardBuffer, StreamState
+
+__all__ = ["AGG_PARTITION_KEY", "Accumulator", "unpack"]
+
+_INF = math.inf
+#: Outer partition key of a multi-record aggregate (the explicit hash key routes it).
+AGG_PARTITION_KEY = "a"
+
+
+class Accumulator:
+    """Placement and sealing decisions for every shard of every stream."""
+
+    __slots__ = (
+        "agg",
+        "agg_max_count",
+        "agg_max_size",
+        "coll_max_count",
+        "coll_max_size",
+        "linger",
+        "on_open",
+        "on_seal",
+        "queue_size",
+    )
+
+    def __init__(
+        self,
+        *,
+        aggregation: bool,
+        agg_max_size: int,
+        agg_max_count: int,
+        coll_max_count: int,
+        coll_max_size: int,
+        linger: float,
+        queue_size: int,
+        on_open: Callable[[ShardBuffer], None],
+        on_seal: Callable[[ShardBuffer, list[KRecord]], None],
+    ) -> None:
+        self.agg = aggregation
+        self.agg_max_size = agg_max_size
+        self.agg_max_count = agg_max_count
+        self.coll_max_count = coll_max_count
+        self.coll_max_size = coll_max_size
+        self.linger = linger
+        self.queue_size = queue_size
+        self.on_open = on_open
+        self.on_seal = on_seal
+
+    def add(
+        self,
+        stream: StreamState,
+        outcome: Outcome,
+        partition_key: str,
+        n: int,
+        pk_len: int,
+        pk_grow: int,
+        now: float,
+    ) -> None:
+        """Place a newly accepted record (``n`` data bytes; ``pk_grow``: the bytes its key
+        would add to an aggregate's key table).
+
+        The common case (aggregating, room in the open aggregate) runs inline: the routing
+        and sizing of :meth:`place` and ``AggregateSizer.grow/add`` (tests hold them equal).
+        Raises ``anyio.WouldBlock``, changing nothing, when a seal is due and the shard's
+        channel is full.
+        """
+        hash_key = outcome._hash_key
+        shard_map = stream.map
+        index = bisect_right(shard_map.starts, hash_key) - 1
+        if (
+            outcome._explicit_hash_key is None
+            and self.agg
+            and not stream.stale
+            and index >= 0
+            and hash_key <= shard_map.ends[index]
+        ):
+            shard = stream.shards[index]
+            sizer = shard.sizer
+            pks = sizer.pks
+            found = pks.get(partition_key)
+            if found is None:
+                key_index = len(pks)
+                grow = pk_grow
+            else:
+                key_index = found
+                grow = 0
+            inner = (
+                (3 if key_index < 0x80 else 4 if key_index < 0x4000 else 2 + _vlen(key_index))
+                + (1 if n < 0x80 else 2 if n < 0x4000 else _vlen(n))
+                + n
+            )
+            grow += (2 if inner < 0x80 else 3 if inner < 0x4000 else 1 + _vlen(inner)) + inner
+            if sizer.size + grow <= self.agg_max_size and sizer.count < self.agg_max_count:
+                if found is None:
+                    pks[partition_key] = key_index
+                sizer.size += grow
+                sizer.count += 1
+                if shard.open_deadline == _INF:
+                    self._open(shard, now)
+                shard.members.append(outcome)
+                return
+        self.place(stream, outcome, pk_len, now, check_room=True)
+
+    def place(
+        self, stream: StreamState, outcome: Outcome, pk_len: int, now: float, check_room: bool
+    ) -> None:
+        """Route an accepted (or re-routed) record into its shard's open containers.
+
+        With ``check_room`` it raises ``anyio.WouldBlock`` *before changing anything* when a
+        seal would be needed and the shard's channel is full (re-routes never wait).
+        """
+        shard_map = stream.map
+        hash_key = outcome._hash_key
+        index = bisect_right(shard_map.starts, hash_key) - 1
+        if index < 0 or hash_key > shard_map.ends[index]:
+            # a gap in a stale map: send it alone, Kinesis routes it anyway
+            index = 0
+            can_aggregate = False
+        else:
+            can_aggregate = self.agg and not stream.stale
+        shard = stream.shards[index]
+        data = outcome._data
+        assert data is not None
+        if can_aggregate:
+            pk = outcome._partition_key
+            ehk = outcome._explicit_hash_key
+            sizer = shard.sizer
+            grow = sizer.grow(len(data), pk, pk_len, ehk)
+            if sizer.size + grow <= self.agg_max_size and sizer.count < self.agg_max_count:
+                self._add_member(shard, outcome, grow, now, not check_room)
+                return
+            if shard.members:  # the aggregate is full: seal it, start the next one
+                if check_room and shard.queued >= self.queue_size:
+                    raise anyio.WouldBlock  # nothing changed yet
+                self.seal_into_channel(shard)
+                sizer = shard.sizer
+                grow = sizer.grow(len(data), pk, pk_len, ehk)
+                if sizer.size + grow <= self.agg_max_size:
+                    self._add_member(shard, outcome, grow, now, not check_room)
+                    return
+            # too large to aggregate: it goes alone
+        size = outcome._size
+        if shard.plain and (
+            len(shard.plain) >= self.coll_max_count or shard.plain_bytes + size > self.coll_max_size
+        ):
+            if check_room and shard.queued >= self.queue_size:
+                raise anyio.WouldBlock
+            self.seal_into_channel(shard)
+        if shard.open_deadline == _INF:
+            self._open(shard, now)
+        shard.plain.append(
+            KRecord(
+                [outcome],
+                data,
+                outcome._partition_key,
+                outcome._explicit_hash_key,
+                size,
+                shard,
+                now + self.linger,
+                False,
+            )
+        )
+        shard.plain_bytes += size
+
+    def reroute(self, stream: StreamState, batch: list[KRecord], now: float) -> None:
+        """Place the unresolved records of ``batch`` anew (by the stream's current map)."""
+        for krec in batch:
+            unpack(krec)
+            for outcome in krec.members:
+                if outcome._resolution is None:
+                    self.place(stream, outcome, len(outcome._partition_key.encode()), now, False)
+
+    def _add_member(
+        self, shard: ShardBuffer, outcome: Outcome, grow: int, now: float, rerouted: bool
+    ) -> None:
+        shard.sizer.add(outcome._partition_key, outcome._explicit_hash_key, grow)
+        if shard.open_deadline == _INF:
+            self._open(shard, now)
+        if rerouted:
+            shard.rerouted = True
+        shard.members.append(outcome)
+
+    def _open(self, shard: ShardBuffer, now: float) -> None:
+        shard.open_deadline = now + self.linger
+        self.on_open(shard)
+
+    def due(self, shard: ShardBuffer, now: float, flushing: bool) -> bool:
+        """Must the shard's open containers seal now (linger deadline passed, or a flush)?"""
+        return not shard.is_empty() and (flushing or now >= shard.open_deadline)
+
+    def wake_at(self, shard: ShardBuffer, flushing: bool) -> float:
+        """When the shard's worker must wake up if nothing arrives before."""
+        if shard.retired:
+            return -_INF
+        if shard.is_empty():
+            return _INF
+        return -_INF if flushing else shard.open_deadline
+
+    def seal(self, shard: ShardBuffer) -> list[KRecord]:
+        """Close the shard's open containers into a batch of Kinesis records."""
+        batch = shard.plain
+        members = shard.members
+        if members:
+            deadline = shard.open_deadline
+            if len(members) == 1:
+                only = members[0]
+                data = only._data
+                assert data is not None
+                batch.append(
+                    KRecord(
+                        members,
+                        data,
+                        only._partition_key,
+                        only._explicit_hash_key,
+                        only._size,
+                        shard,
+                        deadline,
+                        False,
+                    )
+                )
+            else:
+                ehks = [o._explicit_hash_key for o in members] if shard.sizer.ehks else None
+                blob = encode_records(
+                    [o._data for o in members],  # type: ignore[misc]
+                    [o._partition_key for o in members],
+                    ehks,
+                )
+                for o in members:
+                    # The aggregate holds the data now: one copy in memory, not two.
+                    # unpack gives it back to the members if they must go another way.
+                    o._data = None
+                krec = KRecord(
+                    members,
+                    blob,
+                    AGG_PARTITION_KEY,
+                    str(members[0]._hash_key),
+                    len(blob) + len(AGG_PARTITION_KEY),
+                    shard,
+                    deadline,
+                    True,
+                )
+                if shard.rerouted:  # re-routed members may be older than the first one
+                    krec.since = min(o._arrival for o in members)
+                batch.append(krec)
+            shard.sizer = AggregateSizer()
+            shard.members = []
+            shard.rerouted = False
+        shard.plain = []
+        shard.plain_bytes = 0
+        shard.open_deadline = _INF
+        return batch
+
+    def seal_into_channel(self, shard: ShardBuffer) -> None:
+        """Seal the shard's containers and hand the batch to ``on_seal``."""
+        batch = self.seal(shard)
+        shard.queued += 1
+        self.on_seal(shard, batch)
+
+    def batch_has_room(self, count: int, size: int) -> bool:
+        """Should a shard worker take more queued batches into this one (up to a request)?"""
+        return count < self.coll_max_count and size < self.coll_max_size
+
+
+def plain(outcome: Outcome, shard: ShardBuffer, deadline: float = -_INF) -> KRecord:
+    """A Kinesis record holding one user record on its own."""
+    data = outcome._data
+    assert data is not None
+    return KRecord(
+        [outcome],
+        data,
+        outcome._partition_key,
+        outcome._explicit_hash_key,
+        outcome._size,
+        shard,
+        deadline,
+        False,
+    )
+
+
+def unaggregate(batch: list[KRecord]) -> list[KRecord]:
+    """Aggregates split into plain records (while the shard map is known to be stale)."""
+    if not any(k.aggregated for k in batch):
+        return batch
+    out: list[KRecord] = []
+    for krec in batch:
+        if krec.aggregated:
+            unpack(krec)
+            out.extend(plain(o, krec.shard) for o in krec.members if o._resolution is None)
+        else:
+            out.append(krec)
+    return out
+
+
+def split_expired(
+    batch: list[KRecord], now: float, ttl: float
+) -> tuple[list[KRecord], list[Outcome]]:
+    """``batch`` without its records whose ``ttl`` has passed, and those records."""
+    keep: list[KRecord] = []
+    expired: list[Outcome] = []
+    for krec in batch:
+        live = krec.live()
+        gone = [o for o in live if o._arrival + ttl <= now]
+        if not gone:
+            keep.append(krec)
+            continue
+        expired += gone
+        unpack(krec)
+        keep.extend(plain(o, krec.shard) for o in live if o._arrival + ttl > now)
+    return keep, expired
+
+
+def unpack(krec: KRecord) -> None:
+    """Give an aggregate's unresolved members their data back from the aggregate.
+
+    Sealing drops the members' copies (the aggregate holds the bytes); a member that must be
+    sent another way (split after a reshard, re-routed, or re-sent alone) needs its own.
+    """
+    if not krec.aggregated:
+        return
+    members = krec.members
+    if all(o._data is not None or o._resolution is not None for o in members):
+        return
+    records = deaggregate(krec.data, krec.partition_key)
+    if len(records) != len(members):  # pragma: no cover - our own encoding
+        raise AssertionError("an aggregate does not decode to its members")
+    for outcome, record in zip(members, records, strict=True):
+        if outcome._data is None and outcome._resolution is None:
+            outcome._data = record.data

@@ -1,0 +1,571 @@
+"""The engine: every decision of the producer between ``put`` and an Outcome (no awaits).
+
+It ties the pure pieces together: the :class:`~kinesis_trio._accumulator.Accumulator`
+(placement, sealing), the :class:`~kinesis_trio._ledger.Ledger` (outstanding records,
+exactly-once resolution), the response interpreter (``_responses``), retry classification
+and backoff (``_retry``), the shard maps (``_shards``) and the limiters (``_limiter``). The
+async shell (``_producer``) calls it with the time and with what came back, and it asks the
+shell for I/O through the small :class:`Shell` interface: wake a worker, queue a batch,
+schedule a retry wake-up, reload a shard map, send request parts on their own.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import random
+from typing import Any, Protocol
+
+import anyio
+
+from ._accumulator import Accumulator, plain, split_expired, unaggregate, unpack
+from ._aggregation import _vlen
+from ._config import ProducerConfig
+from ._errors import ConnectionLostError
+from ._ledger import Ledger
+from ._logging import get_logger
+from ._measure import measure_answer
+from ._metrics import Metrics
+from ._outcome import (
+    EXPIRED,
+    R_ATTEMPT,
+    R_ERROR_CODE,
+    R_SHARD_ID,
+    Attempt,
+    Outcome,
+    Resolution,
+    failed,
+    resolution_attempt,
+)
+from ._responses import (
+    Answer,
+    interpret_answer,
+    interpret_error,
+    kcl_delivers,
+    outside_range,
+    resent_in_halves,
+    resent_without,
+    unknown_range,
+)
+from ._retry import Action, backoff_delay
+from ._shards import Shard, ShardMap, hash_key_for, parse_explicit_hash_key
+from ._state import KRecord, ShardBuffer, StreamState, Unverified
+from ._validate import partition_key_length
+
+__all__ = ["Engine", "Shell"]
+
+_log = get_logger("kinesis_trio.producer")
+_INF = math.inf
+_KEY_CACHE_MAX = 1 << 16
+
+
+class Shell(Protocol):
+    """What the engine asks of the async shell (each call returns at once)."""
+
+    def opened(self, shard: ShardBuffer) -> None:
+        """The shard's containers got a linger deadline: its worker must wake by then."""
+
+    def sealed(self, shard: ShardBuffer, batch: list[KRecord]) -> None:
+        """Put a sealed batch into the shard's channel (it has room)."""
+
+    def new_shard(self, stream: StreamState, shard: Shard) -> ShardBuffer:
+        """A buffer, with its worker, for a shard new to the stream's map."""
+
+    def retired(self, shard: ShardBuffer) -> None:
+        """A reshard closed the shard: its worker re-routes what is queued, then exits."""
+
+    def retry_at(self, stream: StreamState, due: float) -> None:
+        """Records of the stream wait for a retry due at ``due``."""
+
+    def refresh(self, stream: StreamState) -> None:
+        """Reload the stream's shard map soon."""
+
+    def refresh_credentials(self) -> None:
+        """Refresh the credentials (an ExpiredToken answer)."""
+
+    def send_apart(self, stream: StreamState, krecs: list[KRecord]) -> None:
+        """Send ``krecs`` as a request of their own, at once (halves of a rejected one)."""
+
+    def progress(self) -> None:
+        """Outstanding records were resolved: wake whoever waits for room or a flush."""
+
+
+class Engine:
+    """The producer's decisions: accept, place, seal, interpret, retry, resolve."""
+
+    def __init__(
+        self, config: ProducerConfig, shell: Shell, metrics: Metrics, refreshable: bool
+    ) -> None:
+        self.config = config
+        self.shell = shell
+        self.metrics = metrics
+        self.measure = metrics.enabled
+        #: ExpiredToken refreshes the credentials (False: static ones, which fail at once)
+        self.refreshable = refreshable
+        self.ttl = config.record_ttl
+        self.max_record_size = config.max_record_size
+        self.ledger = Ledger(
+            config.max_outstanding_records, config.max_outstanding_bytes, shell.progress
+        )
+        self.acc = Accumulator(
+            aggregation=config.aggregation_enabled,
+            agg_max_size=min(config.aggregation_max_size, config.max_record_size),
+            agg_max_count=config.aggregation_max_count,
+            coll_max_count=config.collection_max_count,
+            coll_max_size=config.collection_max_size,
+            linger=config.record_max_buffered_time,
+            queue_size=config.shard_queue_size,
+            on_open=shell.opened,
+            on_seal=shell.sealed,
+        )
+        self.flushing = 0  # flush() calls under way: everything buffered goes at once
+        #: the producer's streams by name (the shell adds them as they load)
+        self.streams: dict[str, StreamState] = {}
+        self.rand = random.Random()
+        self._seq = itertools.count()
+        self._key_cache: dict[str, tuple[int, int, int]] = {}
+
+    # -- accepting --------------------------------------------------------------------------
+
+    def accept(
+        self,
+        stream: StreamState,
+        data: bytes,
+        partition_key: str,
+        explicit_hash_key: str | None,
+        now: float,
+    ) -> Outcome:
+        """Accept a record into the stream's buffers, or raise (bad input: ``ValueError`` /
+        ``TypeError``; no room: ``anyio.WouldBlock``), changing nothing."""
+        try:
+            key = self._key_cache.get(partition_key)
+        except TypeError:  # unhashable: key_info names the problem
+            key = None
+        if key is None:
+            key = self.key_info(partition_key)
+        pk_len, hash_key, pk_grow = key
+        n = len(data)
+        size = n + pk_len
+        if size > self.max_record_size:
+            raise ValueError(
+                f"record too large: data ({n} bytes) plus partition key "
+                f"({pk_len} bytes) is {size} bytes, over max_record_size "
+                f"({self.max_record_size})"
+            )
+        if explicit_hash_key is not None:
+            hash_key = parse_explicit_hash_key(explicit_hash_key)
+        ledger = self.ledger
+        if ledger.records >= ledger.max_records or ledger.bytes + size > ledger.max_bytes:
+            raise anyio.WouldBlock
+        outcome = Outcome(
+            data, partition_key, explicit_hash_key, hash_key, size, now, stream.name, ledger.epoch
+        )
+        self.acc.add(stream, outcome, partition_key, n, pk_len, pk_grow, now)
+        ledger.accept(outcome, size)
+        stream.received += 1
+        return outcome
+
+    def key_info(self, partition_key: str) -> tuple[int, int, int]:
+        """``(UTF-8 length, hash key, bytes its aggregate key-table entry takes)``."""
+        pk_len = partition_key_length(partition_key)
+        info = (pk_len, hash_key_for(partition_key), 1 + _vlen(pk_len) + pk_len)
+        cache = self._key_cache
+        if len(cache) >= _KEY_CACHE_MAX:
+            cache.clear()
+        cache[partition_key] = info
+        return info
+
+    # -- between the buffers and the requests ----------------------------------------------
+
+    def outgoing(
+        self, stream: StreamState, shard: ShardBuffer, batch: list[KRecord], now: float
+    ) -> list[KRecord]:
+        """A shard's batch on its way to its limiter: re-routed if the shard is retired,
+        without its expired records, split into plain records while the map is stale."""
+        if shard.retired:
+            self.acc.reroute(stream, batch, now)
+            return []
+        ttl = self.ttl
+        if any(k.since + ttl <= now for k in batch):
+            batch, expired = split_expired(batch, now, ttl)
+            self.expire(expired, now, "it waited in the producer's queues (rate limit)")
+        if stream.stale:
+            batch = unaggregate(batch)
+        if self.flushing:
+            for krec in batch:
+                krec.deadline = -_INF
+        return batch
+
+    def request(self, stream: StreamState, krecs: list[KRecord], now: float) -> list[KRecord]:
+        """The records of a request about to go, checked against the stream's map."""
+        if stream.stale:
+            return unaggregate(krecs)
+        if any(k.aggregated and k.shard.retired for k in krecs):
+            # Sealed for a shard that a reshard retired since: it would straddle the new
+            # shards (and KCL consumers would drop it), so its members are placed anew.
+            keep: list[KRecord] = []
+            for krec in krecs:
+                if krec.aggregated and krec.shard.retired:
+                    self.acc.reroute(stream, [krec], now)
+                else:
+                    keep.append(krec)
+            return keep
+        return krecs
+
+    def due_retries(self, stream: StreamState, now: float) -> dict[ShardBuffer, list[KRecord]]:
+        """The records whose retry is due, by the shard they go back through."""
+        heap = stream.retry_heap
+        by_shard: dict[ShardBuffer, list[KRecord]] = {}
+        while heap and heap[0][0] <= now:
+            for krec in heapq.heappop(heap)[2]:
+                if all(o._resolution is not None for o in krec.members):
+                    continue
+                shard = krec.shard
+                if shard.retired or (krec.aggregated and stream.stale):
+                    self.acc.reroute(stream, [krec], now)
+                else:
+                    krec.deadline = -_INF
+                    by_shard.setdefault(shard, []).append(krec)
+        for shard in by_shard:
+            shard.queued += 1
+        return by_shard
+
+    # -- answers --------------------------------------------------------------------------
+
+    def on_answer(
+        self,
+        stream: StreamState,
+        krecs: list[KRecord],
+        response: dict[str, Any],
+        start: float,
+        end: float,
+    ) -> None:
+        """Apply a PutRecords answer to its records."""
+        entries = response.get("Records")
+        if not isinstance(entries, list) or len(entries) != len(krecs):
+            error = ConnectionLostError(
+                "PutRecords answered with a malformed result", operation="PutRecords"
+            )
+            self.on_error(stream, krecs, error, start, end)
+            return
+        answer = interpret_answer(
+            krecs, entries, start, end, fail_if_throttled=self.config.fail_if_throttled
+        )
+        resolve = self.ledger.resolve
+        for krec, res in answer.written:
+            resolve(krec.members, res)
+        if answer.elsewhere:
+            self._written_elsewhere(stream, answer, end)
+        for krec, res in answer.failed:
+            self.fail(krec.members, res, krec.shard.shard_id)
+        if answer.malformed:
+            _log.warning(
+                "put_records_malformed_entries", stream=stream.name, records=answer.malformed
+            )
+        for shard in answer.throttled:
+            shard.limiter.on_throttled(end)
+        for shard in answer.bad:
+            shard.failures += 1
+        for shard in answer.ok:
+            shard.failures = 0
+            shard.limiter.on_success(end)
+        if self.measure:
+            self.count_received()
+            self.metrics.user_records_pending(self.ledger.records)
+            measure_answer(self.metrics, stream.name, krecs, entries, start, end)
+        if answer.retry:
+            self.schedule_retries(stream, answer.retry, end)
+
+    def _written_elsewhere(self, stream: StreamState, answer: Answer, now: float) -> None:
+        for krec, res in answer.elsewhere:
+            # The map was out of date (a reshard), or the shard was retired since.
+            if not krec.shard.retired:
+                stream.stale = True
+                self.shell.refresh(stream)
+            if not krec.aggregated:
+                self.ledger.resolve(krec.members, res)
+                continue
+            # Kinesis routed the aggregate by its explicit hash key: is it where a KCL
+            # consumer will deliver it?
+            attempt = _success_attempt(res)
+            item = Unverified(krec, res, attempt)
+            if res[R_SHARD_ID] in stream.known:
+                self.verify(stream, item, now)
+            else:
+                stream.unverified.append(item)
+                self.shell.refresh(stream)
+
+    def verify(self, stream: StreamState, item: Unverified, now: float) -> None:
+        """An aggregate landed in a shard we did not predict: apply the KCL's rule (all its
+        members count as written there, or none does and all are sent again)."""
+        krec, res = item.krec, item.res
+        shard_id = res[R_SHARD_ID] or ""
+        rng = stream.known.get(shard_id)
+        if kcl_delivers(rng, krec.members):
+            self.ledger.resolve(krec.members, res)
+            return
+        again = krec.live()
+        if not again:
+            return
+        note = outside_range(item.attempt, res, rng is not None, shard_id)
+        unpack(krec)
+        _log.info(
+            "records_resent_after_reshard",
+            stream=stream.name,
+            shard_id=shard_id,
+            records=len(again),
+        )
+        for outcome in again:
+            outcome._attempts = (*outcome._attempts, note)
+            self.acc.place(stream, outcome, len(outcome._partition_key.encode()), now, False)
+
+    def verify_pending(self, stream: StreamState, now: float) -> None:
+        """Apply the KCL's rule to the aggregates that waited for a map reload."""
+        pending, stream.unverified = stream.unverified, []
+        for item in pending:
+            self.verify(stream, item, now)
+
+    def expire_unverified(self, stream: StreamState, now: float) -> None:
+        """The map could not be reloaded: expire unverified records past their TTL."""
+        keep: list[Unverified] = []
+        for item in stream.unverified:
+            if item.krec.since + self.ttl <= now:
+                members = item.krec.live()
+                note = unknown_range(
+                    item.attempt, item.res[R_SHARD_ID], "(its shard map could not be reloaded)"
+                )
+                for o in members:
+                    o._attempts = (*o._attempts, note)
+                self.expire(members, now, "its shard map could not be reloaded")
+            else:
+                keep.append(item)
+        stream.unverified = keep
+
+    def on_error(
+        self,
+        stream: StreamState,
+        krecs: list[KRecord],
+        error: BaseException,
+        start: float,
+        end: float,
+    ) -> None:
+        """Apply a request's failure (no usable answer) to its records."""
+        verdict = interpret_error(
+            krecs,
+            error,
+            start,
+            end,
+            fail_if_throttled=self.config.fail_if_throttled,
+            refreshable=self.refreshable,
+        )
+        attempt = verdict.attempt
+        code = attempt.error_code or ""
+        _log.info(
+            "put_records_failed",
+            stream=stream.name,
+            error_code=code,
+            attempt=1 + max(len(k.members[0]._attempts) for k in krecs),
+            records=sum(len(k.members) for k in krecs),
+            bytes=sum(k.size for k in krecs),
+            action=verdict.action.value,
+            ambiguous=attempt.ambiguous,
+        )
+        if self.measure:
+            self.metrics.request_time(stream.name, end - start)
+            self.metrics.errors(stream.name, None, code, len(krecs))
+        if verdict.named is not None:
+            for i in verdict.named:
+                krec = krecs[i]
+                self.fail(
+                    krec.members,
+                    failed(code, attempt.error_message or "", end, attempt, krec.aggregated),
+                    krec.shard.shard_id,
+                )
+            named = set(verdict.named)
+            note = resent_without(attempt)
+            again = [(k, note) for i, k in enumerate(krecs) if i not in named]
+            _log.info(
+                "records_resent_without_invalid_entry",
+                stream=stream.name,
+                error_code=code,
+                failed=len(named),
+                records=len(again),
+            )
+            self.schedule_retries(stream, again, end)
+            return
+        if verdict.bisect:
+            note = resent_in_halves(attempt)
+            for krec in krecs:
+                for outcome in krec.live():
+                    outcome._attempts = (*outcome._attempts, note)
+            _log.info(
+                "put_records_rejected_split",
+                stream=stream.name,
+                error_code=code,
+                records=sum(len(k.members) for k in krecs),
+            )
+            half = len(krecs) // 2
+            self.shell.send_apart(stream, krecs[:half])
+            self.shell.send_apart(stream, krecs[half:])
+            return
+        for shard in {k.shard for k in krecs}:
+            shard.failures += 1
+            if verdict.throttled:
+                shard.limiter.on_throttled(end)
+        if verdict.action is Action.FAIL:
+            for krec in krecs:
+                res = failed(code, attempt.error_message or "", end, attempt, krec.aggregated)
+                self.fail(krec.members, res, krec.shard.shard_id)
+            return
+        if verdict.action is Action.REFRESH_CREDENTIALS:
+            self.shell.refresh_credentials()
+        self.schedule_retries(stream, [(k, attempt) for k in krecs], end)
+
+    def count_received(self) -> None:
+        """Report the records accepted since the last report (UserRecordsReceived)."""
+        for stream in self.streams.values():
+            if stream.received:
+                self.metrics.user_records_received(stream.name, stream.received)
+                stream.received = 0
+
+    # -- retries and failures ----------------------------------------------------------------
+
+    def schedule_retries(
+        self, stream: StreamState, failures: list[tuple[KRecord, Attempt]], now: float
+    ) -> None:
+        """Send records again after their shard's backoff, or expire those it would take
+        past their ``record_ttl``."""
+        ttl = self.ttl
+        base = self.config.retry_backoff_base
+        cap = self.config.retry_backoff_max
+        by_due: dict[float, list[KRecord]] = {}
+        for krec, attempt in failures:
+            shard = krec.shard
+            due = now + backoff_delay(max(1, shard.failures), base=base, cap=cap, rand=self.rand)
+            live = krec.live()
+            for outcome in live:
+                outcome._attempts = (*outcome._attempts, attempt)
+            expired = [o for o in live if o._arrival + ttl <= due]
+            if expired:
+                self.expire(expired, now, "retrying was not done in time")
+                live = [o for o in live if o._arrival + ttl > due]
+                if not live:
+                    continue
+                unpack(krec)
+                retry = [plain(o, shard) for o in live]
+            else:
+                retry = [krec]
+            krec.since = now
+            by_due.setdefault(due, []).extend(retry)
+        for due, krecs in by_due.items():
+            heapq.heappush(stream.retry_heap, (due, next(self._seq), krecs))
+            self.shell.retry_at(stream, due)
+
+    def fail(self, members: list[Outcome], res: Resolution, shard_id: str) -> None:
+        """Fail the unresolved ``members`` of one Kinesis record with ``res``."""
+        records, size = self.ledger.resolve(members, res)
+        if not records:
+            return
+        stream = members[0]._stream
+        if self.measure:
+            self.metrics.user_records_put(stream, shard_id, 0, 0, failed=records)
+        _log.info(
+            "records_failed",
+            stream=stream,
+            shard_id=shard_id,
+            error_code=res[R_ERROR_CODE],
+            attempt=len(members[0]._attempts) + (res[R_ATTEMPT] is not None),
+            records=records,
+            bytes=size,
+        )
+
+    def expire(self, outcomes: list[Outcome], now: float, why: str) -> None:
+        """Fail ``outcomes`` whose ``record_ttl`` has passed (``why``: where they waited)."""
+        records = size = 0
+        for outcome in outcomes:
+            last = outcome._attempts[-1] if outcome._attempts else None
+            message = (
+                f"not written within record_ttl ({self.ttl} s) after "
+                f"{len(outcome._attempts)} attempts"
+                + (f"; last error: {last.error_code}: {last.error_message}" if last else "")
+                + f"; {why}"
+            )
+            r, b = self.ledger.resolve((outcome,), failed(EXPIRED, message, now))
+            records += r
+            size += b
+        if records:
+            if self.measure:
+                self.metrics.user_record_expired(outcomes[0]._stream, None, records)
+            _log.info(
+                "records_expired",
+                stream=outcomes[0]._stream,
+                error_code=EXPIRED,
+                records=records,
+                bytes=size,
+            )
+
+    def mark_in_flight(self, krecs: list[KRecord], attempt: Attempt) -> None:
+        """Records whose request was out when the producer stopped: maybe written."""
+        for krec in krecs:
+            for outcome in krec.live():
+                outcome._attempts = (*outcome._attempts, attempt)
+
+    def fail_unresolved(self, code: str, message: str, now: float) -> int:
+        """Fail every record not resolved yet (close, abort); returns how many."""
+        if not self.ledger.unresolved():
+            return 0
+        for stream in self.streams.values():
+            # Written to a shard whose range was never checked: maybe delivered (ambiguous).
+            for item in stream.unverified:
+                note = unknown_range(
+                    item.attempt, item.res[R_SHARD_ID], "before the producer closed"
+                )
+                for o in item.krec.live():
+                    o._attempts = (*o._attempts, note)
+            stream.unverified = []
+        count = self.ledger.resolve_all(failed(code, message, now))
+        _log.warning("records_failed_on_close", records=count, error_code=code)
+        return count
+
+    # -- shard maps -----------------------------------------------------------------------
+
+    def apply_map(self, stream: StreamState, new_map: ShardMap, now: float) -> None:
+        """Swap in a new shard map; re-route what was buffered for shards that changed."""
+        old = {s.shard_id: s for s in stream.shards}
+        states: list[ShardBuffer] = []
+        for shard in new_map.shards:
+            stream.known[shard.shard_id] = (shard.start, shard.end)
+            state = old.pop(shard.shard_id, None)
+            if state is None or (state.start, state.end) != (shard.start, shard.end):
+                if state is not None:
+                    old[shard.shard_id] = state  # same id, new range: retire the old state
+                state = self.shell.new_shard(stream, shard)
+            states.append(state)
+        stream.map = new_map
+        stream.shards = states
+        stream.stale = False
+        for gone in old.values():
+            gone.retired = True
+            self.acc.reroute(stream, self.acc.seal(gone), now)
+            self.shell.retired(gone)
+        if old:
+            _log.info(
+                "shard_map_changed", stream=stream.name, shards=len(new_map), retired=sorted(old)
+            )
+
+    def needs_history(self, stream: StreamState) -> bool:
+        """Did an aggregate land in a shard no map showed (born and closed between two
+        reloads)? Then the stream's closed shards must be listed too."""
+        return any(u.res[R_SHARD_ID] not in stream.known for u in stream.unverified)
+
+    def learn_shards(self, stream: StreamState, shards: list[Shard]) -> None:
+        """Remember the hash key ranges of shards (closed ones included)."""
+        for shard in shards:
+            stream.known[shard.shard_id] = (shard.start, shard.end)
+
+
+def _success_attempt(res: Resolution) -> Attempt:
+    attempt = resolution_attempt(res)
+    assert attempt is not None
+    return attempt

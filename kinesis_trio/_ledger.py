@@ -1,0 +1,114 @@
+"""The ledger: what the producer owes its callers (pure, no awaits).
+
+It counts the outstanding records and bytes (the backpressure limits), keeps the set of
+unresolved outcomes (what close and abort must fail), and the flush epochs (``flush()``
+waits until every record accepted before it is resolved). Every resolution goes through
+:meth:`Ledger.resolve`, which resolves each outcome at most once and keeps the counts
+exact: the one place where "exactly once" is enforced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from ._outcome import Outcome, Resolution
+
+__all__ = ["Ledger"]
+
+
+class Ledger:
+    """Outstanding records and bytes, unresolved outcomes and flush epochs."""
+
+    __slots__ = (
+        "_epoch_count",
+        "_epoch_pending",
+        "_on_progress",
+        "_unresolved",
+        "bytes",
+        "epoch",
+        "max_bytes",
+        "max_records",
+        "records",
+    )
+
+    def __init__(self, max_records: int, max_bytes: int, on_progress: Callable[[], None]) -> None:
+        self.max_records = max_records
+        self.max_bytes = max_bytes
+        self.records = 0
+        self.bytes = 0
+        #: records accepted now belong to this flush epoch
+        self.epoch = 0
+        self._epoch_count = 0  # unresolved records of the current epoch (cheap per record)
+        self._epoch_pending: dict[int, int] = {}  # ... of closed epochs
+        self._unresolved: set[Outcome] = set()
+        self._on_progress = on_progress
+
+    def has_room(self, size: int) -> bool:
+        """Can a record of ``size`` bytes be accepted without passing the limits?"""
+        return self.records < self.max_records and self.bytes + size <= self.max_bytes
+
+    def accept(self, outcome: Outcome, size: int) -> None:
+        """Count an accepted record (created in the current epoch)."""
+        self.records += 1
+        self.bytes += size
+        self._unresolved.add(outcome)
+        self._epoch_count += 1
+
+    def resolve(self, members: Iterable[Outcome], res: Resolution) -> tuple[int, int]:
+        """Resolve the members of one Kinesis record (member ``i`` as sub-record ``i``);
+        the resolved ones are no longer outstanding. Returns ``(records, bytes)`` resolved
+        now (members resolved before are left as they are)."""
+        records = size = 0
+        epoch = self.epoch
+        discard = self._unresolved.discard
+        for sub, outcome in enumerate(members):
+            if not outcome._resolve(res, sub):
+                continue
+            records += 1
+            size += outcome._size
+            discard(outcome)
+            if outcome._epoch == epoch:
+                self._epoch_count -= 1
+            else:
+                self._forget_epoch(outcome._epoch)
+        if records:
+            self.records -= records
+            self.bytes -= size
+            self._on_progress()
+        return records, size
+
+    def _forget_epoch(self, epoch: int) -> None:
+        pending = self._epoch_pending
+        left = pending[epoch] - 1
+        if left:
+            pending[epoch] = left
+        else:
+            del pending[epoch]
+
+    def close_epoch(self) -> int:
+        """Start a new epoch (a flush); returns the one ``flush()`` must see resolved."""
+        target = self.epoch
+        if self._epoch_count:
+            self._epoch_pending[target] = self._epoch_count
+            self._epoch_count = 0
+        self.epoch += 1
+        return target
+
+    def pending_through(self, target: int) -> bool:
+        """Are records of epoch ``target`` or earlier still unresolved?"""
+        return any(epoch <= target for epoch in self._epoch_pending)
+
+    def unresolved(self) -> int:
+        return len(self._unresolved)
+
+    def resolve_all(self, res: Resolution) -> int:
+        """Resolve every unresolved outcome with ``res`` (close and abort); returns how many."""
+        pending, self._unresolved = self._unresolved, set()
+        count = sum(1 for outcome in pending if outcome._resolve(res))
+        self.records = 0
+        self.bytes = 0
+        self._epoch_pending.clear()
+        self._epoch_count = 0
+        if count:
+            self._on_progress()
+        return count

@@ -1,0 +1,59 @@
+"""KPL metrics of one PutRecords answer, grouped per shard (a few calls per request)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._metrics import Metrics
+from ._responses import entry_error
+from ._state import KRecord
+
+__all__ = ["measure_answer"]
+
+
+def measure_answer(
+    metrics: Metrics,
+    stream: str,
+    krecs: list[KRecord],
+    entries: list[Any],
+    start: float,
+    end: float,
+) -> None:
+    """Record the request time, the records and bytes put per shard, their buffering time,
+    retries per record and the errors by code of one answer."""
+    metrics.request_time(stream, end - start)
+    metrics.kinesis_records_per_request(stream, len(krecs))
+    metrics.user_records_per_request(stream, sum(len(k.members) for k in krecs))
+    # shard -> [user records, user bytes, Kinesis records, Kinesis bytes, buffering sum]
+    groups: dict[str, list[float]] = {}
+    retries: dict[tuple[str, int], int] = {}
+    errors: dict[tuple[str, str], int] = {}
+    for krec, entry in zip(krecs, entries, strict=True):
+        code = entry_error(entry)
+        if code is not None:
+            key = (krec.shard.shard_id, code)
+            errors[key] = errors.get(key, 0) + 1
+            continue
+        shard_id = entry["ShardId"]
+        members = krec.members
+        n = len(members)
+        group = groups.get(shard_id)
+        if group is None:
+            group = groups[shard_id] = [0, 0, 0, 0, 0.0]
+        group[0] += n
+        group[1] += sum(o._size for o in members) if krec.aggregated else krec.size
+        group[2] += 1
+        group[3] += krec.size
+        group[4] += (start - krec.since) * n
+        if krec.aggregated:
+            metrics.user_records_per_kinesis_record(stream, shard_id, n)
+        tries = len(members[0]._attempts)
+        retries[(shard_id, tries)] = retries.get((shard_id, tries), 0) + n
+    for shard_id, (users, user_bytes, kinesis, kinesis_bytes, buffering) in groups.items():
+        metrics.user_records_put(stream, shard_id, int(users), int(user_bytes))
+        metrics.kinesis_records_put(stream, shard_id, int(kinesis), int(kinesis_bytes))
+        metrics.buffering_time(stream, shard_id, buffering / users, int(users))
+    for (shard_id, tries), n in retries.items():
+        metrics.retries_per_record(stream, shard_id, tries, n)
+    for (shard_id, code), n in errors.items():
+        metrics.errors(stream, shard_id, code, n)

@@ -1,0 +1,131 @@
+"""The request builder: Kinesis records into PutRecords requests (pure, no awaits).
+
+:class:`RequestCollector` holds one stream's next request as it fills and decides when it
+goes: when it is full, or when its earliest record's deadline has come (or on flush) *and*
+a connection is free. While every connection is busy it keeps filling, so a producer that
+runs behind sends fewer, fuller requests, not a stream of tiny ones. :func:`body` writes the
+JSON of a request.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from binascii import b2a_base64
+from collections import deque
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from ._state import KRecord
+
+__all__ = ["Due", "RequestCollector", "body", "chunks"]
+
+_INF = math.inf
+
+
+class Due(NamedTuple):
+    """The collector's verdict: ``send`` now, or wait until ``wake`` (or for more records);
+    ``for_connection``: the request is due but waits for a free connection."""
+
+    send: bool
+    wake: float
+    for_connection: bool = False
+
+
+class RequestCollector:
+    """One stream's request in formation (500 records / 5 MiB by default)."""
+
+    __slots__ = ("_deadline", "_incoming", "_pending", "_size", "max_count", "max_size")
+
+    def __init__(self, max_count: int, max_size: int) -> None:
+        self.max_count = max_count
+        self.max_size = max_size
+        self._incoming: deque[KRecord] = deque()
+        self._pending: list[KRecord] = []
+        self._size = 0
+        self._deadline = _INF
+
+    def offer(self, krecs: Iterable[KRecord]) -> None:
+        """Records for the stream's next requests, in order."""
+        self._incoming.extend(krecs)
+
+    def pending(self) -> list[KRecord]:
+        """The records of the request in formation (not removed)."""
+        return self._pending
+
+    def decide(self, now: float, flushing: bool, connection_free: bool) -> Due:
+        """Fill the request from what was offered; should it go now?"""
+        pending = self._pending
+        incoming = self._incoming
+        while incoming:
+            krec = incoming[0]
+            if pending and (
+                len(pending) >= self.max_count or self._size + krec.size > self.max_size
+            ):
+                break  # full: the rest waits for the next request
+            pending.append(incoming.popleft())
+            self._size += krec.size
+            if krec.deadline < self._deadline:
+                self._deadline = krec.deadline
+        if not pending:
+            return Due(False, _INF)
+        full = bool(incoming)
+        if full or flushing or now >= self._deadline:
+            if full or connection_free:
+                return Due(True, now)
+            return Due(False, _INF, True)  # keep filling until a connection frees
+        return Due(False, self._deadline)
+
+    def take(self) -> list[KRecord]:
+        """Remove and return the request in formation."""
+        pending, self._pending = self._pending, []
+        self._size = 0
+        self._deadline = _INF
+        return pending
+
+
+def chunks(krecs: list[KRecord], max_count: int, max_size: int) -> list[list[KRecord]]:
+    """``krecs`` cut into requests of at most ``max_count`` records and ``max_size`` bytes."""
+    if not krecs:
+        return []
+    if len(krecs) <= max_count and sum(k.size for k in krecs) <= max_size:
+        return [krecs]
+    out: list[list[KRecord]] = []
+    chunk: list[KRecord] = []
+    size = 0
+    for krec in krecs:
+        if chunk and (len(chunk) >= max_count or size + krec.size > max_size):
+            out.append(chunk)
+            chunk, size = [], 0
+        chunk.append(krec)
+        size += krec.size
+    if chunk:
+        out.append(chunk)
+    return out
+
+
+def body(json_head: bytes, krecs: list[KRecord]) -> bytes:
+    """The PutRecords JSON body, joined once from pieces (no copy of each record's base64
+    text into a per-record string first). ``json_head``: ``{"StreamName":...,"Records":[``."""
+    parts = [json_head]
+    append = parts.append
+    opening = b'{"Data":"'
+    for krec in krecs:
+        tail = krec.tail
+        if tail is None:
+            tail = krec.tail = json_tail(krec.partition_key, krec.ehk)
+        append(opening)
+        # base64 made for each attempt, not kept: only the raw bytes stay in memory
+        append(b2a_base64(krec.data, newline=False))
+        append(tail)
+        opening = b',{"Data":"'
+    append(b"]}")
+    return b"".join(parts)
+
+
+def json_tail(partition_key: str, ehk: str | None) -> bytes:
+    """A PutRecords entry after its base64 data: ``","PartitionKey":...}``."""
+    tail = b'","PartitionKey":' + json.dumps(partition_key).encode()
+    if ehk is not None:
+        tail += b',"ExplicitHashKey":"' + ehk.encode() + b'"'
+    return tail + b"}"

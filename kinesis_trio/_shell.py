@@ -1,0 +1,385 @@
+"""The async shell: the tasks that move records and time around the engine.
+
+Per stream::
+
+    put() ──► engine: shard buffers (aggregate in formation, plain records)   [caller's task]
+               │ sealed when full / at their linger deadline / on flush
+               ▼
+          shard channel ──► shard worker task ──► the shard's limiter (sleeps)
+               ▼
+          collector channel (bounded) ──► collector task: RequestCollector decides
+               ▼
+          sender tasks (at most ``max_connections`` in flight) ──► engine.on_answer
+
+Every decision is the engine's (``_engine`` and the pure modules it uses); the tasks here
+wait, sleep, send and wake each other. Wake-ups are cancel-scope deadlines moved earlier
+(no task switch, no message): a worker sleeps until its shard's linger deadline, the
+collector until its request is due, the retrier until the next retry.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ._client import KinesisClient
+from ._config import ProducerConfig
+from ._engine import Engine
+from ._errors import KinesisTrioError, RequestTimeoutError
+from ._limiter import ShardLimiter
+from ._logging import get_logger
+from ._requests import RequestCollector, body, chunks
+from ._responses import in_flight
+from ._shards import Shard, ShardMap
+from ._state import KRecord, ShardBuffer, StreamState
+
+__all__ = ["Pipeline"]
+
+_log = get_logger("kinesis_trio.producer")
+_INF = math.inf
+#: At most one ListShards per stream per this many seconds from this producer (plus jitter).
+_MIN_REFRESH_INTERVAL = 1.0
+_REFRESH_JITTER = 0.1
+
+
+class _Shard(ShardBuffer):
+    """A shard's buffer with its worker's channel and wake-up scope."""
+
+    __slots__ = ("recv", "scope", "send")
+
+    def __init__(self, shard: Shard, limiter: ShardLimiter) -> None:
+        super().__init__(shard.shard_id, shard.start, shard.end, limiter)
+        # The bound (shard_queue_size) is enforced where records enter, in put: internal
+        # re-routes (retries, records of a retired shard) must never block.
+        send, recv = anyio.create_memory_object_stream[list[KRecord]](math.inf)
+        self.send: MemoryObjectSendStream[list[KRecord]] = send
+        self.recv: MemoryObjectReceiveStream[list[KRecord]] = recv
+        self.scope: anyio.CancelScope | None = None
+
+
+class _Stream(StreamState):
+    """A stream with its collector's channel and state and the wake-up scopes."""
+
+    __slots__ = ("coll_recv", "coll_scope", "coll_send", "coll_waiting", "collector", "retry_scope")
+
+    def __init__(self, name: str, shard_map: ShardMap, collector: RequestCollector) -> None:
+        super().__init__(name, shard_map)
+        send, recv = anyio.create_memory_object_stream[list[KRecord]](16)
+        self.coll_send: MemoryObjectSendStream[list[KRecord]] = send
+        self.coll_recv: MemoryObjectReceiveStream[list[KRecord]] = recv
+        self.coll_scope: anyio.CancelScope | None = None
+        self.coll_waiting = False  # a request is due but every connection is busy
+        self.collector = collector
+        self.retry_scope: anyio.CancelScope | None = None
+
+
+def _poke(scope: anyio.CancelScope | None, deadline: float) -> None:
+    """Move a waiting task's wake-up earlier (no task switch, no channel message)."""
+    if scope is not None and deadline < scope.deadline:
+        scope.deadline = deadline
+
+
+class Pipeline:
+    """The producer's tasks (in its task group) and the I/O the engine asks for."""
+
+    def __init__(
+        self,
+        config: ProducerConfig,
+        client: KinesisClient,
+        tg: anyio.abc.TaskGroup,
+        now: Callable[[], float],
+        make_engine: Callable[[Pipeline], Engine],
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.tg = tg
+        self.now = now
+        self.conn_sem = anyio.Semaphore(config.max_connections)
+        self.progress_event: anyio.Event | None = None
+        self.rand = random.Random()
+        self.engine = make_engine(self)
+
+    # -- the Shell interface (called by the engine) ----------------------------------------
+
+    def opened(self, shard: ShardBuffer) -> None:
+        assert isinstance(shard, _Shard)
+        _poke(shard.scope, shard.open_deadline)
+
+    def sealed(self, shard: ShardBuffer, batch: list[KRecord]) -> None:
+        assert isinstance(shard, _Shard)
+        shard.send.send_nowait(batch)  # room was checked (or the caller is internal)
+
+    def new_shard(self, stream: StreamState, shard: Shard) -> ShardBuffer:
+        state = _Shard(shard, ShardLimiter(self.config.rate_limit, self.now()))
+        assert isinstance(stream, _Stream)
+        self.tg.start_soon(self._shard_worker, stream, state)
+        return state
+
+    def retired(self, shard: ShardBuffer) -> None:
+        assert isinstance(shard, _Shard)
+        _poke(shard.scope, -_INF)
+
+    def retry_at(self, stream: StreamState, due: float) -> None:
+        assert isinstance(stream, _Stream)
+        _poke(stream.retry_scope, due)
+
+    def refresh(self, stream: StreamState) -> None:
+        """Reload the stream's shard map soon: deduplicated, jittered, rate-limited."""
+        if stream.refreshing:
+            stream.refresh_again = True
+            return
+        stream.refreshing = True
+        self.tg.start_soon(self._refresh_loop, stream)
+
+    def refresh_credentials(self) -> None:
+        self.tg.start_soon(self._refresh_credentials)
+
+    def send_apart(self, stream: StreamState, krecs: list[KRecord]) -> None:
+        assert isinstance(stream, _Stream)
+        self.tg.start_soon(self._send_part, stream, krecs)
+
+    def progress(self) -> None:
+        event = self.progress_event
+        if event is not None:
+            self.progress_event = None
+            event.set()
+
+    # -- waiting for progress ----------------------------------------------------------------
+
+    async def wait_progress(self) -> None:
+        """Until some outstanding record is resolved (or the state changes)."""
+        event = self.progress_event
+        if event is None:
+            event = self.progress_event = anyio.Event()
+        await event.wait()
+
+    def poke_all(self) -> None:
+        """Wake every worker and collector (a flush)."""
+        for stream in self.engine.streams.values():
+            assert isinstance(stream, _Stream)
+            for shard in stream.shards:
+                assert isinstance(shard, _Shard)
+                _poke(shard.scope, -_INF)
+            _poke(stream.coll_scope, -_INF)
+
+    # -- streams --------------------------------------------------------------------------
+
+    def start_stream(self, name: str, shard_map: ShardMap) -> StreamState:
+        """The tasks of a newly loaded stream."""
+        config = self.config
+        stream = _Stream(
+            name,
+            shard_map,
+            RequestCollector(config.collection_max_count, config.collection_max_size),
+        )
+        stream.last_refresh = self.now()
+        for shard in shard_map.shards:
+            stream.shards.append(self.new_shard(stream, shard))
+        self.tg.start_soon(self._collector, stream)
+        self.tg.start_soon(self._retrier, stream)
+        if config.shard_map_refresh_interval is not None:
+            self.tg.start_soon(self._periodic_refresh, stream, config.shard_map_refresh_interval)
+        self.engine.streams[name] = stream
+        return stream
+
+    async def _refresh_loop(self, stream: StreamState) -> None:
+        try:
+            while True:
+                stream.refresh_again = False
+                # ListShards allows 100 calls/s per stream, shared with every other client:
+                # at most one of ours per _MIN_REFRESH_INTERVAL, jittered so that producers
+                # which saw the same reshard don't all call at once.
+                wait = max(0.0, stream.last_refresh + _MIN_REFRESH_INTERVAL - self.now())
+                await anyio.sleep(wait + self.rand.uniform(0.0, _REFRESH_JITTER))
+                stream.last_refresh = self.now()
+                if not await self._refresh_once(stream):
+                    self.engine.expire_unverified(stream, self.now())
+                    stream.refresh_again = True
+                if not stream.refresh_again:
+                    return
+        finally:
+            stream.refreshing = False
+
+    async def _periodic_refresh(self, stream: StreamState, interval: float) -> None:
+        while True:
+            await anyio.sleep(interval * self.rand.uniform(0.9, 1.1))
+            self.refresh(stream)
+
+    async def _refresh_once(self, stream: StreamState) -> bool:
+        engine = self.engine
+        try:
+            new_map = ShardMap.from_api(await self.client.list_shards(stream.name))
+        except (KinesisTrioError, ValueError) as exc:
+            _log.warning("shard_map_refresh_failed", stream=stream.name, error=str(exc))
+            return False
+        engine.apply_map(stream, new_map, self.now())
+        if engine.needs_history(stream):
+            try:  # a shard born and closed between two refreshes: look at the history
+                entries = await self.client.list_shards(stream.name, at_latest=False)
+                engine.learn_shards(stream, [Shard.from_api(e) for e in entries])
+            except (KinesisTrioError, KeyError, TypeError, ValueError) as exc:
+                _log.warning("shard_history_failed", stream=stream.name, error=str(exc))
+        engine.verify_pending(stream, self.now())
+        return True
+
+    # -- per-shard workers ------------------------------------------------------------------
+
+    async def _shard_worker(self, stream: _Stream, shard: _Shard) -> None:
+        acc = self.engine.acc
+        engine = self.engine
+        recv = shard.recv
+        while True:
+            batch: list[KRecord] | None = None
+            with anyio.CancelScope(deadline=acc.wake_at(shard, bool(engine.flushing))) as scope:
+                shard.scope = scope
+                batch = await recv.receive()
+            shard.scope = None
+            if batch is not None:
+                shard.queued -= 1
+                batch, _ = self._drain(shard, batch)
+                self.progress()
+                await self._forward(stream, shard, batch)
+                continue
+            # A deadline passed (or a flush/retirement): drain the channel in order, then seal.
+            batch, emptied = self._drain(shard, [])
+            if batch:
+                self.progress()
+            if shard.retired:
+                if batch:
+                    await self._forward(stream, shard, batch)
+                if emptied:
+                    return
+                continue
+            if emptied and acc.due(shard, self.now(), bool(engine.flushing)):
+                batch += acc.seal(shard)
+            if batch:
+                await self._forward(stream, shard, batch)
+
+    def _drain(self, shard: _Shard, batch: list[KRecord]) -> tuple[list[KRecord], bool]:
+        """Add the batches already queued for the shard, up to one request's worth (the
+        cap keeps a shard from taking everything queued into its limiter at once).
+        Returns the batch and whether the channel is empty."""
+        has_room = self.engine.acc.batch_has_room
+        count = len(batch)
+        size = sum(k.size for k in batch)
+        while has_room(count, size):
+            try:
+                more = shard.recv.receive_nowait()
+            except anyio.WouldBlock:
+                return batch, True
+            shard.queued -= 1
+            batch += more
+            count += len(more)
+            size += sum(k.size for k in more)
+        return batch, False
+
+    async def _forward(self, stream: _Stream, shard: _Shard, batch: list[KRecord]) -> None:
+        """Pass a shard's batch to the collector, through the shard's rate limiter."""
+        engine = self.engine
+        limiter = shard.limiter
+        batch = engine.outgoing(stream, shard, batch, self.now())
+        while batch:
+            n = limiter.admit([k.size for k in batch], self.now())
+            if n:
+                chunk, batch = batch[:n], batch[n:]
+                await stream.coll_send.send(chunk)
+                if not batch:
+                    return
+            await anyio.sleep(limiter.wait_time([k.size for k in batch], self.now()))
+            batch = engine.outgoing(stream, shard, batch, self.now())
+
+    # -- collector, retrier, senders ----------------------------------------------------------
+
+    async def _collector(self, stream: _Stream) -> None:
+        """Collect Kinesis records into requests; send each when the collector says so."""
+        recv = stream.coll_recv
+        sem = self.conn_sem
+        collector = stream.collector
+        engine = self.engine
+        while True:
+            due = collector.decide(self.now(), bool(engine.flushing), sem.value > 0)
+            if due.send:
+                krecs = engine.request(stream, collector.take(), self.now())
+                for chunk in chunks(krecs, collector.max_count, collector.max_size):
+                    await sem.acquire()
+                    self.tg.start_soon(self._send, stream, chunk)
+                continue
+            stream.coll_waiting = due.for_connection
+            if due.wake > self.now():
+                with anyio.CancelScope(deadline=due.wake) as scope:
+                    stream.coll_scope = scope
+                    collector.offer(await recv.receive())
+                stream.coll_scope = None
+            stream.coll_waiting = False
+            while True:
+                try:
+                    collector.offer(recv.receive_nowait())
+                except anyio.WouldBlock:
+                    break
+
+    def _connection_freed(self) -> None:
+        for stream in self.engine.streams.values():
+            assert isinstance(stream, _Stream)
+            if stream.coll_waiting:
+                _poke(stream.coll_scope, -_INF)
+
+    async def _retrier(self, stream: _Stream) -> None:
+        """Send failed records back through their shard (and its limiter) when due."""
+        heap = stream.retry_heap
+        while True:
+            deadline = heap[0][0] if heap else _INF
+            if deadline > self.now():
+                with anyio.CancelScope(deadline=deadline) as scope:
+                    stream.retry_scope = scope
+                    await anyio.sleep_forever()
+                stream.retry_scope = None
+            for shard, krecs in self.engine.due_retries(stream, self.now()).items():
+                assert isinstance(shard, _Shard)
+                shard.send.send_nowait(krecs)
+
+    async def _send(self, stream: _Stream, krecs: list[KRecord]) -> None:
+        try:
+            data = body(stream.json_head, krecs)
+            start = self.now()
+            limit = self.config.request_timeout + self.config.connect_timeout
+            response = None
+            error: BaseException | None = None
+            try:
+                with anyio.move_on_after(limit):  # swallows only its own deadline
+                    try:
+                        response = await self.client.call_raw("PutRecords", data)
+                    except (KinesisTrioError, ValueError) as exc:
+                        error = exc
+            except anyio.get_cancelled_exc_class():
+                # The producer is closing (close timeout, exit by exception or
+                # cancellation) while the request is out: it may have written them.
+                self.engine.mark_in_flight(krecs, in_flight(start, self.now()))
+                raise
+            end = self.now()
+            if response is None and error is None:
+                error = RequestTimeoutError(
+                    f"PutRecords did not complete within {limit} s", operation="PutRecords"
+                )
+            if error is not None:
+                self.engine.on_error(stream, krecs, error, start, end)
+            else:
+                assert response is not None
+                self.engine.on_answer(stream, krecs, response, start, end)
+        finally:
+            self.conn_sem.release()
+            self._connection_freed()
+
+    async def _send_part(self, stream: _Stream, krecs: list[KRecord]) -> None:
+        await self.conn_sem.acquire()
+        await self._send(stream, krecs)
+
+    async def _refresh_credentials(self) -> None:
+        try:
+            await self.client.credentials.force_refresh()
+        except KinesisTrioError as exc:
+            _log.warning("credentials_refresh_failed", error=str(exc))

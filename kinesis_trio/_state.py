@@ -1,0 +1,155 @@
+"""The pipeline's data: Kinesis records in flight, per-shard buffers, per-stream state.
+
+Plain objects with slots and no behaviour of their own: the engine's pure modules
+(``_accumulator``, ``_ledger``, ``_requests``, ``_responses``, ``_engine``) decide what
+happens to them, and the async shell (``_producer``) subclasses :class:`ShardBuffer` and
+:class:`StreamState` to add its channels and wake-up scopes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from ._aggregation import AggregateSizer
+from ._limiter import ShardLimiter
+from ._outcome import Attempt, Outcome, Resolution
+from ._shards import ShardMap
+
+_INF = math.inf
+
+
+class KRecord:
+    """One Kinesis record in flight: a plain user record or a KPL aggregate of several."""
+
+    __slots__ = (
+        "aggregated",
+        "data",
+        "deadline",
+        "ehk",
+        "members",
+        "partition_key",
+        "shard",
+        "since",
+        "size",
+        "tail",
+    )
+
+    def __init__(
+        self,
+        members: list[Outcome],
+        data: bytes,
+        partition_key: str,
+        ehk: str | None,
+        size: int,
+        shard: ShardBuffer,
+        deadline: float,
+        aggregated: bool,
+    ) -> None:
+        self.members = members
+        self.data = data
+        self.partition_key = partition_key
+        self.ehk = ehk
+        self.size = size
+        self.shard = shard
+        #: when the request holding it must go at the latest (its linger deadline)
+        self.deadline = deadline
+        self.aggregated = aggregated
+        #: the rest of its PutRecords JSON entry after the data, made when first sent
+        self.tail: bytes | None = None
+        #: the start of the wait its next attempt ends (arrival, or the last attempt's end)
+        self.since = members[0]._arrival
+
+    def live(self) -> list[Outcome]:
+        """Its records that are not resolved yet."""
+        return [o for o in self.members if o._resolution is None]
+
+
+class ShardBuffer:
+    """A shard's open containers (the aggregate in formation and plain records), its count
+    of queued batches, its limiter and its consecutive failures."""
+
+    __slots__ = (
+        "end",
+        "failures",
+        "limiter",
+        "members",
+        "open_deadline",
+        "plain",
+        "plain_bytes",
+        "queued",
+        "rerouted",
+        "retired",
+        "shard_id",
+        "sizer",
+        "start",
+    )
+
+    def __init__(self, shard_id: str, start: int, end: int, limiter: ShardLimiter) -> None:
+        self.shard_id = shard_id
+        self.start = start
+        self.end = end
+        self.sizer = AggregateSizer()
+        self.members: list[Outcome] = []
+        self.plain: list[KRecord] = []
+        self.plain_bytes = 0
+        #: the linger deadline of the open containers (infinite while they are empty)
+        self.open_deadline = _INF
+        #: sealed batches waiting in the shard's channel (``shard_queue_size`` bounds it)
+        self.queued = 0
+        self.rerouted = False  # the open aggregate holds re-routed (older) records
+        self.retired = False  # a reshard closed the shard: what it holds goes elsewhere
+        self.limiter = limiter
+        self.failures = 0  # consecutive failed writes: drives this shard's retry backoff
+
+    def is_empty(self) -> bool:
+        return not self.members and not self.plain
+
+
+class Unverified:
+    """An aggregate written to a shard we did not predict, waiting for that shard's range."""
+
+    __slots__ = ("attempt", "krec", "res")
+
+    def __init__(self, krec: KRecord, res: Resolution, attempt: Attempt) -> None:
+        self.krec = krec
+        self.res = res
+        self.attempt = attempt
+
+
+class StreamState:
+    """One stream: its shard map and buffers, what the last writes revealed, its retries."""
+
+    __slots__ = (
+        "json_head",
+        "known",
+        "last_refresh",
+        "map",
+        "name",
+        "received",
+        "refresh_again",
+        "refreshing",
+        "retry_heap",
+        "shards",
+        "stale",
+        "unverified",
+    )
+
+    def __init__(self, name: str, shard_map: ShardMap) -> None:
+        self.name = name
+        self.json_head = b'{"StreamName":%s,"Records":[' % json.dumps(name).encode()
+        self.map = shard_map
+        self.shards: list[ShardBuffer] = []
+        #: (due, order, records) of the records waiting for their retry
+        self.retry_heap: list[tuple[float, int, list[KRecord]]] = []
+        #: A write revealed that the map is out of date: aggregate nothing until it's reloaded.
+        self.stale = False
+        self.refreshing = False
+        self.refresh_again = False
+        self.last_refresh = -_INF
+        #: Every shard's hash key range seen so far, closed ones included.
+        self.known: dict[str, tuple[int, int]] = {
+            s.shard_id: (s.start, s.end) for s in shard_map.shards
+        }
+        self.unverified: list[Unverified] = []
+        self.received = 0  # accepted since the last metrics update
