@@ -1,0 +1,183 @@
+"""The accumulator: placement, the inline fast path, sealing and linger (no event loop)."""
+
+from __future__ import annotations
+
+import math
+
+import anyio
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kinesis_trio._accumulator import Accumulator, split_expired, unaggregate
+from kinesis_trio._aggregation import _vlen, deaggregate
+from kinesis_trio._state import KRecord, ShardBuffer, StreamState
+
+from .engine_helpers import RecordingShell, even_shards, outcome, stream_of
+
+
+def accumulator(
+    shell: RecordingShell,
+    *,
+    aggregation: bool = True,
+    agg_max_size: int = 51_200,
+    agg_max_count: int = 10_000,
+    coll_max_count: int = 500,
+    coll_max_size: int = 5 * 1024 * 1024,
+    queue_size: int = 4,
+    linger: float = 0.1,
+) -> Accumulator:
+    return Accumulator(
+        aggregation=aggregation,
+        agg_max_size=agg_max_size,
+        agg_max_count=agg_max_count,
+        coll_max_count=coll_max_count,
+        coll_max_size=coll_max_size,
+        linger=linger,
+        queue_size=queue_size,
+        on_open=shell.opened,
+        on_seal=shell.sealed,
+    )
+
+
+def add(acc: Accumulator, stream: StreamState, data: bytes, key: str, now: float = 0.0) -> None:
+    o = outcome(data, key, now)
+    pk_len = len(key.encode())
+    acc.add(stream, o, key, len(data), pk_len, 1 + _vlen(pk_len) + pk_len, now)
+
+
+def every_batch(shell: RecordingShell, acc: Accumulator, stream: StreamState) -> list[KRecord]:
+    out = [k for _, batch in shell.sealed_batches for k in batch]
+    for shard in stream.shards:
+        out += acc.seal(shard)
+    return out
+
+
+_records = st.lists(
+    st.tuples(
+        st.binary(max_size=200) | st.integers(0, 30_000).map(lambda n: b"z" * n),
+        st.sampled_from(["a", "b", "ключ", "k" * 256]) | st.text("abcxyz", min_size=1),
+    ),
+    min_size=1,
+    max_size=150,
+)
+
+
+@given(_records, st.integers(1, 4), st.integers(200, 60_000), st.integers(1, 50))
+def test_the_inline_fast_path_places_as_place_does(
+    records: list[tuple[bytes, str]], shards: int, max_size: int, max_count: int
+) -> None:
+    """``add`` (the put path's inline copy) and ``place`` build the same aggregates, each
+    within its limits, holding only records of its shard's range, encoded to its size."""
+    results = []
+    for inline in (True, False):
+        shell = RecordingShell()
+        acc = accumulator(shell, agg_max_size=max_size, agg_max_count=max_count, queue_size=10**9)
+        stream = stream_of(shell, even_shards(shards))
+        for data, key in records:
+            if inline:
+                add(acc, stream, data, key)
+            else:
+                acc.place(stream, outcome(data, key), len(key.encode()), 0.0, check_room=True)
+        batches = every_batch(shell, acc, stream)
+        for krec in batches:
+            assert len(krec.members) <= max_count
+            shard = krec.shard
+            assert all(shard.start <= o._hash_key <= shard.end for o in krec.members)
+            if krec.aggregated:
+                users = deaggregate(krec.data, krec.partition_key)
+                assert [u.partition_key for u in users] == [o._partition_key for o in krec.members]
+                assert len(krec.data) <= max_size
+                assert krec.size == len(krec.data) + 1
+        results.append([(k.shard.shard_id, k.data, k.aggregated) for k in batches])
+    assert results[0] == results[1]
+
+
+def test_a_full_channel_blocks_before_anything_changes() -> None:
+    shell = RecordingShell()
+    acc = accumulator(shell, agg_max_count=2, queue_size=1)
+    stream = stream_of(shell, even_shards(1))
+    shard = stream.shards[0]
+    for i in range(4):  # 2 aggregates: the first sealed into the channel, the second open
+        add(acc, stream, b"x", f"k{i}")
+    assert shard.queued == 1 and len(shard.members) == 2
+    before = (shard.sizer.size, list(shard.members), shard.queued)
+    with pytest.raises(anyio.WouldBlock):
+        add(acc, stream, b"y", "k9")
+    assert (shard.sizer.size, list(shard.members), shard.queued) == before
+
+
+def test_linger_opens_a_deadline_once_and_seal_clears_it() -> None:
+    shell = RecordingShell()
+    acc = accumulator(shell, linger=0.5)
+    stream = stream_of(shell, even_shards(1))
+    shard = stream.shards[0]
+    assert acc.wake_at(shard, flushing=False) == math.inf
+    add(acc, stream, b"x", "a", now=10.0)
+    add(acc, stream, b"y", "b", now=10.2)
+    assert shard.open_deadline == 10.5 and shell.opened_shards == [shard]
+    assert acc.wake_at(shard, flushing=False) == 10.5
+    assert acc.wake_at(shard, flushing=True) == -math.inf
+    assert not acc.due(shard, 10.4, flushing=False)
+    assert acc.due(shard, 10.5, flushing=False)
+    assert acc.due(shard, 10.0, flushing=True)
+    [krec] = acc.seal(shard)
+    assert krec.aggregated and len(krec.members) == 2 and krec.deadline == 10.5
+    assert shard.open_deadline == math.inf and shard.is_empty()
+    shard.retired = True
+    assert acc.wake_at(shard, flushing=False) == -math.inf
+
+
+def test_without_aggregation_plain_records_fill_a_request() -> None:
+    shell = RecordingShell()
+    acc = accumulator(shell, aggregation=False, coll_max_count=3)
+    stream = stream_of(shell, even_shards(1))
+    for i in range(7):
+        add(acc, stream, b"x", f"k{i}")
+    assert [len(batch) for _, batch in shell.sealed_batches] == [3, 3]
+    assert all(not k.aggregated for _, b in shell.sealed_batches for k in b)
+
+
+def test_a_stale_map_aggregates_nothing_and_unaggregate_splits() -> None:
+    shell = RecordingShell()
+    acc = accumulator(shell)
+    stream = stream_of(shell, even_shards(2))
+    for i in range(6):
+        add(acc, stream, b"x%d" % i, f"k{i}")
+    sealed = [k for shard in stream.shards for k in acc.seal(shard)]
+    assert any(k.aggregated for k in sealed)
+    split = unaggregate(sealed)
+    assert not any(k.aggregated for k in split)
+    assert sorted(k.data for k in split) == sorted(b"x%d" % i for i in range(6))
+    stream.stale = True
+    add(acc, stream, b"y", "k0")
+    assert [k.aggregated for k in stream.shards[0].plain + stream.shards[1].plain] == [False]
+
+
+def test_split_expired_keeps_the_young_as_plain_records() -> None:
+    shell = RecordingShell()
+    acc = accumulator(shell)
+    stream = stream_of(shell, even_shards(1))
+    add(acc, stream, b"old", "a", now=0.0)
+    add(acc, stream, b"new", "b", now=5.0)
+    batch = acc.seal(stream.shards[0])
+    keep, expired = split_expired(batch, now=6.0, ttl=3.0)
+    assert [o._partition_key for o in expired] == ["a"]
+    assert [(k.data, k.aggregated) for k in keep] == [(b"new", False)]
+
+
+def test_reroute_places_records_by_the_current_map() -> None:
+    shell = RecordingShell()
+    acc = accumulator(shell)
+    stream = stream_of(shell, even_shards(1))
+    for i in range(20):
+        add(acc, stream, b"r%d" % i, f"k{i}")
+    batch = acc.seal(stream.shards[0])
+    old: ShardBuffer = stream.shards[0]
+    stream.map = type(stream.map)(even_shards(2))
+    stream.shards = [shell.new_shard(stream, s) for s in even_shards(2)]
+    acc.reroute(stream, batch, 1.0)
+    placed = [o for shard in stream.shards for o in shard.members]
+    assert len(placed) == 20 and old not in stream.shards
+    for shard in stream.shards:
+        assert all(shard.start <= o._hash_key <= shard.end for o in shard.members)

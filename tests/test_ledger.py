@@ -1,0 +1,97 @@
+"""The ledger: outstanding counts, flush epochs and exactly-once resolution (no event loop)."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from kinesis_trio._ledger import Ledger
+from kinesis_trio._outcome import Outcome, failed, written
+
+from .engine_helpers import outcome
+
+
+def test_room_counts_records_and_bytes() -> None:
+    ledger = Ledger(2, 100, lambda: None)
+    assert ledger.has_room(100)
+    assert not ledger.has_room(101)
+    first = outcome(b"x" * 40, "k")
+    ledger.accept(first, first._size)
+    assert ledger.has_room(59) and not ledger.has_room(60)
+    second = outcome(b"y", "k")
+    ledger.accept(second, second._size)
+    assert not ledger.has_room(1)  # two records: the count limit
+    assert ledger.resolve([first], written("s-0", "1", False, 1.0, 0.0, 0.0, 1.0)) == (1, 41)
+    assert ledger.has_room(59)
+
+
+def test_a_second_resolution_changes_nothing() -> None:
+    calls: list[int] = []
+    ledger = Ledger(10, 1000, lambda: calls.append(1))
+    o = outcome(b"x", "k")
+    ledger.accept(o, o._size)
+    assert ledger.resolve([o], failed("E", "m", 1.0)) == (1, 2)
+    assert ledger.resolve([o], written("s-0", "1", False, 2.0, 0.0, 0.0, 1.0)) == (0, 0)
+    assert ledger.records == 0 and ledger.bytes == 0
+    assert not o.result().ok  # the first resolution stands
+    assert calls == [1]
+    assert ledger.resolve_all(failed("X", "m", 3.0)) == 0
+
+
+def test_members_get_their_sub_record_index() -> None:
+    ledger = Ledger(10, 1000, lambda: None)
+    members = [outcome(b"%d" % i, f"k{i}") for i in range(3)]
+    for o in members:
+        ledger.accept(o, o._size)
+    ledger.resolve(members, written("s-0", "9", True, 1.0, 0.0, 0.0, 1.0))
+    assert [o.result().sub_sequence_number for o in members] == [0, 1, 2]
+
+
+class LedgerMachine(RuleBasedStateMachine):
+    """Random accepts, resolutions (some repeated), flushes and a final close."""
+
+    @initialize()
+    def start(self) -> None:
+        self.ledger = Ledger(10**9, 10**12, lambda: None)
+        self.accepted: list[tuple[Outcome, int]] = []  # (outcome, epoch)
+        self.targets: list[int] = []
+
+    @rule(size=st.integers(0, 1000))
+    def accept(self, size: int) -> None:
+        o = outcome(b"x" * size, "k")
+        o._epoch = self.ledger.epoch
+        self.ledger.accept(o, o._size)
+        self.accepted.append((o, self.ledger.epoch))
+
+    @rule(data=st.data())
+    def resolve_some(self, data: st.DataObject) -> None:
+        if not self.accepted:
+            return
+        picks = data.draw(st.lists(st.sampled_from(self.accepted), max_size=5))
+        self.ledger.resolve([o for o, _ in picks], failed("E", "m", 1.0))
+
+    @rule()
+    def flush(self) -> None:
+        self.targets.append(self.ledger.close_epoch())
+
+    @invariant()
+    def counts_match(self) -> None:
+        if not hasattr(self, "ledger"):
+            return
+        live = [(o, e) for o, e in self.accepted if not o.done()]
+        assert self.ledger.records == len(live)
+        assert self.ledger.bytes == sum(o._size for o, _ in live)
+        assert self.ledger.unresolved() == len(live)
+        for target in self.targets:
+            assert self.ledger.pending_through(target) == any(e <= target for _, e in live)
+
+    def teardown(self) -> None:
+        if not hasattr(self, "ledger"):
+            return
+        live = sum(1 for o, _ in self.accepted if not o.done())
+        assert self.ledger.resolve_all(failed("Closed", "m", 2.0)) == live
+        assert all(o.done() for o, _ in self.accepted)
+        assert self.ledger.records == 0 and self.ledger.bytes == 0
+
+
+TestLedgerMachine = LedgerMachine.TestCase
