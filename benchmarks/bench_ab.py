@@ -1,0 +1,125 @@
+"""Two trees of kinesis_trio side by side, in one run, against one kinesalite.
+
+For a change that must not cost speed: check out the code before it somewhere (``git
+worktree add /tmp/before <commit>``) and run::
+
+    uv run python -m benchmarks.bench_ab --before /tmp/before --rounds 5
+
+Each round runs every case once per tree, in alternating order, as a child process whose
+working directory is that tree (so ``import kinesis_trio`` loads that tree's package; the
+child prints which file it loaded and the script checks it). Cases: throughput
+fire-and-forget and confirmed on trio and asyncio (100,000 records of 200 B, limiter
+lifted, 4 shards), and latency from scheduled arrival at 5,000 records/s. The table shows
+medians per tree and the median of the per-round ratios (after / before) with their range:
+the figures to quote on a noisy machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from .common import ROOT, create_stream, delete_stream, start_emulator
+
+CASES: list[tuple[str, list[str]]] = [
+    ("ff trio", ["--backend", "trio", "--mode", "fire-and-forget"]),
+    ("ff asyncio", ["--backend", "asyncio", "--mode", "fire-and-forget"]),
+    ("confirmed trio", ["--backend", "trio", "--mode", "confirmed"]),
+    ("confirmed asyncio", ["--backend", "asyncio", "--mode", "confirmed"]),
+    ("paced 5k/s trio", ["--backend", "trio", "--rate", "5000", "--duration", "8"]),
+    ("paced 5k/s asyncio", ["--backend", "asyncio", "--rate", "5000", "--duration", "8"]),
+]
+METRICS = ["records_per_s", "cpu_us_per_record", "p50_ms", "p99_ms", "peak_rss_mib"]
+
+
+def run_case(tree: Path, endpoint: str, args: list[str], count: int, shards: int) -> dict[str, Any]:
+    stream = create_stream(endpoint, shards, prefix="ab")
+    try:
+        probe = "import kinesis_trio,sys; sys.stderr.write('LOADED '+kinesis_trio.__file__+'\\n')"
+        cmd = [
+            sys.executable,
+            "-c",
+            f"{probe}; import runpy; runpy.run_module('benchmarks.run_kinesis_trio', "
+            "run_name='__main__', alter_sys=True)",
+            "--json",
+            "--endpoint",
+            endpoint,
+            "--stream",
+            stream,
+            "--count",
+            str(count),
+            "--shards",
+            str(shards),
+            *args,
+        ]
+        proc = subprocess.run(
+            cmd, cwd=tree, capture_output=True, text=True, timeout=600, check=False
+        )
+        loaded = next((ln[7:] for ln in proc.stderr.splitlines() if ln.startswith("LOADED ")), "?")
+        if not loaded.startswith(str(tree.resolve())):
+            raise SystemExit(f"{tree}: the child loaded {loaded}, not this tree's package")
+        line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("{")), None)
+        if proc.returncode != 0 or line is None:
+            raise SystemExit(f"{tree} {args}: failed\n{proc.stderr[-3000:]}")
+        result: dict[str, Any] = json.loads(line)
+        return result
+    finally:
+        delete_stream(endpoint, stream)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--before", required=True, help="the tree to compare with")
+    parser.add_argument("--after", default=str(ROOT), help="this tree by default")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--count", type=int, default=100_000)
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--only", default="", help="comma-separated case names")
+    args = parser.parse_args()
+    trees = {"before": Path(args.before).resolve(), "after": Path(args.after).resolve()}
+    cases = [c for c in CASES if not args.only or c[0] in args.only.split(",")]
+    results: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    emulator = start_emulator()
+    try:
+        for r in range(args.rounds):
+            order = ["before", "after"] if r % 2 == 0 else ["after", "before"]
+            for name, case_args in cases:
+                for label in order:
+                    out = run_case(
+                        trees[label], emulator.endpoint_url, case_args, args.count, args.shards
+                    )
+                    if out.get("failed"):
+                        raise SystemExit(f"{label} {name}: {out['failed']} records failed")
+                    results.setdefault((name, label), []).append(out)
+                    print(
+                        f"round {r + 1} {name:<20} {label:<6} "
+                        + " ".join(f"{m}={out.get(m)}" for m in METRICS),
+                        flush=True,
+                    )
+    finally:
+        emulator.stop()
+    print()
+    print(f"{args.rounds} rounds, {args.count} records of 200 B (paced: 8 s), {args.shards} shards")
+    print("| case | metric | before (median) | after (median) | after/before (median, range) |")
+    print("|---|---|---|---|---|")
+    for name, _ in cases:
+        for metric in METRICS:
+            before = [o.get(metric) for o in results[(name, "before")]]
+            after = [o.get(metric) for o in results[(name, "after")]]
+            if any(v is None for v in before + after):
+                continue
+            ratios = [a / b for a, b in zip(after, before, strict=True) if b]
+            print(
+                f"| {name} | {metric} | {statistics.median(before):.2f} | "
+                f"{statistics.median(after):.2f} | {statistics.median(ratios):.3f} "
+                f"({min(ratios):.3f}-{max(ratios):.3f}) |"
+            )
+
+
+if __name__ == "__main__":
+    main()
