@@ -1,0 +1,123 @@
+"""A fake Kinesis, in memory, for your own tests: point a Producer at it; no sockets needed.
+
+Point a Producer at it
+======================
+
+::
+
+    from kinesis_trio import Producer, StaticCredentials
+    from kinesis_trio.testing import FakeKinesis, Faults
+
+    fake = FakeKinesis(enforce_limits=True)
+    fake.create_stream("orders", shard_count=4)
+    async with Producer("orders", region_name="us-east-1", endpoint_url="http://fake",
+                        credentials=StaticCredentials("k", "s"),
+                        transport=fake.transport()) as producer:
+        outcome = await producer.put(b"data", "partition-key")
+    assert (await outcome.wait()).ok
+    assert len(fake.records("orders")) == 1
+
+The fake speaks Kinesis' JSON 1.1 protocol (``X-Amz-Target: Kinesis_20131202.<Op>``; an
+``Authorization`` header is required, any value passes) through an ``httpx.MockTransport``:
+PutRecords, ListShards, DescribeStreamSummary, CreateStream, DeleteStream, SplitShard,
+MergeShards, UpdateShardCount, GetShardIterator and GetRecords. It routes every PutRecords
+entry to the open shard whose hash key range holds the entry's explicit hash key (or the MD5
+of its partition key), answers entries in request order, and validates entries and requests
+like Kinesis (1 to 500 entries, partition keys of 1 to 256 characters counted in UTF-16
+code units, explicit hash keys in ASCII digits, 1 MiB records, 5 MiB requests). It runs
+inside the event loop, on trio or asyncio, and reads time only with ``anyio.current_time()``.
+
+Per-shard write limits
+======================
+
+``FakeKinesis(enforce_limits=True, records_per_second=1000, bytes_per_second=1_048_576)``
+gives every shard a token bucket refilled continuously at those rates, holding at most one
+second's worth and starting full. An entry that finds too few tokens (one record, and its
+data plus UTF-8 partition key bytes) fails in its slot with
+``ProvisionedThroughputExceededException`` (HTTP 200, counted in ``FailedRecordCount``) and is
+not stored; the other entries of the request go on. ``fake.stats`` (:class:`FakeStats`)
+counts requests, entries and, per shard, accepted records and bytes with the first and last
+accept time, to compute achieved rates.
+
+Faults on demand
+================
+
+``fake.faults = Faults(http_500=0.05, reset_after=0.01, throttle_entries=0.1, seed=7)``
+injects faults at random (per PutRecords request, or per entry for ``*_entries``) from
+``fake.rng``, a ``random.Random(seed)``, so a run is reproducible;
+``fake.fail_next(3, "hang_after")`` injects one kind (or an error code such as
+``"ExpiredTokenException"``) into the next PutRecords requests; ``Faults(fatal={"audit":
+"AccessDeniedException"})`` fails every write to a stream. See :class:`Faults` for what each
+kind stores and what the client sees. The hang kinds never answer: the client's timeout (the
+Producer's ``request_timeout``) ends them. Request-level faults are logged in
+``fake.fault_events`` (:class:`FaultEvent`); those whose records were stored but whose
+answer was lost (``hang_after``, ``reset_after``) are ``fake.ambiguous_requests``, and only
+the records they name may legitimately be duplicated by a producer's retry::
+
+    confirmed = {(r.shard_id, r.sequence_number) for r in results}
+    stored = {(r.shard_id, r.sequence_number) for r in fake.records("orders")}
+    lost_answers = {e for event in fake.ambiguous_requests for e in event.entries}
+    assert confirmed <= stored and stored - confirmed <= lost_answers
+
+For anything else, ``FakeKinesis(hook=...)`` takes an async ``(operation, body)`` callable
+that may sleep, or return an ``httpx.Response`` to answer in the fake's place.
+
+Resharding
+==========
+
+``fake.split_shard``, ``fake.merge_shards`` and ``fake.update_shard_count`` (or the API
+operations SplitShard, MergeShards, UpdateShardCount) take effect at once (no ``UPDATING``
+phase): parents close, keep their records, show an ``EndingSequenceNumber`` in ListShards
+and take no more writes; writes go to the open children. UpdateShardCount is simplified:
+every open shard closes and ``TargetShardCount`` evenly split children open (Kinesis gets
+there by a series of splits and merges). Every shard, open or closed, stays in
+``fake.streams[name].shards``. ListShards pages (``MaxResults``, default 1000; a follow-up
+sends only ``NextToken``, which expires after 300 s) and honours ``ShardFilter`` type
+``AT_LATEST`` (open shards only; otherwise all shards).
+
+Virtual time
+============
+
+The fake waits only with ``anyio.sleep`` and reads only ``anyio.current_time()``, so under
+trio's ``MockClock(autojump_threshold=0)`` an hour of throttling, backoff, latency and hung
+requests takes seconds of real time. With the anyio pytest plugin::
+
+    import pytest
+    from trio.testing import MockClock
+
+    @pytest.fixture
+    def anyio_backend():
+        return ("trio", {"clock": MockClock(autojump_threshold=0)})
+
+    @pytest.mark.anyio
+    async def test_an_hour_of_writes():
+        ...  # anyio.current_time() and anyio.sleep() follow the virtual clock
+"""
+
+from ._faults import FakeStats as FakeStats
+from ._faults import FaultEvent as FaultEvent
+from ._faults import Faults as Faults
+from ._faults import ShardStats as ShardStats
+from ._model import ACCOUNT_ID as ACCOUNT_ID
+from ._model import AMBIGUOUS_FAULTS as AMBIGUOUS_FAULTS
+from ._model import ENTRY_FAULTS as ENTRY_FAULTS
+from ._model import REGION as REGION
+from ._model import REQUEST_FAULTS as REQUEST_FAULTS
+from ._model import FakeRecord as FakeRecord
+from ._model import FakeShard as FakeShard
+from ._server import FakeKinesis as FakeKinesis
+
+__all__ = [
+    "ACCOUNT_ID",
+    "AMBIGUOUS_FAULTS",
+    "ENTRY_FAULTS",
+    "REGION",
+    "REQUEST_FAULTS",
+    "FakeKinesis",
+    "FakeRecord",
+    "FakeShard",
+    "FakeStats",
+    "FaultEvent",
+    "Faults",
+    "ShardStats",
+]

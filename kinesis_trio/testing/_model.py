@@ -1,0 +1,318 @@
+"""The fake's model: streams, shards, records, resharding and per-shard write limits."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The account id in ARNs and throttling messages.
+ACCOUNT_ID = "123456789012"
+#: The region in ARNs.
+REGION = "us-east-1"
+
+#: Per-entry fault kinds: the entry fails in its slot (HTTP 200), nothing stored for it.
+ENTRY_FAULTS = ("throttle_entries", "internal_failure_entries")
+#: Per-request fault kinds, in the order :class:`Faults` draws them.
+REQUEST_FAULTS = (
+    "http_500",
+    "http_503",
+    "hang_before",
+    "hang_after",
+    "reset_before",
+    "reset_after",
+)
+#: Faults that store the records and lose the answer: a retry may duplicate them.
+AMBIGUOUS_FAULTS = frozenset({"hang_after", "reset_after"})
+
+_MAX_HASH = (1 << 128) - 1
+_MIB = 1024 * 1024
+_PTE = "ProvisionedThroughputExceededException"
+#: ASCII digits only (Python's ``\d`` also matches other scripts' digits; Kinesis's doesn't).
+_EHK = re.compile(r"0|[1-9][0-9]{0,38}")
+_TOKEN_TTL = 300.0  # seconds a ListShards NextToken stays valid
+_STATUS = {"InternalFailure": 500, "ServiceUnavailable": 503}
+
+
+@dataclass
+class FakeRecord:
+    """A Kinesis record as stored by the fake (``arrival``: ``anyio.current_time()``)."""
+
+    data: bytes
+    partition_key: str
+    explicit_hash_key: str | None
+    hash_key: int
+    sequence_number: str
+    shard_id: str
+    arrival: float = 0.0
+
+
+@dataclass
+class FakeShard:
+    """One shard of a fake stream: its hash key range [start, end], lineage and records."""
+
+    shard_id: str
+    start: int
+    end: int
+    parent_shard_id: str | None = None
+    closed: bool = False
+    records: list[FakeRecord] = field(default_factory=list)
+    adjacent_parent_shard_id: str | None = None
+    starting_sequence_number: str = "0" * 56
+    ending_sequence_number: str | None = None
+
+    def holds(self, hash_key: int) -> bool:
+        """Whether ``hash_key`` lies in this shard's range (open or not)."""
+        return self.start <= hash_key <= self.end
+
+
+@dataclass
+class _Stream:
+    name: str
+    shards: list[FakeShard]
+    next_shard: int
+    mode: str = "PROVISIONED"
+
+    @property
+    def arn(self) -> str:
+        return f"arn:aws:kinesis:{REGION}:{ACCOUNT_ID}:stream/{self.name}"
+
+    def open_shards(self) -> list[FakeShard]:
+        return [s for s in self.shards if not s.closed]
+
+    def shard(self, shard_id: str) -> FakeShard:
+        for s in self.shards:
+            if s.shard_id == shard_id:
+                return s
+        raise _Fail(
+            400,
+            "ResourceNotFoundException",
+            f"Could not find shard {shard_id} in stream {self.name} under account {ACCOUNT_ID}.",
+        )
+
+
+def _astral(text: str) -> int:
+    """Characters outside the Basic Multilingual Plane (two UTF-16 code units each)."""
+    return 0 if text.isascii() else sum(1 for c in text if ord(c) > 0xFFFF)
+
+
+@dataclass
+class _Bucket:
+    records: float
+    bytes: float
+    time: float
+
+
+class _Fail(ValueError):
+    """An error the fake answers with (HTTP ``status``, ``code``); a ValueError in Python."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.status, self.code, self.message = status, code, message
+
+
+class _Streams:
+    """The fake's streams and shards, and what changes them (no I/O)."""
+
+    streams: dict[str, _Stream]
+    records_per_second: float
+    bytes_per_second: float
+    _buckets: dict[tuple[str, str], _Bucket]
+    _last_seq: int
+
+    # -- set-up and inspection ------------------------------------------------------------
+
+    def create_stream(self, name: str, shard_count: int = 1, *, on_demand: bool = False) -> None:
+        """Create an ACTIVE stream whose shards split the hash key space evenly."""
+        if name in self.streams:
+            raise _Fail(400, "ResourceInUseException", f"Stream {name} already exists.")
+        if shard_count < 1:
+            raise _Fail(400, "ValidationException", "ShardCount must be at least 1")
+        stream = _Stream(name, [], 0, "ON_DEMAND" if on_demand else "PROVISIONED")
+        for start, end in _even_ranges(shard_count):
+            self._open(stream, start, end)
+        self.streams[name] = stream
+
+    def open_shards(self, name: str) -> list[FakeShard]:
+        """The stream's open shards, in hash key order."""
+        return sorted(self._get(name).open_shards(), key=lambda s: s.start)
+
+    def records(self, name: str) -> list[FakeRecord]:
+        """Every record written to the stream, across shards."""
+        return [r for s in self._get(name).shards for r in s.records]
+
+    # -- resharding -------------------------------------------------------------------------
+
+    def split_shard(
+        self, name: str, shard_id: str, new_starting_hash_key: int
+    ) -> tuple[FakeShard, FakeShard]:
+        """Close open shard ``shard_id``; open children [start, key - 1] and [key, end]."""
+        stream = self._get(name)
+        parent = self._open_shard(stream, shard_id)
+        if not parent.start < new_starting_hash_key <= parent.end:
+            raise _Fail(
+                400,
+                "InvalidArgumentException",
+                f"NewStartingHashKey {new_starting_hash_key} must lie in "
+                f"({parent.start}, {parent.end}] for shard {shard_id}",
+            )
+        self._close(parent)
+        low = self._open(stream, parent.start, new_starting_hash_key - 1, parent.shard_id)
+        high = self._open(stream, new_starting_hash_key, parent.end, parent.shard_id)
+        return low, high
+
+    def merge_shards(
+        self, name: str, shard_to_merge: str, adjacent_shard_to_merge: str
+    ) -> FakeShard:
+        """Close two adjacent open shards; open one child covering both ranges.
+
+        The child's ``parent_shard_id`` is ``shard_to_merge``, its
+        ``adjacent_parent_shard_id`` is ``adjacent_shard_to_merge``.
+        """
+        stream = self._get(name)
+        first = self._open_shard(stream, shard_to_merge)
+        second = self._open_shard(stream, adjacent_shard_to_merge)
+        if first is second or not (first.end + 1 == second.start or second.end + 1 == first.start):
+            raise _Fail(
+                400,
+                "InvalidArgumentException",
+                f"Shards {shard_to_merge} and {adjacent_shard_to_merge} in stream {name} "
+                f"under account {ACCOUNT_ID} are not adjacent.",
+            )
+        self._close(first)
+        self._close(second)
+        return self._open(
+            stream,
+            min(first.start, second.start),
+            max(first.end, second.end),
+            first.shard_id,
+            second.shard_id,
+        )
+
+    def update_shard_count(self, name: str, target_shard_count: int) -> list[FakeShard]:
+        """UNIFORM_SCALING, simplified: close every open shard; open ``target`` even shards.
+
+        Kinesis gets there by splits and merges; the fake does it in one step. Each child's
+        ``parent_shard_id`` is the old shard holding its starting hash key and its
+        ``adjacent_parent_shard_id`` the one holding its ending hash key, if different.
+        Like Kinesis, the target must lie within half and double the open shard count.
+        """
+        stream = self._get(name)
+        old = sorted(stream.open_shards(), key=lambda s: s.start)
+        if not len(old) / 2 <= target_shard_count <= len(old) * 2 or target_shard_count < 1:
+            raise _Fail(
+                400,
+                "LimitExceededException",
+                f"UpdateShardCount cannot scale from {len(old)} open shards to "
+                f"{target_shard_count}: stay within half and double the current count.",
+            )
+        for shard in old:
+            self._close(shard)
+        children = []
+        for start, end in _even_ranges(target_shard_count):
+            parent = next(s for s in old if s.holds(start))
+            adjacent = next(s for s in old if s.holds(end))
+            children.append(
+                self._open(
+                    stream,
+                    start,
+                    end,
+                    parent.shard_id,
+                    adjacent.shard_id if adjacent is not parent else None,
+                )
+            )
+        return children
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _get(self, name: str) -> _Stream:
+        stream = self.streams.get(name)
+        if stream is None:
+            raise _Fail(
+                400,
+                "ResourceNotFoundException",
+                f"Stream {name} under account {ACCOUNT_ID} not found.",
+            )
+        return stream
+
+    def _open_shard(self, stream: _Stream, shard_id: str) -> FakeShard:
+        shard = stream.shard(shard_id)
+        if shard.closed:
+            raise _Fail(
+                400,
+                "InvalidArgumentException",
+                f"Shard {shard_id} in stream {stream.name} under account {ACCOUNT_ID} "
+                "has already been merged or split, and thus is not eligible for merging "
+                "or splitting.",
+            )
+        return shard
+
+    def _open(
+        self,
+        stream: _Stream,
+        start: int,
+        end: int,
+        parent: str | None = None,
+        adjacent: str | None = None,
+    ) -> FakeShard:
+        shard = FakeShard(
+            f"shardId-{stream.next_shard:012d}",
+            start,
+            end,
+            parent,
+            adjacent_parent_shard_id=adjacent,
+            starting_sequence_number=f"{self._last_seq + 1:056d}",
+        )
+        stream.next_shard += 1
+        stream.shards.append(shard)
+        return shard
+
+    def _close(self, shard: FakeShard) -> None:
+        shard.closed = True
+        shard.ending_sequence_number = max(f"{self._last_seq:056d}", shard.starting_sequence_number)
+
+    def _next_seq(self) -> str:
+        self._last_seq += 1
+        return f"{self._last_seq:056d}"
+
+    def _take_tokens(self, stream: str, shard: FakeShard, size: int, now: float) -> bool:
+        rps, bps = float(self.records_per_second), float(self.bytes_per_second)
+        bucket = self._buckets.get((stream, shard.shard_id))
+        if bucket is None:
+            bucket = self._buckets[stream, shard.shard_id] = _Bucket(rps, bps, now)
+        else:
+            elapsed = max(0.0, now - bucket.time)
+            bucket.records = min(rps, bucket.records + elapsed * rps)
+            bucket.bytes = min(bps, bucket.bytes + elapsed * bps)
+            bucket.time = now
+        # a nanosecond's worth of slack absorbs float error in the clock
+        if bucket.records + 1e-9 * rps < 1 or bucket.bytes + 1e-9 * bps < size:
+            return False
+        bucket.records = max(0.0, bucket.records - 1)
+        bucket.bytes = max(0.0, bucket.bytes - size)
+        return True
+
+
+def _even_ranges(count: int) -> list[tuple[int, int]]:
+    step = (_MAX_HASH + 1) // count
+    return [(i * step, _MAX_HASH if i == count - 1 else (i + 1) * step - 1) for i in range(count)]
+
+
+def _hash_range(shard: FakeShard) -> dict[str, str]:
+    return {"StartingHashKey": str(shard.start), "EndingHashKey": str(shard.end)}
+
+
+def _describe_shard(shard: FakeShard) -> dict[str, Any]:
+    seq: dict[str, str] = {"StartingSequenceNumber": shard.starting_sequence_number}
+    if shard.ending_sequence_number is not None:
+        seq["EndingSequenceNumber"] = shard.ending_sequence_number
+    entry: dict[str, Any] = {
+        "ShardId": shard.shard_id,
+        "HashKeyRange": _hash_range(shard),
+        "SequenceNumberRange": seq,
+    }
+    if shard.parent_shard_id:
+        entry["ParentShardId"] = shard.parent_shard_id
+    if shard.adjacent_parent_shard_id:
+        entry["AdjacentParentShardId"] = shard.adjacent_parent_shard_id
+    return entry

@@ -1,0 +1,502 @@
+"""The fake's server: Kinesis' JSON 1.1 protocol over an ``httpx.MockTransport``."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn
+
+import anyio
+import httpx
+
+from ._faults import FakeStats, FaultEvent, Faults, _FaultInjection, _Pending
+from ._model import (
+    _EHK,
+    _MAX_HASH,
+    _MIB,
+    _PTE,
+    _STATUS,
+    _TOKEN_TTL,
+    ACCOUNT_ID,
+    AMBIGUOUS_FAULTS,
+    ENTRY_FAULTS,
+    FakeRecord,
+    _astral,
+    _Bucket,
+    _describe_shard,
+    _Fail,
+    _hash_range,
+    _Stream,
+    _Streams,
+)
+
+Handler = Callable[[str, dict[str, Any]], Awaitable[httpx.Response | None]]
+
+
+class FakeKinesis(_FaultInjection, _Streams):
+    """An in-memory Kinesis: streams, shards, records; use :meth:`transport` with a Producer.
+
+    ``hook`` (optional) is an async callable ``(operation, body) -> httpx.Response | None``
+    called before each request is served: return a response to answer in its place (to
+    inject an error), or ``None`` to serve it normally. It may sleep to add latency.
+
+    ``enforce_limits``: apply per-shard write limits of ``records_per_second`` and
+    ``bytes_per_second`` (token buckets holding one second's worth). ``faults``: see
+    :class:`Faults`. ``max_record_size`` (data + partition key) and ``max_request_size``
+    bound PutRecords entries and requests like Kinesis (larger ones: HTTP 400).
+    All of these are attributes that may be changed at any time.
+    """
+
+    def __init__(
+        self,
+        hook: Handler | None = None,
+        *,
+        enforce_limits: bool = False,
+        records_per_second: float = 1000,
+        bytes_per_second: float = _MIB,
+        faults: Faults | None = None,
+        max_record_size: int = _MIB,
+        max_request_size: int = 5 * _MIB,
+    ) -> None:
+        if records_per_second <= 0 or bytes_per_second <= 0:
+            raise ValueError("records_per_second and bytes_per_second must be > 0")
+        self.streams: dict[str, _Stream] = {}
+        self.hook = hook
+        #: The operation of every request received, in order.
+        self.calls: list[str] = []
+        self.enforce_limits = enforce_limits
+        self.records_per_second = records_per_second
+        self.bytes_per_second = bytes_per_second
+        self.max_record_size = max_record_size
+        self.max_request_size = max_request_size
+        self.stats = FakeStats()
+        #: Request-level faults injected so far, in order.
+        self.fault_events: list[FaultEvent] = []
+        self.rng = random.Random()
+        self._faults = Faults()
+        self.faults = faults or Faults()
+        self._pending: list[_Pending] = []
+        self._buckets: dict[tuple[str, str], _Bucket] = {}
+        self._last_seq = 0
+        self._request_ids = 0
+
+    def transport(self) -> httpx.AsyncBaseTransport:
+        """An httpx transport serving this fake (pass it as ``Producer(transport=...)``)."""
+        return httpx.MockTransport(self._handle)
+
+    def _respond(self, status: int, body: dict[str, Any]) -> httpx.Response:
+        self._request_ids += 1
+        return httpx.Response(
+            status,
+            json=body,
+            headers={"x-amzn-RequestId": f"fake-{self._request_ids:08d}"},
+        )
+
+    def _error(self, status: int, code: str, message: str) -> httpx.Response:
+        return self._respond(status, {"__type": code, "message": message})
+
+    # -- serving --------------------------------------------------------------------------
+
+    async def _handle(self, request: httpx.Request) -> httpx.Response:
+        target = request.headers.get("x-amz-target", "")
+        operation = target.rpartition(".")[2]
+        if "authorization" not in request.headers:
+            return self._error(
+                400, "MissingAuthenticationTokenException", "no Authorization header"
+            )
+        try:
+            body: Any = json.loads(await request.aread() or b"{}")
+        except ValueError:
+            return self._error(400, "SerializationException", "the body is not JSON")
+        if not isinstance(body, dict):
+            return self._error(400, "SerializationException", "the body is not a JSON object")
+        self.calls.append(operation)
+        if self.hook is not None:
+            injected = await self.hook(operation, body)
+            if injected is not None:
+                return injected
+        faults = self._faults
+        if faults.latency or faults.latency_jitter:
+            jitter = self.rng.uniform(0.0, faults.latency_jitter) if faults.latency_jitter else 0
+            await anyio.sleep(faults.latency + jitter)
+        put = operation == "PutRecords"
+        method = getattr(self, f"_op_{operation}", None)
+        if method is None and not put:
+            return self._error(400, "UnknownOperationException", operation)
+        name = _stream_name(body)
+        if put:
+            self.stats.requests += 1
+        code = faults.fatal.get(name) if name is not None else None
+        if code is not None and operation in faults.fatal_operations:
+            status = _STATUS.get(code, 400)
+            if put:
+                self._event(code, name or "")
+                self.stats.requests_by_status[status] += 1
+            return self._error(status, code, f"{code} (injected)")
+        if put or method is None:
+            return await self._serve_put_records(request, body, name or "")
+        try:
+            result: dict[str, Any] = method(body)
+        except _Fail as fail:
+            return self._error(fail.status, fail.code, fail.message)
+        return self._respond(200, result)
+
+    async def _serve_put_records(
+        self, request: httpx.Request, body: dict[str, Any], name: str
+    ) -> httpx.Response:
+        stats = self.stats
+        kind = self._take_fault(name)
+        if kind is not None and kind not in ENTRY_FAULTS and kind not in AMBIGUOUS_FAULTS:
+            self._event(kind, name)
+            if kind == "hang_before":
+                stats.requests_unanswered += 1
+                await anyio.sleep_forever()
+            if kind == "reset_before":
+                stats.requests_unanswered += 1
+                _reset(request)
+            code = {"http_500": "InternalFailure", "http_503": "ServiceUnavailable"}.get(kind, kind)
+            status = _STATUS.get(code, 400)
+            stats.requests_by_status[status] += 1
+            message = "Internal service failure." if status == 500 else f"{code} (injected)"
+            return self._error(status, code, message)
+        stored: list[tuple[str, str]] = []
+        try:
+            result = self._put_records(body, kind if kind in ENTRY_FAULTS else None, stored)
+            response = self._respond(200, result)
+        except _Fail as fail:
+            response = self._error(fail.status, fail.code, fail.message)
+        if kind in AMBIGUOUS_FAULTS:
+            assert kind is not None
+            self._event(kind, name, stored)
+            stats.requests_unanswered += 1
+            if kind == "hang_after":
+                await anyio.sleep_forever()
+            _reset(request)
+        stats.requests_by_status[response.status_code] += 1
+        return response
+
+    def _put_records(
+        self, body: dict[str, Any], forced: str | None, stored: list[tuple[str, str]]
+    ) -> dict[str, Any]:
+        stream = self._stream(body)
+        entries = body.get("Records")
+        if not isinstance(entries, list) or not 1 <= len(entries) <= 500:
+            raise _Fail(
+                400,
+                "ValidationException",
+                "1 validation error detected: Value at 'records' failed to satisfy "
+                "constraint: Member must have length between 1 and 500",
+            )
+        parsed = [self._parse_entry(i, entry) for i, entry in enumerate(entries)]
+        total = sum(len(data) + len(pk_bytes) for data, _, pk_bytes, _, _ in parsed)
+        if total > self.max_request_size:
+            raise _Fail(
+                400,
+                "InvalidArgumentException",
+                f"Records size {total} exceeds the limit of {self.max_request_size} bytes",
+            )
+        now = anyio.current_time()
+        faults, stats, rng = self._faults, self.stats, self.rng
+        open_shards = stream.open_shards()
+        results: list[dict[str, str]] = []
+        failed = 0
+        for data, pk, pk_bytes, ehk, hash_key in parsed:
+            stats.entries += 1
+            shard = next(s for s in open_shards if s.holds(hash_key))
+            size = len(data) + len(pk_bytes)
+            code = forced
+            draw = rng.random()
+            if code is None:
+                if draw < faults.throttle_entries:
+                    code = "throttle_entries"
+                elif draw < faults.throttle_entries + faults.internal_failure_entries:
+                    code = "internal_failure_entries"
+            if code is not None:
+                stats.faults[code] += 1
+            elif self.enforce_limits and not self._take_tokens(stream.name, shard, size, now):
+                code = "throttle_entries"
+            if code == "throttle_entries":
+                failed += 1
+                stats.entries_throttled += 1
+                stats.shard(stream.name, shard.shard_id).throttled += 1
+                results.append(
+                    {
+                        "ErrorCode": _PTE,
+                        "ErrorMessage": f"Rate exceeded for shard {shard.shard_id} in stream "
+                        f"{stream.name} under account {ACCOUNT_ID}.",
+                    }
+                )
+                continue
+            if code is not None:
+                failed += 1
+                stats.entries_failed += 1
+                results.append(
+                    {"ErrorCode": "InternalFailure", "ErrorMessage": "Internal service failure."}
+                )
+                continue
+            seq = self._next_seq()
+            shard.records.append(FakeRecord(data, pk, ehk, hash_key, seq, shard.shard_id, now))
+            stored.append((shard.shard_id, seq))
+            stats.entries_ok += 1
+            shard_stats = stats.shard(stream.name, shard.shard_id)
+            shard_stats.records += 1
+            shard_stats.bytes += size
+            if shard_stats.first_accept is None:
+                shard_stats.first_accept = now
+            shard_stats.last_accept = now
+            results.append({"ShardId": shard.shard_id, "SequenceNumber": seq})
+        return {"FailedRecordCount": failed, "Records": results}
+
+    def _parse_entry(self, i: int, entry: Any) -> tuple[bytes, str, bytes, str | None, int]:
+        where = f"'records.{i + 1}.member"
+        if not isinstance(entry, dict):
+            raise _Fail(400, "SerializationException", f"{where}' is not an object")
+        pk = entry.get("PartitionKey")
+        # 256 UTF-16 code units, as Kinesis and both emulators count: an emoji counts as two
+        if not isinstance(pk, str) or not 1 <= len(pk) + _astral(pk) <= 256:
+            raise _Fail(
+                400,
+                "ValidationException",
+                f"1 validation error detected: Value at {where}.partitionKey' failed to "
+                "satisfy constraint: Member must have length between 1 and 256",
+            )
+        try:
+            pk_bytes = pk.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _Fail(
+                400, "ValidationException", f"{where}.partitionKey' is not valid Unicode"
+            ) from None
+        raw = entry.get("Data")
+        try:
+            data = base64.b64decode(raw, validate=True) if isinstance(raw, str) else None
+        except (binascii.Error, ValueError):
+            data = None
+        if data is None:
+            raise _Fail(400, "SerializationException", f"{where}.data' is not base64")
+        if len(data) + len(pk_bytes) > self.max_record_size:
+            raise _Fail(
+                400,
+                "InvalidArgumentException",
+                f"Record {i} has a size (data + partition key) of {len(data) + len(pk_bytes)} "
+                f"bytes, over the limit of {self.max_record_size}",
+            )
+        ehk = entry.get("ExplicitHashKey")
+        if ehk is None:
+            hash_key = int.from_bytes(hashlib.md5(pk_bytes).digest(), "big")
+        else:
+            if not isinstance(ehk, str) or not _EHK.fullmatch(ehk):
+                raise _Fail(
+                    400,
+                    "ValidationException",
+                    f"1 validation error detected: Value at {where}.explicitHashKey' failed "
+                    "to satisfy constraint: Member must satisfy regular expression pattern: "
+                    "0|([1-9]\\d{0,38})",
+                )
+            hash_key = int(ehk)
+            if hash_key > _MAX_HASH:
+                raise _Fail(
+                    400,
+                    "InvalidArgumentException",
+                    f"Invalid ExplicitHashKey. ExplicitHashKey must be in the range: "
+                    f"[0, 2^128-1]. Specified value was {ehk}",
+                )
+        return data, pk, pk_bytes, ehk, hash_key
+
+    def _stream(self, body: dict[str, Any]) -> _Stream:
+        name = _stream_name(body)
+        if name is None:
+            raise _Fail(400, "ValidationException", "StreamName or StreamARN is required")
+        return self._get(name)
+
+    # -- operations -------------------------------------------------------------------------
+
+    def _op_CreateStream(self, body: dict[str, Any]) -> dict[str, Any]:
+        name = body.get("StreamName")
+        if not isinstance(name, str) or not name:
+            raise _Fail(400, "ValidationException", "StreamName is required")
+        mode = (body.get("StreamModeDetails") or {}).get("StreamMode", "PROVISIONED")
+        on_demand = mode == "ON_DEMAND"
+        count = 4 if on_demand else int(body.get("ShardCount") or 1)
+        self.create_stream(name, count, on_demand=on_demand)
+        return {}
+
+    def _op_DeleteStream(self, body: dict[str, Any]) -> dict[str, Any]:
+        name = self._stream(body).name
+        del self.streams[name]
+        for key in [k for k in self._buckets if k[0] == name]:
+            del self._buckets[key]
+        return {}
+
+    def _op_DescribeStreamSummary(self, body: dict[str, Any]) -> dict[str, Any]:
+        stream = self._stream(body)
+        return {
+            "StreamDescriptionSummary": {
+                "StreamName": stream.name,
+                "StreamARN": stream.arn,
+                "StreamStatus": "ACTIVE",
+                "StreamModeDetails": {"StreamMode": stream.mode},
+                "RetentionPeriodHours": 24,
+                "EncryptionType": "NONE",
+                "EnhancedMonitoring": [{"ShardLevelMetrics": []}],
+                "OpenShardCount": len(stream.open_shards()),
+                "ConsumerCount": 0,
+                "MaxRecordSizeInKiB": self.max_record_size // 1024,
+            }
+        }
+
+    def _op_ListShards(self, body: dict[str, Any]) -> dict[str, Any]:
+        max_results = body.get("MaxResults", 1000)
+        if not isinstance(max_results, int) or not 1 <= max_results <= 10_000:
+            raise _Fail(400, "ValidationException", "MaxResults must be from 1 to 10000")
+        now = anyio.current_time()
+        token = body.get("NextToken")
+        if token is not None:
+            if _stream_name(body) is not None or "ExclusiveStartShardId" in body:
+                raise _Fail(
+                    400,
+                    "InvalidArgumentException",
+                    "NextToken and StreamName/StreamARN/ExclusiveStartShardId cannot be "
+                    "provided together.",
+                )
+            try:
+                state = json.loads(base64.b64decode(token))
+                name, after, at_latest, offset, issued = state
+            except (ValueError, TypeError, binascii.Error):
+                raise _Fail(400, "InvalidArgumentException", "Invalid NextToken.") from None
+            if now - issued > _TOKEN_TTL:
+                raise _Fail(400, "ExpiredNextTokenException", "The NextToken has expired.")
+            stream = self._get(name)
+        else:
+            stream = self._stream(body)
+            shard_filter = body.get("ShardFilter") or {}
+            kind = shard_filter.get("Type")
+            at_latest = kind == "AT_LATEST"
+            after = body.get("ExclusiveStartShardId")
+            if kind == "AFTER_SHARD_ID":
+                after = shard_filter.get("ShardId") or after
+            offset = 0
+        shards = [
+            s
+            for s in stream.shards
+            if not (at_latest and s.closed) and (after is None or s.shard_id > after)
+        ]
+        page = shards[offset : offset + max_results]
+        result: dict[str, Any] = {"Shards": [_describe_shard(s) for s in page]}
+        if offset + max_results < len(shards):
+            state = [stream.name, after, at_latest, offset + max_results, now]
+            result["NextToken"] = base64.b64encode(json.dumps(state).encode()).decode()
+        return result
+
+    def _op_SplitShard(self, body: dict[str, Any]) -> dict[str, Any]:
+        stream = self._stream(body)
+        key = str(body.get("NewStartingHashKey", ""))
+        if not _EHK.fullmatch(key):
+            raise _Fail(400, "ValidationException", "NewStartingHashKey must be a decimal number")
+        self.split_shard(stream.name, str(body.get("ShardToSplit")), int(key))
+        return {}
+
+    def _op_MergeShards(self, body: dict[str, Any]) -> dict[str, Any]:
+        stream = self._stream(body)
+        self.merge_shards(
+            stream.name, str(body.get("ShardToMerge")), str(body.get("AdjacentShardToMerge"))
+        )
+        return {}
+
+    def _op_UpdateShardCount(self, body: dict[str, Any]) -> dict[str, Any]:
+        stream = self._stream(body)
+        if body.get("ScalingType", "UNIFORM_SCALING") != "UNIFORM_SCALING":
+            raise _Fail(400, "ValidationException", "ScalingType must be UNIFORM_SCALING")
+        target = body.get("TargetShardCount")
+        if not isinstance(target, int):
+            raise _Fail(400, "ValidationException", "TargetShardCount is required")
+        current = len(stream.open_shards())
+        self.update_shard_count(stream.name, target)
+        return {
+            "StreamName": stream.name,
+            "StreamARN": stream.arn,
+            "CurrentShardCount": current,
+            "TargetShardCount": target,
+        }
+
+    def _op_GetShardIterator(self, body: dict[str, Any]) -> dict[str, Any]:
+        stream = self._stream(body)
+        shard = stream.shard(str(body.get("ShardId")))
+        kind = body.get("ShardIteratorType", "TRIM_HORIZON")
+        records = shard.records
+        if kind == "TRIM_HORIZON":
+            pos = 0
+        elif kind == "LATEST":
+            pos = len(records)
+        elif kind in ("AT_SEQUENCE_NUMBER", "AFTER_SEQUENCE_NUMBER"):
+            seq = str(body.get("StartingSequenceNumber"))
+            pos = next((i for i, r in enumerate(records) if r.sequence_number >= seq), len(records))
+            if (
+                kind == "AFTER_SEQUENCE_NUMBER"
+                and pos < len(records)
+                and records[pos].sequence_number == seq
+            ):
+                pos += 1
+        elif kind == "AT_TIMESTAMP":
+            ts = float(body.get("Timestamp", 0))
+            pos = next((i for i, r in enumerate(records) if r.arrival >= ts), len(records))
+        else:
+            raise _Fail(400, "ValidationException", f"unknown ShardIteratorType {kind!r}")
+        return {"ShardIterator": json.dumps([stream.name, shard.shard_id, pos])}
+
+    def _op_GetRecords(self, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            name, shard_id, pos = json.loads(body["ShardIterator"])
+        except (KeyError, ValueError, TypeError):
+            raise _Fail(400, "InvalidArgumentException", "Invalid ShardIterator.") from None
+        stream = self._get(name)
+        shard = stream.shard(shard_id)
+        limit = int(body.get("Limit") or 10_000)
+        page = shard.records[pos : pos + limit]
+        end = pos + len(page)
+        result: dict[str, Any] = {
+            # like Kinesis, records carry no ExplicitHashKey
+            "Records": [
+                {
+                    "Data": base64.b64encode(r.data).decode(),
+                    "PartitionKey": r.partition_key,
+                    "SequenceNumber": r.sequence_number,
+                    "ApproximateArrivalTimestamp": r.arrival,
+                }
+                for r in page
+            ],
+            "MillisBehindLatest": 0,
+        }
+        if shard.closed and end >= len(shard.records):
+            result["NextShardIterator"] = None
+            result["ChildShards"] = [
+                {
+                    "ShardId": c.shard_id,
+                    "ParentShards": [
+                        p for p in (c.parent_shard_id, c.adjacent_parent_shard_id) if p
+                    ],
+                    "HashKeyRange": _hash_range(c),
+                }
+                for c in stream.shards
+                if shard.shard_id in (c.parent_shard_id, c.adjacent_parent_shard_id)
+            ]
+        else:
+            result["NextShardIterator"] = json.dumps([name, shard_id, end])
+        return result
+
+
+def _reset(request: httpx.Request) -> NoReturn:
+    raise httpx.ReadError("connection reset by peer", request=request)
+
+
+def _stream_name(body: dict[str, Any]) -> str | None:
+    name = body.get("StreamName")
+    if isinstance(name, str) and name:
+        return name
+    arn = body.get("StreamARN")
+    if isinstance(arn, str) and arn:
+        return arn.rpartition("/")[2]
+    return None
