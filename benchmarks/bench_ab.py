@@ -109,10 +109,11 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for name, _ in cases:
         for metric in METRICS:
-            before = [o.get(metric) for o in results[(name, "before")]]
-            after = [o.get(metric) for o in results[(name, "after")]]
-            if any(v is None for v in before + after):
+            got = [o.get(metric) for o in results[(name, "before")] + results[(name, "after")]]
+            if any(v is None for v in got):
                 continue
+            before = [float(o[metric]) for o in results[(name, "before")]]
+            after = [float(o[metric]) for o in results[(name, "after")]]
             ratios = [a / b for a, b in zip(after, before, strict=True) if b]
             print(
                 f"| {name} | {metric} | {statistics.median(before):.2f} | "

@@ -26,7 +26,6 @@ from ._errors import ConnectionLostError
 from ._ledger import Ledger
 from ._logging import get_logger
 from ._measure import measure_answer
-from ._metrics import Metrics
 from ._outcome import (
     EXPIRED,
     R_ATTEMPT,
@@ -52,6 +51,7 @@ from ._retry import Action, backoff_delay
 from ._shards import Shard, ShardMap, hash_key_for, parse_explicit_hash_key
 from ._state import KRecord, ShardBuffer, StreamState, Unverified
 from ._validate import partition_key_length
+from .metrics._recorder import Metrics
 
 __all__ = ["Engine", "Shell"]
 

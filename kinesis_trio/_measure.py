@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._metrics import Metrics
 from ._responses import entry_error
 from ._state import KRecord
+from .metrics._recorder import Metrics
 
 __all__ = ["measure_answer"]
 

@@ -26,11 +26,12 @@ from ._credentials import StaticCredentials
 from ._engine import Engine
 from ._errors import ProducerClosedError
 from ._logging import get_logger
-from ._metrics import Metrics, MetricsSink
 from ._outcome import ABORTED, CLOSE_TIMEOUT, Outcome
 from ._shards import ShardMap
 from ._shell import Pipeline
 from ._validate import check_stream_name, coerce_data
+from .metrics._names import MetricsSink
+from .metrics._recorder import Metrics
 
 __all__ = ["Producer"]
 

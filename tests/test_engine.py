@@ -7,9 +7,9 @@ from typing import Any
 from kinesis_trio._config import ProducerConfig
 from kinesis_trio._engine import Engine
 from kinesis_trio._errors import KinesisError
-from kinesis_trio._metrics import Metrics
 from kinesis_trio._shards import Shard, ShardMap
 from kinesis_trio._state import KRecord, StreamState
+from kinesis_trio.metrics import Metrics
 
 from .engine_helpers import MAX_HASH, RecordingShell, even_shards, stream_of
 

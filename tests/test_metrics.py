@@ -23,7 +23,7 @@ import pytest
 from trio.testing import MockClock
 
 from kinesis_trio._credentials import StaticCredentials
-from kinesis_trio._metrics import (
+from kinesis_trio.metrics import (
     CloudWatchError,
     CloudWatchSink,
     InMemorySink,

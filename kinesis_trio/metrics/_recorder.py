@@ -1,0 +1,425 @@
+"""The recorder: one-minute windows of statistic sets per metric, handed to the sinks."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+
+import anyio
+
+from ._names import (
+    _DEPTH,
+    _ERROR_CODE,
+    _LEVEL_RANK,
+    _SHARD,
+    _SPECS,
+    _STREAM,
+    DEFAULT_NAMESPACE,
+    Dimensions,
+    MetricDatum,
+    MetricsGranularity,
+    MetricsLevel,
+    MetricsSink,
+    _describe,
+    _log,
+    _sink_name,
+)
+
+
+class Metrics:
+    """The producer's metrics recorder (the KPL's metrics manager).
+
+    Recording is synchronous and cheap (a few dict updates per call); calls for metrics
+    above ``level`` and every call at :attr:`MetricsLevel.NONE` return at once. Each call
+    records the global datum and, up to ``granularity``, the ``StreamName`` and
+    ``StreamName``+``ShardId`` datums (metrics that exist only per stream or globally stop
+    there; ``ErrorsByCode`` also carries ``ErrorCode``). A window is a statistic set per
+    (metric, dimensions): sample count, sum, minimum, maximum.
+
+    :meth:`run` closes the window every ``upload_interval`` seconds and hands it to every
+    sink concurrently, each bounded by ``sink_timeout``; a sink that raises or hangs is
+    logged (``metrics_sink_failed``) and counted in :attr:`sink_failures`, never
+    propagated. ``clock`` (monotonic seconds) dates the windows; it is anchored to the wall
+    clock once, at construction. ``level`` and ``granularity`` also accept the KPL's
+    strings (``"summary"``, ``"stream"``, ...). Sinks with a ``namespace`` attribute left
+    at ``None`` (such as :class:`CloudWatchSink`) adopt ``namespace``.
+    """
+
+    def __init__(
+        self,
+        *,
+        level: MetricsLevel | str = MetricsLevel.DETAILED,
+        granularity: MetricsGranularity | str = MetricsGranularity.SHARD,
+        namespace: str = DEFAULT_NAMESPACE,
+        sinks: Sequence[MetricsSink] = (),
+        upload_interval: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        sink_timeout: float = 30.0,
+    ) -> None:
+        self._level = MetricsLevel(level)
+        self._granularity = MetricsGranularity(granularity)
+        if not namespace or namespace.startswith(":"):
+            raise ValueError(f"invalid metrics namespace {namespace!r}")
+        if not upload_interval > 0:
+            raise ValueError("upload_interval must be positive")
+        if not sink_timeout > 0:
+            raise ValueError("sink_timeout must be positive")
+        self._namespace = namespace
+        self._sinks = tuple(sinks)
+        for sink in self._sinks:
+            if not callable(getattr(sink, "publish", None)):
+                raise TypeError(f"{type(sink).__name__} has no publish() method")
+            if hasattr(sink, "namespace") and getattr(sink, "namespace", None) is None:
+                setattr(sink, "namespace", namespace)  # noqa: B010
+        self._upload_interval = float(upload_interval)
+        self._sink_timeout = float(sink_timeout)
+        self._clock = clock
+        self._wall_anchor = time.time() - clock()
+        rank = _LEVEL_RANK[self._level]
+        self._enabled = frozenset(
+            name for name, spec in _SPECS.items() if _LEVEL_RANK[spec.level] <= rank
+        )
+        self._active = bool(self._enabled)
+        self._depth = _DEPTH[self._granularity]
+        self._window: dict[tuple[str, Dimensions], list[float]] = {}
+        self._totals: dict[str, float] = {}
+        self._scopes: dict[tuple[str, str | None], tuple[Dimensions, ...]] = {}
+        self._error_scopes: dict[tuple[str, str | None, str], tuple[Dimensions, ...]] = {}
+        self._sink_failures = 0
+        self._windows_published = 0
+
+    # -- properties -------------------------------------------------------------------------
+
+    @property
+    def level(self) -> MetricsLevel:
+        """The configured level."""
+        return self._level
+
+    @property
+    def granularity(self) -> MetricsGranularity:
+        """The configured granularity."""
+        return self._granularity
+
+    @property
+    def namespace(self) -> str:
+        """The CloudWatch namespace (sinks without their own adopt it)."""
+        return self._namespace
+
+    @property
+    def upload_interval(self) -> float:
+        """Seconds between window closes in :meth:`run`."""
+        return self._upload_interval
+
+    @property
+    def sinks(self) -> tuple[MetricsSink, ...]:
+        """The sinks each window goes to."""
+        return self._sinks
+
+    @property
+    def enabled(self) -> bool:
+        """False at level NONE (every recording call is a no-op)."""
+        return self._active
+
+    @property
+    def sink_failures(self) -> int:
+        """Sink publishes that raised or timed out, since construction."""
+        return self._sink_failures
+
+    @property
+    def windows_published(self) -> int:
+        """Non-empty windows handed to the sinks, since construction."""
+        return self._windows_published
+
+    def is_enabled(self, name: str) -> bool:
+        """Whether metric ``name`` (a KPL name, e.g. ``"RequestTime"``) is recorded."""
+        return name in self._enabled
+
+    # -- recording --------------------------------------------------------------------------
+
+    def _scope(self, stream: str, shard: str | None, depth: int) -> tuple[Dimensions, ...]:
+        key = (stream, shard if depth >= 2 else None)
+        scopes = self._scopes.get(key)
+        if scopes is None:
+            limit = min(depth, self._depth)
+            out: list[Dimensions] = [()]
+            if limit >= 1 and stream:
+                out.append(((_STREAM, stream),))
+                if limit >= 2 and key[1]:
+                    out.append(((_STREAM, stream), (_SHARD, key[1])))
+            scopes = self._scopes[key] = tuple(out)
+        return scopes
+
+    def _put(
+        self,
+        name: str,
+        scopes: tuple[Dimensions, ...],
+        n: int,
+        total: float,
+        lo: float,
+        hi: float,
+    ) -> None:
+        window = self._window
+        for dims in scopes:
+            key = (name, dims)
+            stats = window.get(key)
+            if stats is None:
+                window[key] = [n, total, lo, hi]
+            else:
+                stats[0] += n
+                stats[1] += total
+                if lo < stats[2]:
+                    stats[2] = lo
+                if hi > stats[3]:
+                    stats[3] = hi
+        totals = self._totals
+        totals[name] = totals.get(name, 0.0) + total
+
+    def _samples(self, name: str, scopes: tuple[Dimensions, ...], n: int, value: float) -> None:
+        if n > 0:
+            self._put(name, scopes, n, value * n, value, value)
+
+    def user_records_received(self, stream: str, count: int) -> None:
+        """UserRecordsReceived: ``count`` user records accepted by ``put`` (detailed)."""
+        if self._active and "UserRecordsReceived" in self._enabled:
+            self._samples("UserRecordsReceived", self._scope(stream, None, 1), count, 1.0)
+
+    def user_records_pending(self, count: int) -> None:
+        """UserRecordsPending: a sample of the records buffered or in flight (detailed)."""
+        if self._active and "UserRecordsPending" in self._enabled:
+            value = float(count)
+            self._put("UserRecordsPending", ((),), 1, value, value, value)
+            self._totals["UserRecordsPending"] = value  # a gauge: totals() keeps the latest
+
+    def user_records_put(
+        self, stream: str, shard: str, count: int, data_bytes: int, *, failed: int = 0
+    ) -> None:
+        """UserRecordsPut (summary) and UserRecordsDataPut (detailed) for ``count`` successes.
+
+        ``failed`` user records that finally failed add zero samples to UserRecordsPut, as
+        in the KPL (its average is then the success rate; count minus sum the failures).
+        """
+        if not self._active:
+            return
+        scopes = self._scope(stream, shard, 2)
+        if "UserRecordsPut" in self._enabled and count + failed > 0:
+            self._put(
+                "UserRecordsPut",
+                scopes,
+                count + failed,
+                float(count),
+                0.0 if failed > 0 else 1.0,
+                1.0 if count > 0 else 0.0,
+            )
+        if "UserRecordsDataPut" in self._enabled and count > 0:
+            mean = data_bytes / count
+            self._put("UserRecordsDataPut", scopes, count, float(data_bytes), mean, mean)
+
+    def kinesis_records_put(
+        self, stream: str, shard: str, count: int, data_bytes: int, *, failed: int = 0
+    ) -> None:
+        """KinesisRecordsPut (summary) and KinesisRecordsDataPut (detailed).
+
+        Also adds ``count`` zero samples to AllErrors, as the KPL does for each Kinesis
+        record put. ``failed`` Kinesis records (per-record errors) add zero samples to
+        KinesisRecordsPut; report their error codes with :meth:`errors`.
+        """
+        if not self._active:
+            return
+        scopes = self._scope(stream, shard, 2)
+        enabled = self._enabled
+        if "KinesisRecordsPut" in enabled and count + failed > 0:
+            self._put(
+                "KinesisRecordsPut",
+                scopes,
+                count + failed,
+                float(count),
+                0.0 if failed > 0 else 1.0,
+                1.0 if count > 0 else 0.0,
+            )
+        if count > 0:
+            if "KinesisRecordsDataPut" in enabled:
+                mean = data_bytes / count
+                self._put("KinesisRecordsDataPut", scopes, count, float(data_bytes), mean, mean)
+            if "AllErrors" in enabled:
+                self._put("AllErrors", scopes, count, 0.0, 0.0, 0.0)
+
+    def errors(self, stream: str, shard: str | None, code: str, count: int) -> None:
+        """ErrorsByCode (with an ``ErrorCode`` dimension) and AllErrors (summary).
+
+        Count once per Kinesis record for per-record errors; ``shard=None`` for errors that
+        cannot be traced to a shard (a failed request), recorded per stream and globally.
+        """
+        if not self._active or count <= 0:
+            return
+        scopes = self._scope(stream, shard, 2)
+        if "ErrorsByCode" in self._enabled:
+            key = (stream, shard if self._depth >= 2 else None, code)
+            coded = self._error_scopes.get(key)
+            if coded is None:
+                prefix = ((_ERROR_CODE, code or "Unknown"),)
+                coded = self._error_scopes[key] = tuple(prefix + dims for dims in scopes)
+            self._samples("ErrorsByCode", coded, count, 1.0)
+        if "AllErrors" in self._enabled:
+            self._samples("AllErrors", scopes, count, 1.0)
+
+    def retries_per_record(self, stream: str, shard: str, retries: int, count: int) -> None:
+        """RetriesPerRecord: ``count`` user records finished after ``retries`` retries."""
+        if self._active and "RetriesPerRecord" in self._enabled:
+            self._samples("RetriesPerRecord", self._scope(stream, shard, 2), count, float(retries))
+
+    def user_record_expired(self, stream: str, shard: str | None, count: int) -> None:
+        """UserRecordExpired: ``count`` user records failed for reaching the record TTL."""
+        if self._active and "UserRecordExpired" in self._enabled:
+            self._samples("UserRecordExpired", self._scope(stream, shard, 2), count, 1.0)
+
+    def buffering_time(self, stream: str, shard: str, seconds: float, count: int) -> None:
+        """BufferingTime (ms): ``count`` user records waited ``seconds`` before a send."""
+        if self._active and "BufferingTime" in self._enabled:
+            self._samples("BufferingTime", self._scope(stream, shard, 2), count, seconds * 1000.0)
+
+    def request_time(self, stream: str, seconds: float) -> None:
+        """RequestTime (ms): the duration of one PutRecords request (detailed)."""
+        if self._active and "RequestTime" in self._enabled:
+            ms = seconds * 1000.0
+            self._put("RequestTime", self._scope(stream, None, 1), 1, ms, ms, ms)
+
+    def user_records_per_kinesis_record(self, stream: str, shard: str, value: int) -> None:
+        """UserRecordsPerKinesisRecord: user records in one (aggregated) Kinesis record."""
+        if self._active and "UserRecordsPerKinesisRecord" in self._enabled:
+            v = float(value)
+            self._put("UserRecordsPerKinesisRecord", self._scope(stream, shard, 2), 1, v, v, v)
+
+    def kinesis_records_per_request(self, stream: str, value: int) -> None:
+        """KinesisRecordsPerPutRecordsRequest: Kinesis records in one PutRecords request."""
+        if self._active and "KinesisRecordsPerPutRecordsRequest" in self._enabled:
+            v = float(value)
+            scopes = self._scope(stream, None, 1)
+            self._put("KinesisRecordsPerPutRecordsRequest", scopes, 1, v, v, v)
+
+    def user_records_per_request(self, stream: str, value: int) -> None:
+        """UserRecordsPerPutRecordsRequest: user records in one PutRecords request."""
+        if self._active and "UserRecordsPerPutRecordsRequest" in self._enabled:
+            v = float(value)
+            scopes = self._scope(stream, None, 1)
+            self._put("UserRecordsPerPutRecordsRequest", scopes, 1, v, v, v)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _wall_now(self) -> float:
+        return self._wall_anchor + self._clock()
+
+    def _data(
+        self, window: dict[tuple[str, Dimensions], list[float]], timestamp: float
+    ) -> list[MetricDatum]:
+        out = [
+            MetricDatum(
+                name,
+                dims,
+                _SPECS[name].unit,
+                int(stats[0]),
+                stats[1],
+                stats[2],
+                stats[3],
+                timestamp,
+            )
+            for (name, dims), stats in window.items()
+        ]
+        out.sort(key=lambda d: (d.name, len(d.dimensions), d.dimensions))
+        return out
+
+    def snapshot(self) -> list[MetricDatum]:
+        """The current (not yet published) window, every dimension set, sorted."""
+        return self._data(self._window, self._wall_now())
+
+    def totals(self) -> dict[str, float]:
+        """Lifetime sums per metric name at global granularity (UserRecordsPending: latest)."""
+        return dict(self._totals)
+
+    def _close_window(self) -> list[MetricDatum]:
+        window, self._window = self._window, {}
+        # Shard ids come and go with resharding: do not let the caches grow forever.
+        if len(self._scopes) > 4096:
+            self._scopes.clear()
+        if len(self._error_scopes) > 4096:
+            self._error_scopes.clear()
+        return self._data(window, self._wall_now())
+
+    async def _publish_one(self, sink: MetricsSink, data: Sequence[MetricDatum]) -> None:
+        try:
+            with anyio.move_on_after(self._sink_timeout) as scope:
+                await sink.publish(data)
+        except Exception as exc:
+            error = _describe(exc)
+        else:
+            if not scope.cancelled_caught:
+                return
+            error = f"TimeoutError: publish took longer than {self._sink_timeout:g}s"
+        self._sink_failures += 1
+        _log.warning("metrics_sink_failed", sink=_sink_name(sink), error=error)
+
+    async def _deliver(self, data: list[MetricDatum]) -> None:
+        if not data:
+            return
+        self._windows_published += 1
+        if not self._sinks:
+            return
+        frozen = tuple(data)
+        if len(self._sinks) == 1:
+            await self._publish_one(self._sinks[0], frozen)
+            return
+        async with anyio.create_task_group() as tg:
+            for sink in self._sinks:
+                tg.start_soon(self._publish_one, sink, frozen)
+
+    async def flush(self) -> None:
+        """Close the current window and deliver it now (on producer close). Never raises."""
+        await self._deliver(self._close_window())
+
+    async def run(self) -> None:
+        """Close and deliver a window every ``upload_interval``; returns only when cancelled.
+
+        Sink failures are logged and counted, never raised. A delivery slower than the
+        interval skips the missed ticks (the next window is longer).
+        """
+        if not self._active:
+            await anyio.sleep_forever()
+        interval = self._upload_interval
+        deadline = anyio.current_time() + interval
+        while True:
+            await anyio.sleep_until(deadline)
+            await self._deliver(self._close_window())
+            deadline += interval
+            now = anyio.current_time()
+            if deadline <= now:
+                deadline = now + interval
+
+
+# -- in-memory ------------------------------------------------------------------------------
+
+
+class InMemorySink:
+    """Keeps the last ``maxlen`` published windows (for tests and ``producer.metrics``)."""
+
+    name = "memory"
+
+    def __init__(self, maxlen: int = 60) -> None:
+        if maxlen < 1:
+            raise ValueError("maxlen must be at least 1")
+        self._windows: deque[list[MetricDatum]] = deque(maxlen=maxlen)
+
+    async def publish(self, data: Sequence[MetricDatum]) -> None:
+        """Store one window."""
+        self._windows.append(list(data))
+
+    def latest(self) -> list[MetricDatum]:
+        """The last window published (empty if none)."""
+        return list(self._windows[-1]) if self._windows else []
+
+    def all(self) -> list[list[MetricDatum]]:
+        """Every window kept, oldest first."""
+        return [list(w) for w in self._windows]
+
+    def clear(self) -> None:
+        """Forget the windows kept."""
+        self._windows.clear()
