@@ -1,0 +1,381 @@
+"""Shared options: argument types, the parser, producer settings, the target stream."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from .._client import KinesisClient
+from .._config import ProducerConfig
+from .._credentials import StaticCredentials
+from .._emulator import EMULATORS, LocalKinesis
+from .._errors import ResourceNotFoundError
+from .._producer import Producer
+from .._version import __version__
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    pass
+
+
+_PROG = "kinesis-trio"
+_LOCAL_CREDENTIALS = StaticCredentials("AKIDLOCALDEMO", "local-demo-secret")
+_THROTTLE_CODE = "ProvisionedThroughputExceededException"
+_READ_CHUNK = 256 * 1024
+_TICK = 0.25  # seconds between progress updates / outcome sweeps
+
+
+class _UsageError(Exception):
+    """A bad argument or setting: one line on stderr, exit status 2."""
+
+
+class _Failure(Exception):
+    """A run that cannot go on (missing stream, dead emulator): one line, exit status 1."""
+
+
+# -- argument parsing ----------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``kinesis-trio: error: ...`` and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{_PROG}: error: {message}\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _int(text: str) -> int:
+    """An integer; its range is checked by ProducerConfig (which names the field)."""
+    try:
+        return int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0 (any free port) to 65535, got {value}")
+    return value
+
+
+_SIZE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmg]?)(?:i?b)?", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def _size(text: str) -> int:
+    """Bytes: ``512``, ``64k``, ``1MiB``, ``2m`` (k/M/G are binary: KiB, MiB, GiB)."""
+    match = _SIZE_RE.fullmatch(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"not a size (e.g. 512, 64k, 1MiB): {text!r}")
+    return int(float(match[1]) * _SIZE_UNITS[match[2].lower()])
+
+
+def _positive_size(text: str) -> int:
+    value = _size(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 byte, got {text!r}")
+    return value
+
+
+_SECONDS_RE = re.compile(r"(-?\d+(?:\.\d*)?|-?\.\d+)\s*(ms|s|m|h)?")
+_SECONDS_UNITS = {None: 1.0, "s": 1.0, "ms": 0.001, "m": 60.0, "h": 3600.0}
+
+
+def _seconds(text: str) -> float:
+    """Seconds: ``0.1``, ``100ms``, ``30s``, ``5m``. The range is checked by ProducerConfig."""
+    match = _SECONDS_RE.fullmatch(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"not a duration (e.g. 0.1, 100ms, 30s): {text!r}")
+    return float(match[1]) * _SECONDS_UNITS[match[2]]
+
+
+def _positive_seconds(text: str) -> float:
+    value = _seconds(text)
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a positive duration, got {text!r}")
+    return value
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def _rate(text: str) -> float:
+    value = _number(text)
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a positive number of records/s, got {text}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=_PROG, description="Kinesis producer tools (Trio/anyio).")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    produce = sub.add_parser(
+        "produce",
+        help="write newline-delimited records from a file or stdin (like kcat -P)",
+        description="Write each line of FILE (or stdin) as a record. Raw lines by default; "
+        "--json parses JSON lines so that --key-field / --key-template can pick the "
+        "partition key. The default partition key is a random uuid4 per record. Exit "
+        "status 1 when any record failed.",
+    )
+    produce.add_argument("input", nargs="?", metavar="FILE", help="input file (default: stdin)")
+    produce.add_argument("--stream", required=True, help="stream to write to")
+    produce.add_argument("--json", action="store_true", help="input lines are JSON documents")
+    keys = produce.add_mutually_exclusive_group()
+    keys.add_argument(
+        "--key-field", metavar="F", help="partition key from this JSON field (dotted path: a.b)"
+    )
+    keys.add_argument(
+        "--key-template",
+        metavar="T",
+        help="partition key from a str.format template over the JSON fields (dotted paths "
+        "allowed), {line_no} and {uuid}, e.g. '{tenant}-{line_no}'",
+    )
+    produce.add_argument(
+        "--explicit-hash-key-field", metavar="F", help="explicit hash key from this JSON field"
+    )
+    produce.add_argument(
+        "--failed", metavar="FILE", help="write failed records here as JSON lines (with errors)"
+    )
+    _add_common(produce, progress_interval=5.0)
+
+    perf = sub.add_parser(
+        "perf",
+        help="load generator: throughput, latency percentiles, CPU, throttles",
+        description="Write COUNT records of SIZE bytes (at RATE records/s with -r) and report "
+        "records/s, MB/s, p50/p99/p99.9 latency, CPU per record, throttles and failures. "
+        "With -r, latency is measured from each record's scheduled time (no coordinated "
+        "omission). Without an endpoint and without --stream, an embedded local emulator is "
+        "started and a new stream created in it.",
+    )
+    perf.add_argument(
+        "--stream", help="stream to write to (created with --shards if it does not exist)"
+    )
+    perf.add_argument(
+        "-s", "--size", type=_positive_size, default=512, help="bytes per record (default 512)"
+    )
+    perf.add_argument(
+        "-n",
+        "--count",
+        type=_positive_int,
+        help="records to write (default 100,000; unlimited with --duration)",
+    )
+    perf.add_argument("-r", "--rate", type=_rate, help="records/s (default: as fast as possible)")
+    perf.add_argument(
+        "--keys", type=_positive_int, default=256, help="distinct partition keys (default 256)"
+    )
+    perf.add_argument(
+        "--shards", type=_positive_int, help="shards of a stream to create (default 4 locally)"
+    )
+    perf.add_argument("--duration", type=_positive_seconds, help="stop after this long")
+    perf.add_argument("--emulator", choices=sorted(EMULATORS), default="kinesalite")
+    _add_common(perf, progress_interval=1.0)
+
+    demo = sub.add_parser(
+        "demo",
+        help="write records and print records/s, latency and failures",
+        description="Write --count records of --size bytes and report throughput and latency. "
+        "Without an endpoint and without --stream, an embedded local emulator is started.",
+    )
+    demo.add_argument("--count", "-n", type=_positive_int, default=100_000)
+    demo.add_argument("--size", "-s", type=_positive_int, default=200, help="bytes per record")
+    demo.add_argument("--keys", type=_positive_int, default=256, help="distinct partition keys")
+    demo.add_argument("--shards", type=_positive_int, default=4, help="shards of the new stream")
+    demo.add_argument("--stream", help="use this existing stream instead of creating one")
+    demo.add_argument("--emulator", choices=sorted(EMULATORS), default="kinesalite")
+    _add_common(demo, progress_interval=1.0)
+
+    local = sub.add_parser(
+        "local",
+        help="start the embedded emulator and keep it running",
+        description="Run a local Kinesis emulator until Ctrl-C (or SIGTERM), then stop it.",
+    )
+    local.add_argument("--port", type=_port, default=4567, help="port (0: any free port)")
+    local.add_argument("--emulator", choices=sorted(EMULATORS), default="kinesalite")
+    local.add_argument("--streams", default="", help="name:shards,... to create")
+    return parser
+
+
+def _add_common(parser: argparse.ArgumentParser, *, progress_interval: float) -> None:
+    conn = parser.add_argument_group("connection")
+    conn.add_argument("--endpoint-url", help="Kinesis endpoint (default: AWS settings)")
+    conn.add_argument("--region", help="AWS region (default: AWS settings, or us-east-1 locally)")
+    conn.add_argument("--profile", help="AWS profile for credentials")
+    conn.add_argument("--backend", choices=["trio", "asyncio"], default="trio")
+
+    cfg = parser.add_argument_group("producer settings (ProducerConfig; times in seconds)")
+    cfg.add_argument(
+        "--linger", type=_seconds, metavar="SECONDS", help="record_max_buffered_time (0.1)"
+    )
+    cfg.add_argument("--no-aggregation", action="store_true", help="aggregation_enabled=False")
+    cfg.add_argument("--max-connections", type=_int, metavar="N", help="max_connections (24)")
+    cfg.add_argument(
+        "--rate-limit", type=_number, metavar="PERCENT", help="rate_limit, %% of shard limits (150)"
+    )
+    cfg.add_argument("--record-ttl", type=_seconds, metavar="SECONDS", help="record_ttl (30)")
+    cfg.add_argument(
+        "--max-outstanding-records", type=_int, metavar="N", help="max_outstanding_records (100000)"
+    )
+    cfg.add_argument(
+        "--max-outstanding-bytes",
+        type=_size,
+        metavar="SIZE",
+        help="max_outstanding_bytes (128MiB; k/M/G suffixes)",
+    )
+    cfg.add_argument(
+        "--fail-if-throttled",
+        action="store_true",
+        help="fail_if_throttled=True: fail throttled records instead of retrying them",
+    )
+
+    out = parser.add_argument_group("output")
+    out.add_argument("-q", "--quiet", action="store_true", help="no live progress")
+    out.add_argument(
+        "--progress-interval",
+        type=_positive_seconds,
+        default=progress_interval,
+        metavar="SECONDS",
+        help=f"seconds between progress lines when stderr is not a terminal "
+        f"(default {progress_interval:g})",
+    )
+
+
+def _config(args: argparse.Namespace) -> ProducerConfig:
+    fields: dict[str, Any] = {}
+    if args.linger is not None:
+        fields["record_max_buffered_time"] = args.linger
+    if args.no_aggregation:
+        fields["aggregation_enabled"] = False
+    if args.max_connections is not None:
+        fields["max_connections"] = args.max_connections
+    if args.rate_limit is not None:
+        fields["rate_limit"] = args.rate_limit
+    if args.record_ttl is not None:
+        fields["record_ttl"] = args.record_ttl
+    if args.max_outstanding_records is not None:
+        fields["max_outstanding_records"] = args.max_outstanding_records
+    if args.max_outstanding_bytes is not None:
+        fields["max_outstanding_bytes"] = args.max_outstanding_bytes
+    if args.fail_if_throttled:
+        fields["fail_if_throttled"] = True
+    try:
+        return ProducerConfig(**fields)
+    except ValueError as exc:
+        raise _UsageError(str(exc)) from None
+
+
+# -- where to connect ----------------------------------------------------------------------
+
+
+def _configured_endpoint(args: argparse.Namespace) -> str | None:
+    endpoint: str | None = (
+        args.endpoint_url
+        or os.environ.get("AWS_ENDPOINT_URL_KINESIS")
+        or os.environ.get("AWS_ENDPOINT_URL")
+    )
+    return endpoint
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where to connect and as whom; ``local`` for an embedded emulator."""
+
+    endpoint_url: str | None
+    region: str | None
+    profile: str | None
+    credentials: StaticCredentials | None
+    local: bool
+
+    def client(self) -> KinesisClient:
+        try:
+            return KinesisClient(
+                region_name=self.region,
+                endpoint_url=self.endpoint_url,
+                credentials=self.credentials,
+                profile_name=self.profile,
+            )
+        except ValueError as exc:  # no region, malformed endpoint URL
+            raise _UsageError(str(exc).replace("region_name=...", "--region")) from None
+
+    def producer(self, stream: str, config: ProducerConfig) -> Producer:
+        return Producer(
+            stream,
+            region_name=self.region,
+            endpoint_url=self.endpoint_url,
+            credentials=self.credentials,
+            config=config,
+            profile_name=self.profile,
+        )
+
+
+def _with_target(
+    args: argparse.Namespace, run: Callable[[_Target], int], *, embedded: bool, shard_limit: int
+) -> int:
+    """Run ``run`` against the configured endpoint, or (``embedded``) a local emulator."""
+    endpoint = _configured_endpoint(args)
+    if endpoint is not None or not embedded:
+        return run(_Target(endpoint, args.region, args.profile, None, False))
+    print(f"no endpoint configured: starting an embedded {args.emulator} emulator ...", flush=True)
+    with LocalKinesis(args.emulator, shard_limit=shard_limit) as emulator:
+        print(f"emulator at {emulator.endpoint_url}", flush=True)
+        region = args.region or (
+            None
+            if os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+            else "us-east-1"
+        )
+        return run(_Target(emulator.endpoint_url, region, args.profile, _LOCAL_CREDENTIALS, True))
+
+
+async def _ensure_stream(
+    client: KinesisClient, name: str | None, shards: int | None, *, prefix: str
+) -> tuple[str, bool]:
+    """Return (stream name, created): use ``name`` if it exists, else create it."""
+    if name is not None:
+        try:
+            summary = await client.describe_stream_summary(name)
+        except ResourceNotFoundError:
+            if shards is None:
+                raise _Failure(
+                    f"stream {name!r} does not exist at {client.endpoint_url} "
+                    "(pass --shards N to create it)"
+                ) from None
+        else:
+            if summary.get("StreamStatus") != "ACTIVE":
+                await client.wait_for_stream(name)
+            if shards is not None:
+                print(f"stream {name} exists: --shards {shards} ignored", flush=True)
+            return name, False
+    else:
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    assert shards is not None
+    await client.create_stream(name, shards)
+    await client.wait_for_stream(name)
+    print(f"created stream {name} with {shards} shards", flush=True)
+    return name, True
+
+
+# -- bookkeeping ---------------------------------------------------------------------------

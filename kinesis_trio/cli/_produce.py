@@ -1,0 +1,362 @@
+"""``produce``: records from a file or stdin, keyed, with failed records written out."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import select
+import string
+import sys
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+
+from .._producer import Producer
+from ._options import _READ_CHUNK, _config, _Target, _UsageError, _with_target
+from ._output import (
+    _FailedWriter,
+    _Interrupts,
+    _latency_rows,
+    _print_summary,
+    _Progress,
+    _tick,
+    _Tracker,
+)
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    pass
+
+
+class _RecordError(Exception):
+    """A line that cannot become a record (bad JSON, no key): fails locally."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(code, message)
+        self.code = code
+        self.message = message
+
+
+_MISSING: Any = object()
+
+
+def _lookup(obj: Any, path: str) -> Any:
+    """``obj[path]``, else walk a dotted path through objects (and list indexes)."""
+    if isinstance(obj, dict) and path in obj:
+        return obj[path]
+    current = obj
+    for part in path.split("."):
+        if isinstance(current, dict) and part in current:
+            current = current[part]
+        elif isinstance(current, list) and part.isdigit() and int(part) < len(current):
+            current = current[int(part)]
+        else:
+            return _MISSING
+    return current
+
+
+def _key_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return json.dumps(value)
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+class _TemplateFormatter(string.Formatter):
+    """str.format over a record's JSON fields (dotted paths), ``{line_no}`` and ``{uuid}``;
+    the record's own fields win over the two built-ins."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.obj: Any = None
+        self.line_no = 0
+
+    def get_field(self, field_name: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+        value = _lookup(self.obj, field_name)
+        if value is _MISSING or value is None:
+            if field_name == "line_no":
+                return self.line_no, field_name
+            if field_name == "uuid":
+                return str(uuid.uuid4()), field_name
+            raise _RecordError(
+                "MissingKey", f"--key-template field {{{field_name}}} is not in the record"
+            )
+        if isinstance(value, (dict, list, bool)):
+            value = _key_text(value)
+        return value, field_name
+
+
+class _Keying:
+    """Turns a line into (partition key, explicit hash key), or raises _RecordError."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.json = bool(args.json)
+        self.key_field: str | None = args.key_field
+        self.template: str | None = args.key_template
+        self.ehk_field: str | None = args.explicit_hash_key_field
+        if not self.json:
+            if self.key_field is not None:
+                raise _UsageError("--key-field needs --json (raw lines have no fields)")
+            if self.ehk_field is not None:
+                raise _UsageError("--explicit-hash-key-field needs --json")
+        for name, value in (
+            ("--key-field", self.key_field),
+            ("--explicit-hash-key-field", self.ehk_field),
+        ):
+            if value is not None and not value.strip():
+                raise _UsageError(f"{name} must not be empty")
+        self.formatter = _TemplateFormatter()
+        if self.template is not None:
+            try:
+                fields = [
+                    f for _, f, _, _ in string.Formatter().parse(self.template) if f is not None
+                ]
+            except ValueError as exc:
+                raise _UsageError(f"--key-template {self.template!r}: {exc}") from None
+            for name in fields:
+                if not name or name.isdigit():
+                    raise _UsageError(
+                        f"--key-template {self.template!r}: use named fields, like {{line_no}}"
+                    )
+                if not self.json and name not in ("line_no", "uuid"):
+                    raise _UsageError(
+                        f"--key-template field {{{name}}} needs --json "
+                        "(raw lines only have {line_no} and {uuid})"
+                    )
+
+    def key(self, line_no: int, line: bytes) -> tuple[str, str | None]:
+        obj: Any = None
+        if self.json:
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                raise _RecordError("InvalidJSON", str(exc)) from None
+        if self.key_field is not None:
+            value = _lookup(obj, self.key_field)
+            if value is _MISSING or value is None:
+                raise _RecordError("MissingKey", f"no field {self.key_field!r} in the record")
+            key = _key_text(value)
+        elif self.template is not None:
+            self.formatter.obj = obj
+            self.formatter.line_no = line_no
+            try:
+                key = self.formatter.format(self.template)
+            except _RecordError:
+                raise
+            except (ValueError, TypeError, IndexError, KeyError) as exc:
+                raise _RecordError("InvalidKey", f"--key-template: {exc}") from None
+        else:
+            key = str(uuid.uuid4())
+        ehk: str | None = None
+        if self.ehk_field is not None:
+            value = _lookup(obj, self.ehk_field)
+            if value is _MISSING or value is None:
+                raise _RecordError("MissingKey", f"no field {self.ehk_field!r} in the record")
+            ehk = _key_text(value)
+        return key, ehk
+
+
+class _ChunkReader:
+    """Reads a file descriptor in a worker thread without ever blocking for long: the
+    thread waits with select() in short steps, so a cancelled read (Ctrl-C while stdin is
+    idle) leaves no thread stuck in read()."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.stopped = threading.Event()
+        self._select = True
+
+    def _read(self) -> bytes:
+        while not self.stopped.is_set():
+            if self._select:
+                try:
+                    ready, _, _ = select.select([self.fd], [], [], 0.2)
+                except (OSError, ValueError):  # not selectable here: plain blocking reads
+                    self._select = False
+                    continue
+                if not ready:
+                    continue
+            return os.read(self.fd, _READ_CHUNK)
+        return b""
+
+    async def read(self) -> bytes:
+        try:
+            return await anyio.to_thread.run_sync(self._read, abandon_on_cancel=True)
+        except BaseException:
+            self.stopped.set()
+            raise
+
+
+@dataclass
+class _LineCounts:
+    lines: int = 0
+    blank: int = 0
+
+
+async def _read_and_put(
+    producer: Producer,
+    reader: _ChunkReader,
+    keying: _Keying,
+    tracker: _Tracker,
+    counts: _LineCounts,
+) -> None:
+    put = producer.put
+    now = anyio.current_time
+    limit = producer.config.max_record_size
+    json_lines = keying.json
+    buffer = b""
+    discarding = False  # inside a line longer than max_record_size: drop up to its newline
+    eof = False
+    while not eof:
+        chunk = await reader.read()
+        if not chunk:
+            eof = True
+            lines = [buffer] if buffer and not discarding else []
+            buffer = b""
+        else:
+            if discarding:
+                newline = chunk.find(b"\n")
+                if newline < 0:
+                    continue
+                chunk = chunk[newline + 1 :]
+                discarding = False
+            buffer += chunk
+            lines = buffer.split(b"\n")
+            buffer = lines.pop()
+        for line in lines:
+            counts.lines += 1
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if not line or (json_lines and not line.strip()):
+                counts.blank += 1
+                continue
+            context = (counts.lines, line, False)
+            try:
+                key, ehk = keying.key(counts.lines, line)
+            except _RecordError as exc:
+                tracker.fail_local(exc.code, exc.message, context)
+                continue
+            start = now()
+            try:
+                outcome = await put(line, key, ehk)
+            except (TypeError, ValueError) as exc:
+                tracker.fail_local("InvalidRecord", str(exc), context)
+                continue
+            tracker.add(outcome, start, len(line), context)
+        if len(buffer) > limit:  # a line too long to be a record: fail it, skip to its end
+            counts.lines += 1
+            tracker.fail_local(
+                "InvalidRecord",
+                f"line longer than max_record_size ({limit} bytes)",
+                (counts.lines, buffer[:1024], True),
+            )
+            buffer = b""
+            discarding = True
+
+
+def _run_produce(args: argparse.Namespace) -> int:
+    config = _config(args)
+    keying = _Keying(args)
+    with contextlib.ExitStack() as stack:
+        if args.input in (None, "-"):
+            if sys.stdin is None:
+                raise _UsageError("no stdin to read records from: pass a FILE")
+            fd = sys.stdin.fileno()
+            source = "stdin"
+            if sys.stdin.isatty() and not args.quiet:
+                print("reading records from the terminal (Ctrl-D to end) ...", file=sys.stderr)
+        else:
+            try:
+                fd = os.open(args.input, os.O_RDONLY)
+            except OSError as exc:
+                raise _UsageError(f"cannot read {args.input}: {exc.strerror}") from None
+            stack.callback(os.close, fd)
+            source = args.input
+        failed_file: TextIO | None = None
+        if args.failed:
+            try:
+                failed_file = stack.enter_context(open(args.failed, "w", encoding="utf-8"))
+            except OSError as exc:
+                raise _UsageError(f"cannot write {args.failed}: {exc.strerror}") from None
+        failed = _FailedWriter(failed_file)
+
+        async def produce(target: _Target) -> int:
+            await target.client().aclose()  # validates region and endpoint first
+            tracker = _Tracker(on_failure=failed.add)
+            counts = _LineCounts()
+            progress = _Progress("produce", None, quiet=args.quiet, interval=args.progress_interval)
+            interrupts = _Interrupts(progress)
+            reader = _ChunkReader(fd)
+            t0 = t1 = 0.0
+            try:
+                async with interrupts.watching():
+                    with interrupts.abort_scope:
+                        async with (
+                            target.producer(args.stream, config) as producer,
+                            anyio.create_task_group() as tg,
+                        ):
+                            tg.start_soon(_tick, tracker, progress, producer, failed)
+                            t0 = anyio.current_time()
+                            with interrupts.stop_scope:
+                                await _read_and_put(producer, reader, keying, tracker, counts)
+                            await producer.flush()
+                            t1 = anyio.current_time()
+                            tg.cancel_scope.cancel()
+                if not t1:
+                    t1 = anyio.current_time()
+                tracker.reap()
+                await failed.flush()
+            finally:
+                reader.stopped.set()
+                progress.close(tracker)
+            elapsed = max(t1 - t0, 1e-9)
+            lines = f"{counts.lines:,}"
+            if counts.blank:
+                lines += f" ({counts.blank:,} blank skipped)"
+            rows = [
+                ("lines", lines),
+                ("records sent", f"{tracker.accepted:,}"),
+                ("ok", f"{tracker.ok:,}"),
+                ("failed", f"{tracker.failed:,}"),
+                ("elapsed", f"{elapsed:,.2f} s"),
+                ("records/s", f"{tracker.accepted / elapsed:,.0f}"),
+                ("MB/s", f"{tracker.accepted_bytes / elapsed / 1e6:,.2f}"),
+                *_latency_rows(tracker.latencies)[:3],
+                (
+                    "throttles",
+                    f"{tracker.throttled_attempts:,} attempts "
+                    f"({tracker.throttled_records:,} records)",
+                ),
+            ]
+            notes = []
+            if failed.count:
+                notes.append(f"{failed.count:,} failed records written to {args.failed}")
+            elif tracker.failed and not args.failed:
+                notes.append("(pass --failed FILE to keep the failed records)")
+            if interrupts.count:
+                notes.append("(interrupted: the rest of the input was not read)")
+            _print_summary(f"produce: {source} -> {args.stream}", rows, tracker, notes)
+            if interrupts.count:
+                return 130
+            return 1 if tracker.failed else 0
+
+        return _with_target(
+            args,
+            lambda target: anyio.run(produce, target, backend=args.backend),
+            embedded=False,
+            shard_limit=0,
+        )
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+# -- local: a long-running emulator ---------------------------------------------------------
