@@ -18,17 +18,11 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-import botocore.auth
-import botocore.awsrequest
-import botocore.session
 import httpx
 
 from ._credentials import (
     CredentialProvider,
-    RequestSigner,
     StaticCredentials,
-    resolve_endpoint,
-    resolve_region,
 )
 from ._errors import (
     ConnectError,
@@ -42,6 +36,7 @@ from ._errors import (
     error_from_response,
 )
 from ._logging import get_logger
+from ._service import SignedService
 
 __all__ = ["KinesisClient"]
 
@@ -107,7 +102,7 @@ def _stream_ref(stream_name: str | None, stream_arn: str | None) -> dict[str, An
     return ref
 
 
-class KinesisClient:
+class KinesisClient(SignedService):
     """Kinesis Data Streams client (JSON 1.1, SigV4), for trio or asyncio.
 
     Region: ``region_name``, else ``AWS_REGION``, ``AWS_DEFAULT_REGION``, the profile's
@@ -141,21 +136,14 @@ class KinesisClient:
     ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
-        session: Any = None
-        if credentials is None or profile_name is not None:
-            session = botocore.session.Session(profile=profile_name)
-        self.region_name = resolve_region(region_name, session)
-        self.endpoint_url = resolve_endpoint(endpoint_url, self.region_name)
-        if isinstance(credentials, CredentialProvider):
-            self._credentials = credentials
-        else:
-            self._credentials = CredentialProvider(
-                credentials if credentials is not None else session
-            )
-        self._url = self.endpoint_url + "/"
-        self._host = httpx.URL(self._url).netloc.decode("ascii")
-        self._signer = RequestSigner("kinesis", self.region_name, self._url, self._host)
-        self._closed = False
+        super().__init__(
+            "kinesis",
+            "KINESIS",
+            region_name=region_name,
+            endpoint_url=endpoint_url,
+            credentials=credentials,
+            profile_name=profile_name,
+        )
         #: the whole of one HTTP exchange, answer included, must end within this
         self._deadline = request_timeout + connect_timeout
         self._http = httpx.AsyncClient(
@@ -168,27 +156,10 @@ class KinesisClient:
             headers={"User-Agent": _user_agent()},
         )
 
-    @property
-    def credentials(self) -> CredentialProvider:
-        """The credential provider used to sign requests."""
-        return self._credentials
-
     def __repr__(self) -> str:
         return (
             f"KinesisClient(endpoint_url={self.endpoint_url!r}, region_name={self.region_name!r})"
         )
-
-    async def __aenter__(self) -> KinesisClient:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the connection pool. Idempotent."""
-        if not self._closed:
-            self._closed = True
-            await self._http.aclose()
 
     # -- core -------------------------------------------------------------------------------
 
@@ -198,8 +169,7 @@ class KinesisClient:
 
     async def call_raw(self, operation: str, body: bytes) -> dict[str, Any]:
         """Call a Kinesis operation with an already JSON-encoded body; return the response."""
-        if self._closed:
-            raise RuntimeError("KinesisClient is closed")
+        self._check_open()
         if len(body) >= _HASH_IN_THREAD_MIN:
             digest = await anyio.to_thread.run_sync(_sha256_hex, body)
         else:

@@ -260,18 +260,21 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def resolve_endpoint(endpoint_url: str | None, region: str) -> str:
-    """Pick the endpoint: argument, ``AWS_ENDPOINT_URL_KINESIS``, ``AWS_ENDPOINT_URL``, default.
+def resolve_endpoint(
+    endpoint_url: str | None, region: str, service: str = "kinesis", env_suffix: str = "KINESIS"
+) -> str:
+    """Pick the endpoint: argument, ``AWS_ENDPOINT_URL_<SERVICE>``, ``AWS_ENDPOINT_URL``, default.
 
     The environment variables are skipped when ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`` is
-    true, as in botocore. The result has no trailing slash.
+    true, as in botocore. The default is ``https://{service}.{region}.amazonaws.com``. The
+    result has no trailing slash.
     """
     url = endpoint_url
     if not url and not _env_flag("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"):
-        url = os.environ.get("AWS_ENDPOINT_URL_KINESIS") or os.environ.get("AWS_ENDPOINT_URL")
+        url = os.environ.get(f"AWS_ENDPOINT_URL_{env_suffix}") or os.environ.get("AWS_ENDPOINT_URL")
     if not url:
         suffix = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
-        return f"https://kinesis.{region}.{suffix}"
+        return f"https://{service}.{region}.{suffix}"
     url = url.strip().rstrip("/")
     scheme, sep, rest = url.partition("://")
     if not sep or scheme.lower() not in ("http", "https") or not rest:

@@ -5,22 +5,18 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-import os
 import random
 import re
 import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import anyio
-import botocore.auth
-import botocore.awsrequest
-import botocore.session
 import httpx
 
-from .._credentials import CredentialProvider, RequestSigner, StaticCredentials, resolve_region
+from .._credentials import CredentialProvider, StaticCredentials
 from .._errors import KinesisTrioError
+from .._service import SignedService
 from ._names import DEFAULT_NAMESPACE, MetricDatum, _log
 
 # -- CloudWatch -----------------------------------------------------------------------------
@@ -146,22 +142,7 @@ def _encode_datum(index: int, datum: MetricDatum) -> str:
     return "&".join(parts)
 
 
-def _resolve_cloudwatch_endpoint(endpoint_url: str | None, region: str) -> str:
-    url = endpoint_url
-    ignore = os.environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").strip().lower()
-    if not url and ignore not in ("1", "true", "yes", "on"):
-        url = os.environ.get("AWS_ENDPOINT_URL_CLOUDWATCH") or os.environ.get("AWS_ENDPOINT_URL")
-    if not url:
-        suffix = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
-        return f"https://monitoring.{region}.{suffix}"
-    url = url.strip().rstrip("/")
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme.lower() not in ("http", "https") or not rest:
-        raise ValueError(f"invalid endpoint URL {url!r}: expected http(s)://host[:port]")
-    return url
-
-
-class CloudWatchSink:
+class CloudWatchSink(SignedService):
     """Publishes windows with CloudWatch PutMetricData (AWS query protocol, SigV4, httpx).
 
     Each datum is sent as a statistic set (SampleCount, Sum, Minimum, Maximum) with its
@@ -202,49 +183,30 @@ class CloudWatchSink:
             raise ValueError(f"max_request_bytes must be 1024..{MAX_REQUEST_BYTES}")
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
-        session: Any = None
-        if credentials is None or profile_name is not None:
-            session = botocore.session.Session(profile=profile_name)
-        self.region_name = resolve_region(region_name, session)
-        self.endpoint_url = _resolve_cloudwatch_endpoint(endpoint_url, self.region_name)
-        if isinstance(credentials, CredentialProvider):
-            self._credentials = credentials
-        else:
-            self._credentials = CredentialProvider(
-                credentials if credentials is not None else session
-            )
+        super().__init__(
+            "monitoring",
+            "CLOUDWATCH",
+            region_name=region_name,
+            endpoint_url=endpoint_url,
+            credentials=credentials,
+            profile_name=profile_name,
+        )
         self.namespace = namespace
-        self._url = self.endpoint_url + "/"
-        self._host = httpx.URL(self._url).netloc.decode("ascii")
         self._max_attempts = max_attempts
         self._backoff = max(0.0, retry_backoff)
         self._max_datums = max_datums_per_request
         self._max_bytes = max_request_bytes
-        self._signer = RequestSigner("monitoring", self.region_name, self._url, self._host)
         self._http = httpx.AsyncClient(
             timeout=httpx.Timeout(request_timeout),
             transport=transport,
             headers={"User-Agent": "kinesis-trio-metrics"},
         )
-        self._closed = False
 
     def __repr__(self) -> str:
         return (
             f"CloudWatchSink(endpoint_url={self.endpoint_url!r}, "
             f"region_name={self.region_name!r}, namespace={self.namespace!r})"
         )
-
-    async def __aenter__(self) -> CloudWatchSink:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the connection pool. Idempotent."""
-        if not self._closed:
-            self._closed = True
-            await self._http.aclose()
 
     def _batches(self, data: Sequence[MetricDatum]) -> Iterator[tuple[bytes, int]]:
         namespace = self.namespace or DEFAULT_NAMESPACE
@@ -268,8 +230,7 @@ class CloudWatchSink:
 
     async def publish(self, data: Sequence[MetricDatum]) -> None:
         """PutMetricData for every datum, in as few requests as the limits allow."""
-        if self._closed:
-            raise RuntimeError("CloudWatchSink is closed")
+        self._check_open()
         first: BaseException | None = None
         for body, count in self._batches(data):
             try:
