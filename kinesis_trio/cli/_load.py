@@ -25,6 +25,7 @@ from ._options import (
     _with_target,
 )
 from ._output import (
+    _exit_code,
     _Interrupts,
     _latency_rows,
     _percentile,
@@ -213,13 +214,11 @@ def _run_perf(args: argparse.Namespace) -> int:
         if result.interrupted:
             notes.append("(interrupted)")
         _print_summary(f"perf: {stream}", rows, t, notes)
-        if result.interrupted:
-            return 130
-        return 1 if t.failed else 0
+        return _exit_code(t, bool(result.interrupted))
 
     return _with_target(
         args,
-        lambda target: anyio.run(perf, target, backend=args.backend),
+        perf,
         embedded=args.stream is None,
         shard_limit=max(100, args.shards or 4),
     )
@@ -277,13 +276,11 @@ def _run_demo(args: argparse.Namespace) -> int:
             print("failures by error code: " + ", ".join(f"{k}={v}" for k, v in t.codes.items()))
         if created and not target.local:
             print(f"(stream {stream} was left in place; delete it when done)")
-        if result.interrupted:
-            return 130
-        return 1 if t.failed else 0
+        return _exit_code(t, bool(result.interrupted))
 
     return _with_target(
         args,
-        lambda target: anyio.run(demo, target, backend=args.backend),
+        demo,
         embedded=args.stream is None,
         shard_limit=max(100, args.shards),
     )

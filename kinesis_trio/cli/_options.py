@@ -8,9 +8,11 @@ import os
 import re
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
+
+import anyio
 
 from .._client import KinesisClient
 from .._config import ProducerConfig
@@ -333,9 +335,17 @@ class _Target:
 
 
 def _with_target(
-    args: argparse.Namespace, run: Callable[[_Target], int], *, embedded: bool, shard_limit: int
+    args: argparse.Namespace,
+    main: Callable[[_Target], Awaitable[int]],
+    *,
+    embedded: bool,
+    shard_limit: int,
 ) -> int:
-    """Run ``run`` against the configured endpoint, or (``embedded``) a local emulator."""
+    """Run ``main`` on ``--backend`` against the endpoint, or (``embedded``) a local emulator."""
+
+    def run(target: _Target) -> int:
+        return anyio.run(main, target, backend=args.backend)
+
     endpoint = _configured_endpoint(args)
     if endpoint is not None or not embedded:
         return run(_Target(endpoint, args.region, args.profile, None, False))

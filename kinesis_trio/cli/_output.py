@@ -205,6 +205,13 @@ class _Progress:
             self._rich = None
 
 
+def _exit_code(tracker: _Tracker, interrupted: bool) -> int:
+    """130 when interrupted (as a shell reports SIGINT), 1 when a record failed, else 0."""
+    if interrupted:
+        return 130
+    return 1 if tracker.failed else 0
+
+
 def _print_summary(
     title: str, rows: Sequence[tuple[str, str]], tracker: _Tracker, notes: Sequence[str] = ()
 ) -> None:

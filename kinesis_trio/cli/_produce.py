@@ -22,6 +22,7 @@ import anyio.to_thread
 from .._producer import Producer
 from ._options import _READ_CHUNK, _config, _Target, _UsageError, _with_target
 from ._output import (
+    _exit_code,
     _FailedWriter,
     _Interrupts,
     _latency_rows,
@@ -346,13 +347,11 @@ def _run_produce(args: argparse.Namespace) -> int:
             if interrupts.count:
                 notes.append("(interrupted: the rest of the input was not read)")
             _print_summary(f"produce: {source} -> {args.stream}", rows, tracker, notes)
-            if interrupts.count:
-                return 130
-            return 1 if tracker.failed else 0
+            return _exit_code(tracker, bool(interrupts.count))
 
         return _with_target(
             args,
-            lambda target: anyio.run(produce, target, backend=args.backend),
+            produce,
             embedded=False,
             shard_limit=0,
         )
