@@ -84,7 +84,11 @@ class KinesisError(KinesisTrioError):
         self.status_code = status_code
         self.operation = operation
         self.request_id = request_id
+        self.retryable = self._retryable(code)
         super().__init__(code, message)
+
+    def _retryable(self, code: str) -> bool:
+        return type(self).retryable
 
     def __str__(self) -> str:
         head = f"{self.code}: {self.message}" if self.message else self.code
@@ -159,20 +163,8 @@ class ExpiredTokenError(KinesisError):
 class KMSError(KinesisError):
     """A KMS problem with the stream's encryption key (``KMS*`` codes)."""
 
-    def __init__(
-        self,
-        code: str,
-        message: str = "",
-        *,
-        status_code: int = 0,
-        operation: str = "",
-        request_id: str | None = None,
-    ) -> None:
-        super().__init__(
-            code, message, status_code=status_code, operation=operation, request_id=request_id
-        )
-        # Only KMS throttling is worth retrying.
-        self.retryable = code == "KMSThrottlingException"
+    def _retryable(self, code: str) -> bool:
+        return code == "KMSThrottlingException"  # only KMS throttling is worth retrying
 
 
 class AuthenticationError(KinesisError):
@@ -274,8 +266,8 @@ _register(
 )
 _register(ProvisionedThroughputExceededError, "ProvisionedThroughputExceededException")
 _register(ExpiredTokenError, "ExpiredTokenException", "ExpiredToken")
-_register(
-    AuthenticationError,
+#: The request's identity or signature was refused: no retry can fix these.
+IDENTITY_CODES = (
     "UnrecognizedClientException",
     "IncompleteSignature",
     "IncompleteSignatureException",
@@ -284,10 +276,9 @@ _register(
     "InvalidSignatureException",
     "SignatureDoesNotMatch",
     "InvalidClientTokenId",
-    "RequestExpired",
 )
-_register(
-    ServiceError,
+#: The service failed inside: worth another try.
+INTERNAL_CODES = (
     "InternalFailure",
     "InternalFailureException",
     "InternalServerError",
@@ -295,6 +286,8 @@ _register(
     "ServiceUnavailable",
     "ServiceUnavailableException",
 )
+_register(AuthenticationError, *IDENTITY_CODES, "RequestExpired")
+_register(ServiceError, *INTERNAL_CODES)
 
 _BY_STATUS: dict[int, type[KinesisError]] = {413: ValidationError, 429: LimitExceededError}
 

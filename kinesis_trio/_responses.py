@@ -236,25 +236,25 @@ def in_flight(start: float, now: float) -> Attempt:
 
 def resent_without(attempt: Attempt) -> Attempt:
     """The history entry of a record sent again without the entry its request failed for."""
-    return Attempt(
-        attempt.start,
-        attempt.delay,
-        attempt.duration,
-        False,
-        attempt.error_code,
-        f"the request was rejected for another record in it "
-        f"({(attempt.error_message or '')[:200]}); sent again without it",
+    return _failed_as(
+        attempt,
+        f"the request was rejected for another record in it ({_cause(attempt)}); "
+        "sent again without it",
     )
 
 
 def resent_in_halves(attempt: Attempt) -> Attempt:
     """The history entry of a record whose request is sent again in halves."""
-    return Attempt(
-        attempt.start,
-        attempt.delay,
-        attempt.duration,
-        False,
-        attempt.error_code,
-        f"{(attempt.error_message or '')[:200]} (the request was rejected for a record it "
-        "holds: sent again in halves to find that record)",
+    return _failed_as(
+        attempt,
+        f"{_cause(attempt)} (the request was rejected for a record it holds: sent again in "
+        "halves to find that record)",
     )
+
+
+def _cause(attempt: Attempt) -> str:
+    return (attempt.error_message or "")[:200]
+
+
+def _failed_as(attempt: Attempt, message: str) -> Attempt:
+    return attempt._replace(success=False, error_message=message, ambiguous=False)

@@ -14,6 +14,8 @@ import re
 from typing import NamedTuple
 
 from ._errors import (
+    IDENTITY_CODES,
+    INTERNAL_CODES,
     CredentialsError,
     ExpiredTokenError,
     KinesisError,
@@ -62,18 +64,7 @@ THROTTLING_CODES = frozenset(
 )
 
 #: Transient service-side failures: retried.
-TRANSIENT_CODES = frozenset(
-    {
-        "InternalFailure",
-        "InternalFailureException",
-        "InternalServerError",
-        "InternalError",
-        "ServiceUnavailable",
-        "ServiceUnavailableException",
-        "RequestTimeout",
-        "RequestTimeoutException",
-    }
-)
+TRANSIENT_CODES = frozenset({*INTERNAL_CODES, "RequestTimeout", "RequestTimeoutException"})
 
 #: Codes that retrying cannot fix: fail the records now.
 FATAL_CODES = frozenset(
@@ -89,14 +80,7 @@ FATAL_CODES = frozenset(
         "KMSAccessDeniedException",
         "KMSNotFoundException",
         "KMSOptInRequired",
-        "UnrecognizedClientException",
-        "IncompleteSignature",
-        "IncompleteSignatureException",
-        "MissingAuthenticationToken",
-        "MissingAuthenticationTokenException",
-        "InvalidSignatureException",
-        "SignatureDoesNotMatch",
-        "InvalidClientTokenId",
+        *IDENTITY_CODES,
         "OptInRequired",
         "UnknownOperationException",
     }
