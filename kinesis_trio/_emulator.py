@@ -32,7 +32,6 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Literal
 
 __all__ = ["EMULATORS", "EmulatorKind", "LocalKinesis", "cache_dir", "ensure_installed"]
@@ -268,12 +267,7 @@ class LocalKinesis:
         self.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     def start(self) -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ._names import _ERROR_CODE, _SHARD, _SPECS, _STREAM, Dimensions, MetricDatum, MetricUnit
 
@@ -111,3 +112,12 @@ def _series(data: Iterable[MetricDatum], depth: int) -> list[_Series]:
 
 def _scale(unit: MetricUnit) -> float:
     return 0.001 if unit == "Milliseconds" else 1.0
+
+
+def _optional(module: str, sink: str, package: str, extra: str) -> Any:
+    """Import an optional dependency of a sink, or say which extra installs it."""
+    try:
+        importlib.import_module(module.partition(".")[0])  # a blocked package stops here
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(f"{sink} needs {package}: pip install 'kinesis-trio[{extra}]'") from exc

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._export import _COUNTERS, _GAUGES, _SUCCESS_RATES, _scale, _series, _snake
+from ._export import _COUNTERS, _GAUGES, _SUCCESS_RATES, _optional, _scale, _series, _snake
 from ._names import _DEPTH, MetricDatum, MetricsGranularity
 
 
@@ -30,13 +30,12 @@ class OpenTelemetrySink:
         prefix: str = "kinesis_producer",
         granularity: MetricsGranularity | str = MetricsGranularity.STREAM,
     ) -> None:
-        try:
-            from opentelemetry import metrics as otel_metrics
-        except ImportError as exc:
-            raise ImportError(
-                "OpenTelemetrySink needs opentelemetry-api: pip install 'kinesis-trio[otel]'"
-            ) from exc
-        self._meter: Any = meter if meter is not None else otel_metrics.get_meter("kinesis_trio")
+        if meter is None:
+            api = _optional(
+                "opentelemetry.metrics", "OpenTelemetrySink", "opentelemetry-api", "otel"
+            )
+            meter = api.get_meter("kinesis_trio")
+        self._meter: Any = meter
         self._prefix = prefix
         self._depth = _DEPTH[MetricsGranularity(granularity)]
         self._instruments: dict[str, Any] = {}

@@ -7,7 +7,16 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ._export import _COUNTERS, _GAUGES, _SUCCESS_RATES, _label_names, _scale, _series, _snake
+from ._export import (
+    _COUNTERS,
+    _GAUGES,
+    _SUCCESS_RATES,
+    _label_names,
+    _optional,
+    _scale,
+    _series,
+    _snake,
+)
 from ._names import _DEPTH, _SPECS, MetricDatum, MetricsGranularity, MetricUnit
 
 
@@ -35,23 +44,19 @@ class PrometheusSink:
         *,
         granularity: MetricsGranularity | str = MetricsGranularity.STREAM,
     ) -> None:
-        try:
-            import prometheus_client
-            import prometheus_client.core
-        except ImportError as exc:
-            raise ImportError(
-                "PrometheusSink needs prometheus-client: pip install 'kinesis-trio[prometheus]'"
-            ) from exc
+        core = _optional(
+            "prometheus_client.core", "PrometheusSink", "prometheus-client", "prometheus"
+        )
         if not re.fullmatch(r"[a-zA-Z_:][a-zA-Z0-9_:]*", prefix):
             raise ValueError(f"invalid Prometheus metric prefix {prefix!r}")
-        self._core: Any = prometheus_client.core
+        self._core: Any = core
         self._prefix = prefix
         self._depth = _DEPTH[MetricsGranularity(granularity)]
         # family -> label values -> [count, sum]; cumulative
         self._cumulative: dict[str, dict[tuple[str, ...], list[float]]] = {}
         # family -> label values -> value; the last window only
         self._window: dict[str, dict[tuple[str, ...], float]] = {}
-        self._registry: Any = registry if registry is not None else prometheus_client.REGISTRY
+        self._registry: Any = registry if registry is not None else core.REGISTRY
         self._registry.register(self)
 
     def close(self) -> None:
