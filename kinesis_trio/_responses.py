@@ -190,12 +190,8 @@ def kcl_delivers(shard_range: tuple[int, int] | None, members: list[Outcome]) ->
 
 def outside_range(attempt: Attempt, res: Resolution, known: bool, shard_id: str) -> Attempt:
     """The attempt history entry of an aggregate that KCL consumers would drop."""
-    return Attempt(
-        attempt.start,
-        attempt.delay,
-        attempt.duration,
-        False,
-        "WrittenOutsideShardRange",
+    return _failed_as(
+        attempt,
         f"aggregate written to {shard_id} (sequence number {res[R_SEQUENCE_NUMBER]}) "
         + (
             "whose hash key range does not hold all of its records"
@@ -203,21 +199,19 @@ def outside_range(attempt: Attempt, res: Resolution, known: bool, shard_id: str)
             else "whose hash key range could not be found"
         )
         + ": KCL consumers drop the whole aggregate there, so it is sent again",
-        not known,
+        "WrittenOutsideShardRange",
+        ambiguous=not known,
     )
 
 
 def unknown_range(attempt: Attempt, shard_id: str | None, when: str) -> Attempt:
     """The history entry of an aggregate whose shard's range stayed unknown (``when``: till
     when): it is in the stream, and KCL consumers may or may not deliver it (ambiguous)."""
-    return Attempt(
-        attempt.start,
-        attempt.delay,
-        attempt.duration,
-        False,
-        "WrittenOutsideShardRange",
+    return _failed_as(
+        attempt,
         f"aggregate written to {shard_id}, whose hash key range was not known {when}",
-        True,
+        "WrittenOutsideShardRange",
+        ambiguous=True,
     )
 
 
@@ -256,5 +250,13 @@ def _cause(attempt: Attempt) -> str:
     return (attempt.error_message or "")[:200]
 
 
-def _failed_as(attempt: Attempt, message: str) -> Attempt:
-    return attempt._replace(success=False, error_message=message, ambiguous=False)
+def _failed_as(
+    attempt: Attempt, message: str, code: str | None = None, *, ambiguous: bool = False
+) -> Attempt:
+    """``attempt`` as a failure with this message (and code, if given)."""
+    return attempt._replace(
+        success=False,
+        error_code=attempt.error_code if code is None else code,
+        error_message=message,
+        ambiguous=ambiguous,
+    )

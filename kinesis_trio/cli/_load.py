@@ -35,9 +35,6 @@ from ._output import (
     _Tracker,
 )
 
-if sys.version_info < (3, 11):  # pragma: no cover
-    pass
-
 
 @dataclass
 class _LoadResult:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 import anyio
@@ -14,9 +13,6 @@ from .._client import KinesisClient
 from .._emulator import LocalKinesis
 from ._options import _LOCAL_CREDENTIALS, _Failure, _UsageError
 from ._output import _signals_ignored
-
-if sys.version_info < (3, 11):  # pragma: no cover
-    pass
 
 
 def _run_local(args: argparse.Namespace) -> int:

@@ -6,7 +6,6 @@ import argparse
 import math
 import os
 import re
-import sys
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -21,10 +20,6 @@ from .._emulator import EMULATORS, LocalKinesis
 from .._errors import ResourceNotFoundError
 from .._producer import Producer
 from .._version import __version__
-
-if sys.version_info < (3, 11):  # pragma: no cover
-    pass
-
 
 _PROG = "kinesis-trio"
 _LOCAL_CREDENTIALS = StaticCredentials("AKIDLOCALDEMO", "local-demo-secret")

@@ -23,9 +23,6 @@ from .._outcome import Outcome, RecordResult
 from .._producer import Producer
 from ._options import _THROTTLE_CODE, _TICK
 
-if sys.version_info < (3, 11):  # pragma: no cover
-    pass
-
 
 def _percentile(sorted_values: Sequence[float], q: float) -> float:
     if not sorted_values:

@@ -32,9 +32,6 @@ from ._output import (
     _Tracker,
 )
 
-if sys.version_info < (3, 11):  # pragma: no cover
-    pass
-
 
 class _RecordError(Exception):
     """A line that cannot become a record (bad JSON, no key): fails locally."""
