@@ -30,26 +30,21 @@ from ._outcome import (
     EXPIRED,
     R_ATTEMPT,
     R_ERROR_CODE,
-    R_SHARD_ID,
     Attempt,
     Outcome,
     Resolution,
     failed,
-    resolution_attempt,
 )
+from ._reshard import ShardMaps
 from ._responses import (
-    Answer,
     interpret_answer,
     interpret_error,
-    kcl_delivers,
-    outside_range,
     resent_in_halves,
     resent_without,
-    unknown_range,
 )
 from ._retry import Action, backoff_delay
-from ._shards import Shard, ShardMap, hash_key_for, parse_explicit_hash_key
-from ._state import KRecord, ShardBuffer, StreamState, Unverified
+from ._shards import Shard, hash_key_for, parse_explicit_hash_key
+from ._state import KRecord, ShardBuffer, StreamState
 from ._validate import partition_key_length
 from .metrics._recorder import Metrics
 
@@ -123,6 +118,8 @@ class Engine:
         #: the producer's streams by name (the shell adds them as they load)
         self.streams: dict[str, StreamState] = {}
         self.rand = random.Random()
+        #: shard maps, resharding and the KCL rule for aggregates that landed elsewhere
+        self.maps = ShardMaps(self.acc, self.ledger, shell, self.expire, self.ttl)
         self._seq = itertools.count()
         self._key_cache: dict[str, tuple[int, int, int]] = {}
 
@@ -256,7 +253,7 @@ class Engine:
         for krec, res in answer.written:
             resolve(krec.members, res)
         if answer.elsewhere:
-            self._written_elsewhere(stream, answer, end)
+            self.maps.landed_elsewhere(stream, answer.elsewhere, end)
         for krec, res in answer.failed:
             self.fail(krec.members, res, krec.shard.shard_id)
         if answer.malformed:
@@ -276,71 +273,6 @@ class Engine:
             measure_answer(self.metrics, stream.name, krecs, entries, start, end)
         if answer.retry:
             self.schedule_retries(stream, answer.retry, end)
-
-    def _written_elsewhere(self, stream: StreamState, answer: Answer, now: float) -> None:
-        for krec, res in answer.elsewhere:
-            # The map was out of date (a reshard), or the shard was retired since.
-            if not krec.shard.retired:
-                stream.stale = True
-                self.shell.refresh(stream)
-            if not krec.aggregated:
-                self.ledger.resolve(krec.members, res)
-                continue
-            # Kinesis routed the aggregate by its explicit hash key: is it where a KCL
-            # consumer will deliver it?
-            attempt = _success_attempt(res)
-            item = Unverified(krec, res, attempt)
-            if res[R_SHARD_ID] in stream.known:
-                self.verify(stream, item, now)
-            else:
-                stream.unverified.append(item)
-                self.shell.refresh(stream)
-
-    def verify(self, stream: StreamState, item: Unverified, now: float) -> None:
-        """An aggregate landed in a shard we did not predict: apply the KCL's rule (all its
-        members count as written there, or none does and all are sent again)."""
-        krec, res = item.krec, item.res
-        shard_id = res[R_SHARD_ID] or ""
-        rng = stream.known.get(shard_id)
-        if kcl_delivers(rng, krec.members):
-            self.ledger.resolve(krec.members, res)
-            return
-        again = krec.live()
-        if not again:
-            return
-        note = outside_range(item.attempt, res, rng is not None, shard_id)
-        unpack(krec)
-        _log.info(
-            "records_resent_after_reshard",
-            stream=stream.name,
-            shard_id=shard_id,
-            records=len(again),
-        )
-        for outcome in again:
-            outcome._attempts = (*outcome._attempts, note)
-            self.acc.place(stream, outcome, len(outcome._partition_key.encode()), now, False)
-
-    def verify_pending(self, stream: StreamState, now: float) -> None:
-        """Apply the KCL's rule to the aggregates that waited for a map reload."""
-        pending, stream.unverified = stream.unverified, []
-        for item in pending:
-            self.verify(stream, item, now)
-
-    def expire_unverified(self, stream: StreamState, now: float) -> None:
-        """The map could not be reloaded: expire unverified records past their TTL."""
-        keep: list[Unverified] = []
-        for item in stream.unverified:
-            if item.krec.since + self.ttl <= now:
-                members = item.krec.live()
-                note = unknown_range(
-                    item.attempt, item.res[R_SHARD_ID], "(its shard map could not be reloaded)"
-                )
-                for o in members:
-                    o._attempts = (*o._attempts, note)
-                self.expire(members, now, "its shard map could not be reloaded")
-            else:
-                keep.append(item)
-        stream.unverified = keep
 
     def on_error(
         self,
@@ -517,55 +449,7 @@ class Engine:
             return 0
         for stream in self.streams.values():
             # Written to a shard whose range was never checked: maybe delivered (ambiguous).
-            for item in stream.unverified:
-                note = unknown_range(
-                    item.attempt, item.res[R_SHARD_ID], "before the producer closed"
-                )
-                for o in item.krec.live():
-                    o._attempts = (*o._attempts, note)
-            stream.unverified = []
+            self.maps.note_unverified(stream, "before the producer closed")
         count = self.ledger.resolve_all(failed(code, message, now))
         _log.warning("records_failed_on_close", records=count, error_code=code)
         return count
-
-    # -- shard maps -----------------------------------------------------------------------
-
-    def apply_map(self, stream: StreamState, new_map: ShardMap, now: float) -> None:
-        """Swap in a new shard map; re-route what was buffered for shards that changed."""
-        old = {s.shard_id: s for s in stream.shards}
-        states: list[ShardBuffer] = []
-        for shard in new_map.shards:
-            stream.known[shard.shard_id] = (shard.start, shard.end)
-            state = old.pop(shard.shard_id, None)
-            if state is None or (state.start, state.end) != (shard.start, shard.end):
-                if state is not None:
-                    old[shard.shard_id] = state  # same id, new range: retire the old state
-                state = self.shell.new_shard(stream, shard)
-            states.append(state)
-        stream.map = new_map
-        stream.shards = states
-        stream.stale = False
-        for gone in old.values():
-            gone.retired = True
-            self.acc.reroute(stream, self.acc.seal(gone), now)
-            self.shell.retired(gone)
-        if old:
-            _log.info(
-                "shard_map_changed", stream=stream.name, shards=len(new_map), retired=sorted(old)
-            )
-
-    def needs_history(self, stream: StreamState) -> bool:
-        """Did an aggregate land in a shard no map showed (born and closed between two
-        reloads)? Then the stream's closed shards must be listed too."""
-        return any(u.res[R_SHARD_ID] not in stream.known for u in stream.unverified)
-
-    def learn_shards(self, stream: StreamState, shards: list[Shard]) -> None:
-        """Remember the hash key ranges of shards (closed ones included)."""
-        for shard in shards:
-            stream.known[shard.shard_id] = (shard.start, shard.end)
-
-
-def _success_attempt(res: Resolution) -> Attempt:
-    attempt = resolution_attempt(res)
-    assert attempt is not None
-    return attempt

@@ -198,7 +198,7 @@ class Pipeline:
                 await anyio.sleep(wait + self.rand.uniform(0.0, _REFRESH_JITTER))
                 stream.last_refresh = self.now()
                 if not await self._refresh_once(stream):
-                    self.engine.expire_unverified(stream, self.now())
+                    self.engine.maps.expire_unverified(stream, self.now())
                     stream.refresh_again = True
                 if not stream.refresh_again:
                     return
@@ -217,14 +217,14 @@ class Pipeline:
         except (KinesisTrioError, ValueError) as exc:
             _log.warning("shard_map_refresh_failed", stream=stream.name, error=str(exc))
             return False
-        engine.apply_map(stream, new_map, self.now())
-        if engine.needs_history(stream):
+        engine.maps.apply_map(stream, new_map, self.now())
+        if engine.maps.needs_history(stream):
             try:  # a shard born and closed between two refreshes: look at the history
                 entries = await self.client.list_shards(stream.name, at_latest=False)
-                engine.learn_shards(stream, [Shard.from_api(e) for e in entries])
+                engine.maps.learn_shards(stream, [Shard.from_api(e) for e in entries])
             except (KinesisTrioError, KeyError, TypeError, ValueError) as exc:
                 _log.warning("shard_history_failed", stream=stream.name, error=str(exc))
-        engine.verify_pending(stream, self.now())
+        engine.maps.verify_pending(stream, self.now())
         return True
 
     # -- per-shard workers ------------------------------------------------------------------

@@ -148,7 +148,7 @@ def test_a_new_map_retires_changed_shards_and_places_their_records_anew() -> Non
     for i in range(50):
         eng.accept(stream, b"r%d" % i, f"k{i}", None, 0.0)
     old = stream.shards[0]
-    eng.apply_map(stream, ShardMap(even_shards(2)), 1.0)
+    eng.maps.apply_map(stream, ShardMap(even_shards(2)), 1.0)
     assert old.retired and shell.retired_shards == [old] and old.is_empty()
     assert len(stream.shards) == 2
     placed = [o for shard in stream.shards for o in shard.members]

@@ -1,0 +1,161 @@
+"""Shard maps and resharding (no awaits): swapping maps in, and the KCL's rule for an
+aggregate that Kinesis wrote to a shard other than the one it was built for.
+
+An aggregate is routed by its explicit hash key. After a reshard it can land in a shard
+whose range does not hold every member's hash key, and a KCL consumer then drops the whole
+aggregate (``AggregatorUtil.deaggregate`` removes every sub-record of it). So a member is
+reported written only when the shard's range is known and holds them all; otherwise all are
+placed again (:func:`~kinesis_trio._responses.kcl_delivers`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ._accumulator import Accumulator, unpack
+from ._ledger import Ledger
+from ._logging import get_logger
+from ._outcome import R_SHARD_ID, Outcome, Resolution, resolution_attempt
+from ._responses import kcl_delivers, outside_range, unknown_range
+from ._shards import Shard, ShardMap
+from ._state import KRecord, ShardBuffer, StreamState, Unverified
+
+if TYPE_CHECKING:
+    from ._engine import Shell
+
+__all__ = ["ShardMaps"]
+
+_log = get_logger("kinesis_trio.producer")
+
+
+class ShardMaps:
+    """The streams' shard maps as the engine sees them, and what a change of map means for
+    the records buffered, in flight, or written where no map predicted."""
+
+    def __init__(
+        self,
+        acc: Accumulator,
+        ledger: Ledger,
+        shell: Shell,
+        expire: Callable[[list[Outcome], float, str], None],
+        ttl: float,
+    ) -> None:
+        self.ttl = ttl
+        self.acc = acc
+        self.ledger = ledger
+        self.shell = shell
+        self.expire = expire
+
+    def apply_map(self, stream: StreamState, new_map: ShardMap, now: float) -> None:
+        """Swap in a new shard map; re-route what was buffered for shards that changed."""
+        old = {s.shard_id: s for s in stream.shards}
+        states: list[ShardBuffer] = []
+        for shard in new_map.shards:
+            stream.known[shard.shard_id] = (shard.start, shard.end)
+            state = old.pop(shard.shard_id, None)
+            if state is None or (state.start, state.end) != (shard.start, shard.end):
+                if state is not None:
+                    old[shard.shard_id] = state  # same id, new range: retire the old state
+                state = self.shell.new_shard(stream, shard)
+            states.append(state)
+        stream.map = new_map
+        stream.shards = states
+        stream.stale = False
+        for gone in old.values():
+            gone.retired = True
+            self.acc.reroute(stream, self.acc.seal(gone), now)
+            self.shell.retired(gone)
+        if old:
+            _log.info(
+                "shard_map_changed", stream=stream.name, shards=len(new_map), retired=sorted(old)
+            )
+
+    def needs_history(self, stream: StreamState) -> bool:
+        """Did an aggregate land in a shard no map showed (born and closed between two
+        reloads)? Then the stream's closed shards must be listed too."""
+        return any(u.res[R_SHARD_ID] not in stream.known for u in stream.unverified)
+
+    def learn_shards(self, stream: StreamState, shards: list[Shard]) -> None:
+        """Remember the hash key ranges of shards (closed ones included)."""
+        for shard in shards:
+            stream.known[shard.shard_id] = (shard.start, shard.end)
+
+    def landed_elsewhere(
+        self, stream: StreamState, elsewhere: list[tuple[KRecord, Resolution]], now: float
+    ) -> None:
+        """Records Kinesis wrote to another shard than the one they were sent for."""
+        for krec, res in elsewhere:
+            # The map was out of date (a reshard), or the shard was retired since.
+            if not krec.shard.retired:
+                stream.stale = True
+                self.shell.refresh(stream)
+            if not krec.aggregated:
+                self.ledger.resolve(krec.members, res)
+                continue
+            # Kinesis routed the aggregate by its explicit hash key: is it where a KCL
+            # consumer will deliver it?
+            attempt = resolution_attempt(res)
+            assert attempt is not None  # a success carries its attempt
+            item = Unverified(krec, res, attempt)
+            if res[R_SHARD_ID] in stream.known:
+                self.verify(stream, item, now)
+            else:
+                stream.unverified.append(item)
+                self.shell.refresh(stream)
+
+    def verify(self, stream: StreamState, item: Unverified, now: float) -> None:
+        """Apply the KCL's rule: all the aggregate's members count as written where it
+        landed, or none does and all are placed again."""
+        krec, res = item.krec, item.res
+        shard_id = res[R_SHARD_ID] or ""
+        rng = stream.known.get(shard_id)
+        if kcl_delivers(rng, krec.members):
+            self.ledger.resolve(krec.members, res)
+            return
+        again = krec.live()
+        if not again:
+            return
+        note = outside_range(item.attempt, res, rng is not None, shard_id)
+        unpack(krec)
+        _log.info(
+            "records_resent_after_reshard",
+            stream=stream.name,
+            shard_id=shard_id,
+            records=len(again),
+        )
+        for outcome in again:
+            outcome._attempts = (*outcome._attempts, note)
+            self.acc.place(stream, outcome, len(outcome._partition_key.encode()), now, False)
+
+    def verify_pending(self, stream: StreamState, now: float) -> None:
+        """Apply the KCL's rule to the aggregates that waited for a map reload."""
+        pending, stream.unverified = stream.unverified, []
+        for item in pending:
+            self.verify(stream, item, now)
+
+    def expire_unverified(self, stream: StreamState, now: float) -> None:
+        """The map could not be reloaded: expire unverified records past their TTL."""
+        keep: list[Unverified] = []
+        for item in stream.unverified:
+            if item.krec.since + self.ttl <= now:
+                members = item.krec.live()
+                note = unknown_range(
+                    item.attempt, item.res[R_SHARD_ID], "(its shard map could not be reloaded)"
+                )
+                for o in members:
+                    o._attempts = (*o._attempts, note)
+                self.expire(members, now, "its shard map could not be reloaded")
+            else:
+                keep.append(item)
+        stream.unverified = keep
+
+    def note_unverified(self, stream: StreamState, when: str) -> None:
+        """The producer stops: note on each unverified aggregate's records that its shard's
+        range was never known (they are in the stream; KCL consumers may or may not deliver
+        them) and forget them; the ledger fails them next."""
+        for item in stream.unverified:
+            note = unknown_range(item.attempt, item.res[R_SHARD_ID], when)
+            for o in item.krec.live():
+                o._attempts = (*o._attempts, note)
+        stream.unverified = []
