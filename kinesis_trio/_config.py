@@ -39,8 +39,13 @@ class ProducerConfig:
     record_max_buffered_time: float = 0.1
     #: KPL ``RecordTtl``: a record not confirmed within this time fails as expired.
     record_ttl: float = 30.0
-    #: KPL ``MaxConnections``: PutRecords requests in flight at once.
+    #: KPL ``MaxConnections``: the most PutRecords requests in flight at once. The number
+    #: in flight adapts between 1 and this to what the endpoint takes without queueing
+    #: (see ``adaptive_concurrency``).
     max_connections: int = 24
+    #: Adapt the requests in flight to the endpoint's round trips, timeouts and 5xx answers
+    #: (``False``: always ``max_connections``, as the KPL does).
+    adaptive_concurrency: bool = True
     #: KPL ``RequestTimeout``.
     request_timeout: float = 6.0
     #: KPL ``ConnectTimeout``.

@@ -22,6 +22,7 @@ import anyio
 from ._accumulator import Accumulator, plain, split_expired, unaggregate, unpack
 from ._aggregation import _vlen
 from ._config import ProducerConfig
+from ._congestion import ConcurrencyLimit, RetryBudget, Signal
 from ._errors import ConnectionLostError
 from ._ledger import Ledger
 from ._logging import get_logger
@@ -39,6 +40,7 @@ from ._reshard import ShardMaps
 from ._responses import (
     interpret_answer,
     interpret_error,
+    overload_cost,
     resent_in_halves,
     resent_without,
 )
@@ -118,6 +120,11 @@ class Engine:
         #: the producer's streams by name (the shell adds them as they load)
         self.streams: dict[str, StreamState] = {}
         self.rand = random.Random()
+        #: how many PutRecords requests may be in flight (the sender asks it for a slot)
+        self.gate = ConcurrencyLimit(config.max_connections, adaptive=config.adaptive_concurrency)
+        #: what retries after timeouts and server errors may spend
+        self.budget = RetryBudget()
+        self._held: set[StreamState] = set()  # streams with retries waiting for the budget
         #: shard maps, resharding and the KCL rule for aggregates that landed elsewhere
         self.maps = ShardMaps(self.acc, self.ledger, shell, self.expire, self.ttl)
         self._seq = itertools.count()
@@ -211,13 +218,15 @@ class Engine:
         return krecs
 
     def due_retries(self, stream: StreamState, now: float) -> dict[ShardBuffer, list[KRecord]]:
-        """The records whose retry is due, by the shard they go back through."""
+        """The records whose retry is due (and paid for), by the shard they go back through."""
         heap = stream.retry_heap
         by_shard: dict[ShardBuffer, list[KRecord]] = {}
         while heap and heap[0][0] <= now:
-            for krec in heapq.heappop(heap)[2]:
-                if all(o._resolution is not None for o in krec.members):
-                    continue
+            _, _, krecs, cost, waited = heapq.heappop(heap)
+            krecs = [k for k in krecs if any(o._resolution is None for o in k.members)]
+            if cost and krecs and not self._pay(stream, krecs, cost, waited, now):
+                continue
+            for krec in krecs:
                 shard = krec.shard
                 if shard.retired or (krec.aggregated and stream.stale):
                     self.acc.reroute(stream, [krec], now)
@@ -228,6 +237,71 @@ class Engine:
             shard.queued += 1
         return by_shard
 
+    def _pay(
+        self,
+        stream: StreamState,
+        krecs: list[KRecord],
+        cost: float,
+        since: float | None,
+        now: float,
+    ) -> bool:
+        """Pay a retry from the budget, or hold it (again) until the budget can."""
+        budget = self.budget
+        if budget.withdraw(cost, now):
+            for krec in krecs:
+                krec.paid = cost / len(krecs)
+            if since is not None:
+                waited = f"; its retry waited {now - since:.3g} s for the retry budget"
+                for krec in krecs:
+                    for o in krec.live():
+                        last = o._attempts[-1]
+                        note = (last.error_message or "") + waited
+                        o._attempts = (*o._attempts[:-1], last._replace(error_message=note))
+            self._log_notices()
+            return True
+        self._log_notices()
+        due = budget.ready_at(cost, now)
+        keep = []
+        for krec in krecs:
+            live = krec.live()
+            late = [o for o in live if o._arrival + self.ttl <= due]
+            if late:
+                self.expire(late, now, "its retry waited for the retry budget")
+            if len(late) < len(live):
+                keep.append(krec)
+        if keep:
+            entry = (due, next(self._seq), keep, cost, now if since is None else since)
+            heapq.heappush(stream.retry_heap, entry)
+            self._held.add(stream)
+            self.shell.retry_at(stream, due)
+        return False
+
+    def _log_notices(self) -> None:
+        for event, value in self.gate.notices:
+            _log.info(event, limit=int(value), ceiling=self.gate.ceiling)
+        for event, value in self.budget.notices:
+            _log.info(event, level=round(value, 1), capacity=self.budget.capacity)
+        self.gate.notices.clear()
+        self.budget.notices.clear()
+
+    def _answered(self, krecs: list[KRecord], start: float, end: float, nbytes: int) -> None:
+        """A request came back with an answer: the gate learns, the budget is refilled."""
+        self.gate.observe(end, start, nbytes, Signal.ANSWER)
+        self.budget.deposit(1.0 + sum(k.paid for k in krecs), end)
+        for krec in krecs:
+            krec.paid = 0.0
+        if self._held and self.budget.level >= RetryBudget.ERROR_COST:
+            for stream in self._held:  # the budget may cover them now: due at once
+                heap = [
+                    (min(e[0], end) if e[4] is not None else e[0], *e[1:])
+                    for e in stream.retry_heap
+                ]
+                heapq.heapify(heap)
+                stream.retry_heap[:] = heap
+                self.shell.retry_at(stream, end)
+            self._held.clear()
+        self._log_notices()
+
     # -- answers --------------------------------------------------------------------------
 
     def on_answer(
@@ -237,15 +311,17 @@ class Engine:
         response: dict[str, Any],
         start: float,
         end: float,
+        nbytes: int = 0,
     ) -> None:
-        """Apply a PutRecords answer to its records."""
+        """Apply a PutRecords answer (to a request of ``nbytes``) to its records."""
         entries = response.get("Records")
         if not isinstance(entries, list) or len(entries) != len(krecs):
             error = ConnectionLostError(
                 "PutRecords answered with a malformed result", operation="PutRecords"
             )
-            self.on_error(stream, krecs, error, start, end)
+            self.on_error(stream, krecs, error, start, end, nbytes)
             return
+        self._answered(krecs, start, end, nbytes)
         answer = interpret_answer(
             krecs, entries, start, end, fail_if_throttled=self.config.fail_if_throttled
         )
@@ -281,8 +357,12 @@ class Engine:
         error: BaseException,
         start: float,
         end: float,
+        nbytes: int = 0,
     ) -> None:
         """Apply a request's failure (no usable answer) to its records."""
+        cost = overload_cost(error)
+        self.gate.observe(end, start, nbytes, Signal.OVERLOAD if cost else Signal.NEUTRAL)
+        self._log_notices()
         verdict = interpret_error(
             krecs,
             error,
@@ -352,7 +432,7 @@ class Engine:
             return
         if verdict.action is Action.REFRESH_CREDENTIALS:
             self.shell.refresh_credentials()
-        self.schedule_retries(stream, [(k, attempt) for k in krecs], end)
+        self.schedule_retries(stream, [(k, attempt) for k in krecs], end, cost)
 
     def count_received(self) -> None:
         """Report the records accepted since the last report (UserRecordsReceived)."""
@@ -364,10 +444,14 @@ class Engine:
     # -- retries and failures ----------------------------------------------------------------
 
     def schedule_retries(
-        self, stream: StreamState, failures: list[tuple[KRecord, Attempt]], now: float
+        self,
+        stream: StreamState,
+        failures: list[tuple[KRecord, Attempt]],
+        now: float,
+        cost: float = 0.0,
     ) -> None:
         """Send records again after their shard's backoff, or expire those it would take
-        past their ``record_ttl``."""
+        past their ``record_ttl``. ``cost``: what the retry budget charges (per request)."""
         ttl = self.ttl
         base = self.config.retry_backoff_base
         cap = self.config.retry_backoff_max
@@ -390,8 +474,9 @@ class Engine:
                 retry = [krec]
             krec.since = now
             by_due.setdefault(due, []).extend(retry)
+        share = cost / len(by_due) if by_due else 0.0  # the request's cost, split
         for due, krecs in by_due.items():
-            heapq.heappush(stream.retry_heap, (due, next(self._seq), krecs))
+            heapq.heappush(stream.retry_heap, (due, next(self._seq), krecs, share, None))
             self.shell.retry_at(stream, due)
 
     def fail(self, members: list[Outcome], res: Resolution, shard_id: str) -> None:

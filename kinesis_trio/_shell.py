@@ -9,7 +9,7 @@ Per stream::
                ▼
           collector channel (bounded) ──► collector task: RequestCollector decides
                ▼
-          sender tasks (at most ``max_connections`` in flight) ──► engine.on_answer
+          sender tasks (as many in flight as the gate allows) ──► engine.on_answer
 
 Every decision is the engine's (``_engine`` and the pure modules it uses); the tasks here
 wait, sleep, send and wake each other. Wake-ups are cancel-scope deadlines moved earlier
@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._client import KinesisClient
@@ -99,7 +100,7 @@ class Pipeline:
         self.client = client
         self.tg = tg
         self.now = now
-        self.conn_sem = anyio.Semaphore(config.max_connections)
+        self.slot_freed: anyio.Event | None = None  # set when a request's slot frees
         self.progress_event: anyio.Event | None = None
         self.rand = random.Random()
         self.engine = make_engine(self)
@@ -298,15 +299,15 @@ class Pipeline:
     async def _collector(self, stream: _Stream) -> None:
         """Collect Kinesis records into requests; send each when the collector says so."""
         recv = stream.coll_recv
-        sem = self.conn_sem
         collector = stream.collector
         engine = self.engine
+        gate = engine.gate
         while True:
-            due = collector.decide(self.now(), bool(engine.flushing), sem.value > 0)
+            due = collector.decide(self.now(), bool(engine.flushing), gate.has_room())
             if due.send:
                 krecs = engine.request(stream, collector.take(), self.now())
                 for chunk in chunks(krecs, collector.max_count, collector.max_size):
-                    await sem.acquire()
+                    await self._slot()
                     self.tg.start_soon(self._send, stream, chunk)
                 continue
             stream.coll_waiting = due.for_connection
@@ -322,7 +323,26 @@ class Pipeline:
                 except anyio.WouldBlock:
                     break
 
+    async def _slot(self) -> None:
+        """Wait until the engine's gate lets one more request out, and take that slot."""
+        await anyio.lowlevel.checkpoint()
+        gate = self.engine.gate
+        if gate.try_acquire():
+            return
+        gate.waiting += 1
+        try:
+            while not gate.try_acquire():
+                if self.slot_freed is None:
+                    self.slot_freed = anyio.Event()
+                await self.slot_freed.wait()
+        finally:
+            gate.waiting -= 1
+
     def _connection_freed(self) -> None:
+        self.engine.gate.release()
+        if self.slot_freed is not None:
+            self.slot_freed.set()
+            self.slot_freed = None
         for stream in self.engine.streams.values():
             assert isinstance(stream, _Stream)
             if stream.coll_waiting:
@@ -366,16 +386,15 @@ class Pipeline:
                     f"PutRecords did not complete within {limit} s", operation="PutRecords"
                 )
             if error is not None:
-                self.engine.on_error(stream, krecs, error, start, end)
+                self.engine.on_error(stream, krecs, error, start, end, len(data))
             else:
                 assert response is not None
-                self.engine.on_answer(stream, krecs, response, start, end)
+                self.engine.on_answer(stream, krecs, response, start, end, len(data))
         finally:
-            self.conn_sem.release()
             self._connection_freed()
 
     async def _send_part(self, stream: _Stream, krecs: list[KRecord]) -> None:
-        await self.conn_sem.acquire()
+        await self._slot()
         await self._send(stream, krecs)
 
     async def _refresh_credentials(self) -> None:

@@ -28,6 +28,7 @@ class KRecord:
         "deadline",
         "ehk",
         "members",
+        "paid",
         "partition_key",
         "shard",
         "since",
@@ -59,6 +60,8 @@ class KRecord:
         self.tail: bytes | None = None
         #: the start of the wait its next attempt ends (arrival, or the last attempt's end)
         self.since = members[0]._arrival
+        #: its share of what the retry budget charged for sending it again
+        self.paid = 0.0
 
     def live(self) -> list[Outcome]:
         """Its records that are not resolved yet."""
@@ -141,7 +144,8 @@ class StreamState:
         self.map = shard_map
         self.shards: list[ShardBuffer] = []
         #: (due, order, records) of the records waiting for their retry
-        self.retry_heap: list[tuple[float, int, list[KRecord]]] = []
+        #: (due, order, records, retry budget cost, when they began to wait for the budget)
+        self.retry_heap: list[tuple[float, int, list[KRecord], float, float | None]] = []
         #: A write revealed that the map is out of date: aggregate nothing until it's reloaded.
         self.stale = False
         self.refreshing = False

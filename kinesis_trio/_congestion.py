@@ -1,0 +1,260 @@
+"""How many PutRecords requests may be out at once, and how many retries an endpoint in
+trouble is sent (no awaits, ``now`` passed in).
+
+**Concurrency.** :class:`ConcurrencyLimit` moves the number of requests in flight between 1
+and ``max_connections`` (the ceiling). A delay-based AIMD, after TCP Vegas and the AIMD
+limiters of Netflix's concurrency-limits and Palantir's Dialogue:
+
+- it learns the round trip of an idle endpoint as ``base + per_byte * bytes`` (the smallest
+  round trip seen, and the smallest time per byte above it over requests of 64 KiB or
+  more), so that a 5 MiB request on a fast endpoint is not taken for congestion;
+- a round trip over ``2 * expected + slack`` (or a quarter of the request timeout over
+  ``expected``) means the request queued somewhere: the limit is cut by a quarter. A
+  timeout, a 5xx answer or a lost connection cuts it by half. One cut per round trip:
+  signals from requests sent before the last cut are old news;
+- a round trip within ``1.5 * expected + slack / 2`` (and an eighth of the timeout) while
+  a request waited for a slot grows it: by one per answer until the first cut (slow
+  start, from 1), then by ``1 / limit`` per answer (one more request per round trip);
+- at a limit of 1 there is no queue of ours left: if round trips stay high there for
+  ``rebase_after`` seconds, the endpoint itself got slower, and the floor is learned again.
+
+**Retries.** :class:`RetryBudget` is the AWS SDKs' retry quota (standard mode): retries after
+a timeout cost 10, after a 5xx or a lost connection 5; a successful request gives back
+what its retried records cost, or 1. Time refills it too (``refill_per_s``), so a retry is
+never held for good. An empty budget holds retries (records keep their ``record_ttl``);
+throttling is not budgeted (the shards' limiters slow it down).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+
+__all__ = ["ConcurrencyLimit", "RetryBudget", "Signal"]
+
+_INF = math.inf
+#: requests of at least this many bytes teach the time per byte
+_PER_BYTE_MIN = 64 * 1024
+#: at most one log line per state change kind per this many seconds
+_NOTICE_INTERVAL = 60.0
+
+
+class Signal(enum.Enum):
+    """What one request's end says about the endpoint."""
+
+    #: an answer (whatever it says about each record): its round trip is a sample
+    ANSWER = "answer"
+    #: a timeout, a 5xx, a lost connection: the endpoint is overloaded or failing
+    OVERLOAD = "overload"
+    #: an error that says nothing about load (a 4xx, credentials)
+    NEUTRAL = "neutral"
+
+
+class _Notices:
+    """A two-state condition logged when it changes, at most once per interval."""
+
+    def __init__(self, events: tuple[str, str]) -> None:
+        self.events = events
+        self.state = False  # as last announced
+        self.at = -_INF
+
+    def update(self, state: bool, now: float, out: list[tuple[str, float]], value: float) -> None:
+        if state != self.state and now - self.at >= _NOTICE_INTERVAL:
+            self.state = state
+            self.at = now
+            out.append((self.events[state], value))
+
+
+class ConcurrencyLimit:
+    """The number of PutRecords requests allowed in flight; see the module's docstring."""
+
+    def __init__(
+        self,
+        ceiling: int,
+        *,
+        initial: int = 4,
+        slack: float = 0.025,
+        rebase_after: float = 5.0,
+        adaptive: bool = True,
+        timeout: float = 12.0,
+    ) -> None:
+        if ceiling < 1:
+            raise ValueError("the ceiling must be at least 1")
+        self.ceiling = ceiling
+        #: ``False``: the limit stays at the ceiling
+        self.adaptive = adaptive
+        self.limit = float(max(1, min(initial, ceiling)) if adaptive else ceiling)
+        self.slack = slack
+        #: queueing of a quarter of the request timeout is congestion whatever the ratio
+        self.timeout = timeout
+        self.rebase_after = rebase_after
+        self.in_flight = 0
+        #: requests the shell holds until a slot frees (it counts them)
+        self.waiting = 0
+        self.cuts = 0
+        self._slow_start = True
+        self._cut_at = -_INF
+        self._binding = False  # a request waited for a slot since the limit last grew
+        self._base = _INF
+        self._per_byte = _INF
+        #: per size class of large requests (bytes.bit_length()): (least round trip, bytes)
+        self._large: dict[int, tuple[float, int]] = {}
+        self._service = 0.0  # the idle round trip of recent requests, smoothed
+        #: waiting (in units of a request's idle round trip) that counts as a queue
+        self.beta = 1.0
+        self.alpha = 0.5
+        # while at the floor with high round trips: the endpoint's own floor, relearned
+        self._stuck_since: float | None = None
+        self._stuck_base = _INF
+        self._stuck_per_byte = _INF
+        self._notices = _Notices(("request_concurrency_recovered", "request_concurrency_at_floor"))
+        #: (log event, limit) lines for the engine to log
+        self.notices: list[tuple[str, float]] = []
+
+    @property
+    def allowed(self) -> int:
+        """Requests allowed in flight now."""
+        return max(1, int(self.limit))
+
+    def has_room(self) -> bool:
+        return self.in_flight < self.allowed
+
+    def try_acquire(self) -> bool:
+        """Take a slot if one is free; a refusal means the limit binds."""
+        if self.in_flight < self.allowed:
+            self.in_flight += 1
+            if self.in_flight < self.allowed:
+                self._binding = False  # room to spare: the limit does not bind
+            return True
+        self._binding = True
+        return False
+
+    def release(self) -> None:
+        """A request ended (answered, failed or cancelled): its slot is free."""
+        self.in_flight -= 1
+
+    def expected(self, nbytes: int) -> float:
+        """The round trip of a request of ``nbytes`` on an idle endpoint, as learned."""
+        per_byte = 0.0 if self._per_byte == _INF else self._per_byte
+        return self._base + per_byte * nbytes
+
+    def observe(self, now: float, start: float, nbytes: int, signal: Signal) -> None:
+        """Learn from a request sent at ``start`` that ended at ``now``."""
+        if signal is Signal.NEUTRAL or not self.adaptive:
+            return
+        if signal is Signal.OVERLOAD:
+            self._cut(now, start, 0.5)
+            return
+        rtt = now - start
+        self._learn(rtt, nbytes)
+        expected = self.expected(nbytes)
+        self._service += (expected - self._service) * 0.1
+        excess = rtt - expected  # time spent waiting somewhere
+        unit = max(expected, self._service) + self.slack  # what one request ahead costs
+        if excess > min(self.beta * unit, self.timeout / 4):
+            self._at_floor_high(now, rtt, nbytes)
+            self._cut(now, start, 0.75)
+            return
+        self._stuck_since = None
+        if excess <= min(self.alpha * unit, self.timeout / 8) and self._binding:
+            step = 1.0 if self._slow_start else 1.0 / self.limit
+            self.limit = min(float(self.ceiling), self.limit + step)
+        self._notices.update(self.allowed == 1 and self.cuts > 0, now, self.notices, self.limit)
+
+    def _learn(self, rtt: float, nbytes: int) -> None:
+        changed = False
+        if rtt < self._base:
+            self._base = rtt
+            changed = True
+        if nbytes >= _PER_BYTE_MIN:
+            size_class = nbytes.bit_length()
+            least = self._large.get(size_class)
+            if least is None or rtt < least[0]:
+                self._large[size_class] = (rtt, nbytes)
+                changed = True
+        if changed:  # the time per byte above the base, at its least over the size classes
+            base = self._base
+            self._per_byte = min(
+                (max(0.0, r - base) / n for r, n in self._large.values()), default=_INF
+            )
+
+    def _cut(self, now: float, start: float, factor: float) -> None:
+        if start >= self._cut_at:  # sent after the last cut: news about the new limit
+            self.limit = max(1.0, self.limit * factor)
+            self._cut_at = now
+            self._slow_start = False
+            self.cuts += 1
+        self._notices.update(self.allowed == 1, now, self.notices, self.limit)
+
+    def _at_floor_high(self, now: float, rtt: float, nbytes: int) -> None:
+        """A high round trip at a limit of 1: none of it is our queue. Held for
+        ``rebase_after`` seconds, it is the endpoint's new floor."""
+        if self.allowed > 1 or self.in_flight > 1:
+            self._stuck_since = None
+            return
+        if self._stuck_since is None:
+            self._stuck_since = now
+            self._stuck_base = self._stuck_per_byte = _INF
+        self._stuck_base = min(self._stuck_base, rtt)
+        if nbytes >= _PER_BYTE_MIN:
+            per_byte = max(0.0, rtt - self._stuck_base) / nbytes
+            self._stuck_per_byte = min(self._stuck_per_byte, per_byte)
+        if now - self._stuck_since >= self.rebase_after:
+            self._base = self._stuck_base
+            if self._stuck_per_byte != _INF:
+                self._per_byte = self._stuck_per_byte
+            self._large = {}  # learned again from here
+            self._stuck_since = None
+
+
+class RetryBudget:
+    """Tokens that retries after timeouts and server errors spend; see the module."""
+
+    TIMEOUT_COST = 10.0
+    ERROR_COST = 5.0
+
+    def __init__(
+        self, capacity: float = 500.0, *, refill_per_s: float = 10.0, now: float = 0.0
+    ) -> None:
+        if capacity < self.TIMEOUT_COST or refill_per_s <= 0:
+            raise ValueError("the retry budget needs room for one retry and a refill rate")
+        self.capacity = capacity
+        self.refill_per_s = refill_per_s
+        self.level = capacity
+        self._at = now
+        self._refused = False
+        self._notices = _Notices(("retry_budget_recovered", "retry_budget_empty"))
+        #: (log event, level) lines for the engine to log
+        self.notices: list[tuple[str, float]] = []
+
+    def _refill(self, now: float) -> None:
+        if now > self._at:
+            self.level = min(self.capacity, self.level + (now - self._at) * self.refill_per_s)
+            self._at = now
+
+    def withdraw(self, cost: float, now: float) -> bool:
+        """Pay for a retry now, or refuse (the retry waits for :meth:`ready_at`)."""
+        self._refill(now)
+        if self.level >= cost:
+            self.level -= cost
+            self._update(now)
+            return True
+        self._refused = True
+        self._update(now)
+        return False
+
+    def ready_at(self, cost: float, now: float) -> float:
+        """When time alone will have refilled enough for ``cost`` (successes come sooner)."""
+        self._refill(now)
+        return now + max(0.0, cost - self.level) / self.refill_per_s
+
+    def deposit(self, amount: float, now: float) -> None:
+        """A successful request gives back ``amount``."""
+        self._refill(now)
+        self.level = min(self.capacity, self.level + amount)
+        self._update(now)
+
+    def _update(self, now: float) -> None:
+        if self._refused and self.level >= 0.2 * self.capacity:
+            self._refused = False
+        self._notices.update(self._refused, now, self.notices, self.level)

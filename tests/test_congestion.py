@@ -1,0 +1,313 @@
+"""The concurrency limit and the retry budget (pure; virtual time, no event loop)."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kinesis_trio._congestion import ConcurrencyLimit, RetryBudget, Signal
+
+from .congestion_sim import Server, best_fixed, simulate
+
+KIB, MIB = 1024, 1024 * 1024
+
+
+def mixed_sizes(count: int, seed: int = 7) -> list[int]:
+    """Request sizes like the mixed workload's: 5 KiB to 5 MiB."""
+    rng = random.Random(seed)
+    return [
+        int(rng.choice([5 * KIB, 50 * KIB, 300 * KIB, MIB, 5 * MIB]) * rng.uniform(0.5, 1))
+        for _ in range(count)
+    ]
+
+
+def answer(gate: ConcurrencyLimit, start: float, rtt: float, nbytes: int = 1000) -> None:
+    assert gate.try_acquire()
+    gate.observe(start + rtt, start, nbytes, Signal.ANSWER)
+    gate.release()
+
+
+def fill_and_answer(gate: ConcurrencyLimit, start: float, rtt: float) -> None:
+    """Send until the gate refuses (the limit binds), then answer them all."""
+    while gate.try_acquire():
+        pass
+    for _ in range(gate.in_flight):
+        gate.observe(start + rtt, start, 1000, Signal.ANSWER)
+        gate.release()
+
+
+# -- the limit, one rule at a time ------------------------------------------------------
+
+
+def test_slow_start_grows_by_one_per_answer_while_requests_wait() -> None:
+    gate = ConcurrencyLimit(24, initial=1)
+    assert gate.allowed == 1
+    answer(gate, 0.0, 0.01)
+    assert gate.allowed == 1  # nothing waited: no reason to grow
+    assert gate.try_acquire() and not gate.try_acquire()  # the second one waits
+    gate.observe(0.01, 0.0, 1000, Signal.ANSWER)
+    gate.release()
+    assert gate.allowed == 2
+    assert ConcurrencyLimit(24).allowed == 4  # where it starts by default
+
+
+def test_a_fast_endpoint_takes_the_limit_to_the_ceiling_quickly() -> None:
+    gate = ConcurrencyLimit(24, initial=1)
+    now = 0.0
+    for _ in range(40):  # the collector always has a request waiting
+        while gate.try_acquire():
+            pass
+        for _ in range(gate.in_flight):
+            gate.observe(now + 0.002, now, 50 * KIB, Signal.ANSWER)
+            gate.release()
+        now += 0.002
+        if gate.allowed == 24:
+            break
+    assert gate.allowed == 24 and now <= 0.02  # within ten round trips
+
+
+def test_large_requests_on_a_fast_endpoint_are_not_congestion() -> None:
+    """A 5 MiB request takes longer than a 5 KiB one; what size explains is no queue."""
+    gate = ConcurrencyLimit(24, initial=8)
+    gate._slow_start = False
+    for i in range(50):
+        small, large = 5 * KIB, 5 * MIB
+        answer(gate, i * 1.0, 0.010 + small * 1e-8, small)
+        answer(gate, i * 1.0 + 0.5, 0.010 + large * 1e-8, large)
+    assert gate.cuts == 0 and gate.allowed == 8
+
+
+def test_a_round_trip_twice_the_floor_cuts_before_any_timeout() -> None:
+    gate = ConcurrencyLimit(24, initial=16)
+    answer(gate, 0.0, 0.050)  # the floor
+    answer(gate, 1.0, 0.200)  # queued: four times the floor, far from the 12 s timeout
+    assert gate.allowed == 12 and gate.cuts == 1
+
+
+def test_one_cut_per_round_trip() -> None:
+    gate = ConcurrencyLimit(24, initial=16)
+    answer(gate, 0.0, 0.05)
+    for _ in range(8):
+        assert gate.try_acquire()
+    for _ in range(8):  # all sent before the first cut: one cut for all of them
+        gate.observe(1.5, 1.0, 1000, Signal.ANSWER)
+        gate.release()
+    assert gate.cuts == 1 and gate.allowed == 12
+    answer(gate, 1.6, 0.5)  # sent after it: news about the new limit
+    assert gate.cuts == 2 and gate.allowed == 9
+
+
+def test_timeouts_5xx_and_resets_halve_it_and_neutral_errors_do_not() -> None:
+    gate = ConcurrencyLimit(24, initial=24)
+    assert gate.try_acquire()
+    gate.observe(12.0, 0.0, 1000, Signal.OVERLOAD)
+    gate.release()
+    assert gate.allowed == 12
+    assert gate.try_acquire()
+    gate.observe(13.0, 12.5, 1000, Signal.NEUTRAL)
+    gate.release()
+    assert gate.allowed == 12
+
+
+def test_the_limit_stays_between_one_and_the_ceiling() -> None:
+    gate = ConcurrencyLimit(3, initial=10)
+    assert gate.allowed == 3
+    for i in range(20):
+        assert gate.try_acquire()
+        gate.observe(i + 12.0, float(i), 1000, Signal.OVERLOAD)
+        gate.release()
+    assert gate.allowed == 1 and gate.limit >= 1.0
+
+
+def test_a_fixed_limit_never_moves() -> None:
+    gate = ConcurrencyLimit(4, adaptive=False)
+    assert gate.allowed == 4
+    gate.observe(20.0, 0.0, 1000, Signal.OVERLOAD)
+    answer(gate, 30.0, 0.001)
+    answer(gate, 31.0, 5.0)
+    assert gate.allowed == 4 and gate.cuts == 0
+
+
+def test_an_endpoint_slower_for_good_is_relearned_at_the_floor() -> None:
+    gate = ConcurrencyLimit(8, initial=1, rebase_after=5.0)
+    gate._slow_start = False
+    answer(gate, 0.0, 0.010)
+    now = 1.0
+    while now < 8.0:  # ten times slower from now on, at a limit of 1: not our queue
+        answer(gate, now, 0.100)
+        now += 0.2
+    assert gate.expected(1000) == pytest.approx(0.100)
+    assert gate.allowed == 1
+    for _ in range(3):  # and now it may grow again
+        fill_and_answer(gate, now, 0.1)
+        now += 0.2
+    assert gate.allowed >= 2
+
+
+def test_the_floor_and_recovery_are_logged_at_most_once_a_minute() -> None:
+    gate = ConcurrencyLimit(4, initial=4)
+    for t in (0.0, 12.0, 24.0):
+        assert gate.try_acquire()
+        gate.observe(t + 12.0, t, 1000, Signal.OVERLOAD)
+        gate.release()
+    assert gate.notices == [("request_concurrency_at_floor", 1.0)]
+    gate.notices.clear()
+    gate._slow_start = True
+    for i in range(4):  # recovers within the minute: said later, once
+        fill_and_answer(gate, 40.0 + i, 0.01)
+    assert gate.allowed > 1 and gate.notices == []
+    fill_and_answer(gate, 100.0, 0.01)
+    assert [event for event, _ in gate.notices] == ["request_concurrency_recovered"]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(list(Signal)),
+            st.floats(0.0, 20.0),
+            st.integers(0, 5 * MIB),
+            st.booleans(),
+        ),
+        max_size=200,
+    ),
+    st.integers(1, 64),
+)
+def test_any_sequence_of_signals_keeps_the_limit_in_bounds(
+    events: list[tuple[Signal, float, int, bool]], ceiling: int
+) -> None:
+    gate = ConcurrencyLimit(ceiling)
+    now = 0.0
+    for signal, rtt, nbytes, wait in events:
+        if not gate.try_acquire():
+            continue
+        if wait and gate.try_acquire():  # refused when full: the limit binds
+            gate.release()
+        now += 0.01
+        gate.observe(now + rtt, now, nbytes, signal)
+        gate.release()
+        assert 1 <= gate.allowed <= ceiling
+        assert gate.in_flight == 0
+        if signal is Signal.ANSWER:  # the floor is never above what was seen
+            assert gate.expected(0) <= rtt + 1e-9
+
+
+# -- against a busy server (virtual time) -----------------------------------------------
+
+
+@pytest.mark.parametrize("workers", [1, 4, 64])
+def test_adaptive_finishes_like_the_best_fixed_limit_without_timeouts(workers: int) -> None:
+    sizes = mixed_sizes(300)
+    server = Server(workers, 0.005, 2e-7)
+    best, fixed = best_fixed(sizes, server)
+    run = simulate(sizes, server, ConcurrencyLimit(24))
+    assert run.timeouts == 0
+    assert run.elapsed <= fixed.elapsed * 1.05, (best, fixed.elapsed, run.elapsed)
+
+
+def test_the_kpl_default_times_out_where_adaptive_does_not() -> None:
+    """A one-worker server at 2.5 MB/s: 24 requests at once pass the timeout while they
+    queue, and each timeout sends its records into the same queue again."""
+    sizes = mixed_sizes(150)
+    server = Server(1, 0.02, 4e-7)
+    kpl = simulate(sizes, server, ConcurrencyLimit(24, adaptive=False), give_up=2000.0)
+    assert kpl.timeouts >= 10
+    run = simulate(sizes, server, ConcurrencyLimit(24))
+    assert run.timeouts == 0 and run.elapsed < kpl.elapsed
+    _, fixed = best_fixed(sizes, server)
+    assert run.elapsed <= fixed.elapsed * 1.05
+
+
+@pytest.mark.parametrize("workers", [1, 4, 64])
+def test_a_server_that_slows_down_and_recovers(workers: int) -> None:
+    sizes = mixed_sizes(300)
+    server = Server(workers, 0.005, 2e-7)
+    _, calm = best_fixed(sizes, server)
+    t0, t1 = calm.elapsed * 0.25, calm.elapsed * 0.6
+
+    def slowdown(t: float) -> float:
+        return 10.0 if t0 <= t < t1 else 1.0
+
+    slow = dataclasses.replace(server, slowdown=slowdown)
+    best, fixed = best_fixed(sizes, slow)
+    run = simulate(sizes, slow, ConcurrencyLimit(24))
+    assert run.timeouts == 0
+    assert run.elapsed <= fixed.elapsed * 1.10, (best, fixed.elapsed, run.elapsed)
+    after = [limit for t, limit in run.limits if t > t1 + (run.elapsed - t1) / 2]
+    assert max(after) >= min(workers, 24) * 3 // 4  # back up once the server recovered
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(1, 64),
+    st.floats(0.001, 0.05),
+    st.floats(1e-8, 2.5e-7),
+    st.integers(0, 1000),
+)
+def test_no_timeouts_and_near_best_on_any_server(
+    workers: int, per_request: float, per_byte: float, seed: int
+) -> None:
+    """Whenever one request alone fits well within the timeout (a 5 MiB one takes at most
+    an eighth of it here), the adaptive limit never lets requests queue into a timeout
+    and finishes near the best fixed limit."""
+    sizes = mixed_sizes(120, seed)
+    server = Server(workers, per_request, per_byte)
+    _, fixed = best_fixed(sizes, server)
+    run = simulate(sizes, server, ConcurrencyLimit(24))
+    assert run.timeouts == 0
+    assert run.elapsed <= fixed.elapsed * 1.15 + 0.5
+
+
+# -- the retry budget ---------------------------------------------------------------------
+
+
+def test_timeouts_cost_more_than_errors_and_successes_refill() -> None:
+    budget = RetryBudget(capacity=30.0, refill_per_s=1.0)
+    assert budget.withdraw(RetryBudget.TIMEOUT_COST, 0.0)
+    assert budget.withdraw(RetryBudget.TIMEOUT_COST, 0.0)
+    assert budget.withdraw(RetryBudget.ERROR_COST, 0.0)
+    assert budget.level == pytest.approx(5.0)
+    assert not budget.withdraw(RetryBudget.TIMEOUT_COST, 0.0)
+    assert budget.level == pytest.approx(5.0)  # a refusal costs nothing
+    budget.deposit(RetryBudget.TIMEOUT_COST, 0.0)  # a retried request succeeded
+    assert budget.withdraw(RetryBudget.TIMEOUT_COST, 0.0)
+
+
+def test_time_alone_refills_so_a_retry_is_never_held_for_good() -> None:
+    budget = RetryBudget(capacity=20.0, refill_per_s=2.0, now=0.0)
+    assert budget.withdraw(20.0, 0.0)
+    assert not budget.withdraw(10.0, 1.0)
+    assert budget.ready_at(10.0, 1.0) == pytest.approx(5.0)
+    assert not budget.withdraw(10.0, 4.99)
+    assert budget.withdraw(10.0, 5.0)
+
+
+def test_the_budget_says_when_it_runs_dry_and_when_it_recovers() -> None:
+    budget = RetryBudget(capacity=50.0, refill_per_s=1.0)
+    for _ in range(5):
+        budget.withdraw(10.0, 0.0)
+    assert not budget.withdraw(10.0, 0.0)
+    assert [event for event, _ in budget.notices] == ["retry_budget_empty"]
+    budget.notices.clear()
+    budget.deposit(20.0, 61.0)  # level 50 again (capped): recovered, a minute later
+    assert [event for event, _ in budget.notices] == ["retry_budget_recovered"]
+
+
+@given(st.lists(st.tuples(st.booleans(), st.floats(0.0, 3.0), st.sampled_from([5.0, 10.0, 1.0]))))
+def test_the_level_stays_between_zero_and_the_capacity(
+    steps: list[tuple[bool, float, float]],
+) -> None:
+    budget = RetryBudget(capacity=100.0, refill_per_s=3.0)
+    now = 0.0
+    for withdraw, dt, amount in steps:
+        now += dt
+        if withdraw:
+            paid = budget.withdraw(amount, now)
+            assert paid or budget.level < amount
+        else:
+            budget.deposit(amount, now)
+        assert 0.0 <= budget.level <= 100.0
+        assert budget.ready_at(amount, now) >= now
