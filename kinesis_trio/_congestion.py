@@ -5,9 +5,10 @@ trouble is sent (no awaits, ``now`` passed in).
 and ``max_connections`` (the ceiling). A delay-based AIMD, after TCP Vegas and the AIMD
 limiters of Netflix's concurrency-limits and Palantir's Dialogue:
 
-- it learns the round trip of an idle endpoint as ``base + per_byte * bytes`` (the smallest
-  round trip seen, and the smallest time per byte above it over requests of 64 KiB or
-  more), so that a 5 MiB request on a fast endpoint is not taken for congestion;
+- it learns the round trip of an idle endpoint as a function of the request's size (the
+  lower convex hull of the least round trip per size class: ``base + per_byte * bytes``
+  where service is linear), so that a 5 MiB request on a fast endpoint is not taken for
+  congestion;
 - a round trip over ``2 * expected + slack`` (or a quarter of the request timeout over
   ``expected``) means the request queued somewhere: the limit is cut by a quarter. A
   timeout, a 5xx answer or a lost connection cuts it by half. One cut per round trip:
@@ -15,8 +16,9 @@ limiters of Netflix's concurrency-limits and Palantir's Dialogue:
 - a round trip within ``1.5 * expected + slack / 2`` (and an eighth of the timeout) while
   a request waited for a slot grows it: by one per answer until the first cut (slow
   start, from 1), then by ``1 / limit`` per answer (one more request per round trip);
-- at a limit of 1 there is no queue of ours left: if round trips stay high there for
-  ``rebase_after`` seconds, the endpoint itself got slower, and the floor is learned again.
+- round trips that stay high through three cuts (or for ``rebase_after`` seconds at a
+  limit of 1) are no queue of ours: the endpoint itself got slower, and the floor is
+  learned again from them.
 
 **Retries.** :class:`RetryBudget` is the AWS SDKs' retry quota (standard mode): retries after
 a timeout cost 10, after a 5xx or a lost connection 5; a successful request gives back
@@ -27,14 +29,13 @@ throttling is not budgeted (the shards' limiters slow it down).
 
 from __future__ import annotations
 
+import bisect
 import enum
 import math
 
 __all__ = ["ConcurrencyLimit", "RetryBudget", "Signal"]
 
 _INF = math.inf
-#: requests of at least this many bytes teach the time per byte
-_PER_BYTE_MIN = 64 * 1024
 #: at most one log line per state change kind per this many seconds
 _NOTICE_INTERVAL = 60.0
 
@@ -65,6 +66,52 @@ class _Notices:
             out.append((self.events[state], value))
 
 
+class _Floor:
+    """The round trip of an idle endpoint as a function of request size.
+
+    Keeps the least round trip seen per size class (powers of two of bytes) and reads the
+    floor off the lower convex hull of those points: a line ``base + per_byte * bytes``
+    where the service is linear, found without knowing which sample was uncongested.
+    """
+
+    def __init__(self) -> None:
+        self._least: dict[int, tuple[int, float]] = {}  # size class -> (bytes, round trip)
+        self._hull: list[tuple[int, float]] = []
+
+    def learn(self, nbytes: int, rtt: float) -> None:
+        size_class = nbytes.bit_length()
+        least = self._least.get(size_class)
+        if least is not None and least[1] <= rtt:
+            return
+        self._least[size_class] = (nbytes, rtt)
+        # A larger request is never cheaper: a smaller one that took longer had queued.
+        points = sorted(self._least.values())
+        for i in range(len(points) - 2, -1, -1):
+            if points[i][1] > points[i + 1][1]:
+                points[i] = (points[i][0], points[i + 1][1])
+        hull: list[tuple[int, float]] = []
+        for x, y in points:
+            while len(hull) >= 2:
+                (x0, y0), (x1, y1) = hull[-2], hull[-1]
+                if (x1 - x0) * (y - y0) - (y1 - y0) * (x - x0) > 0:
+                    break
+                hull.pop()  # above the line from hull[-2] to this point
+            hull.append((x, y))
+        self._hull = hull
+
+    def __call__(self, nbytes: int) -> float:
+        hull = self._hull
+        if not hull:
+            return 0.0
+        if len(hull) == 1:
+            return hull[0][1]
+        if nbytes <= hull[0][0]:
+            return hull[0][1]
+        i = min(bisect.bisect_left(hull, (nbytes, -_INF)), len(hull) - 1)
+        (x0, y0), (x1, y1) = hull[i - 1], hull[i]
+        return y0 + (y1 - y0) / (x1 - x0) * (nbytes - x0)
+
+
 class ConcurrencyLimit:
     """The number of PutRecords requests allowed in flight; see the module's docstring."""
 
@@ -72,7 +119,7 @@ class ConcurrencyLimit:
         self,
         ceiling: int,
         *,
-        initial: int = 4,
+        initial: int = 1,
         slack: float = 0.025,
         rebase_after: float = 5.0,
         adaptive: bool = True,
@@ -94,19 +141,17 @@ class ConcurrencyLimit:
         self.cuts = 0
         self._slow_start = True
         self._cut_at = -_INF
+        self._good = 0.0  # the limit before the current episode of cuts
         self._binding = False  # a request waited for a slot since the limit last grew
-        self._base = _INF
-        self._per_byte = _INF
-        #: per size class of large requests (bytes.bit_length()): (least round trip, bytes)
-        self._large: dict[int, tuple[float, int]] = {}
+        self._floor = _Floor()
         self._service = 0.0  # the idle round trip of recent requests, smoothed
         #: waiting (in units of a request's idle round trip) that counts as a queue
         self.beta = 1.0
         self.alpha = 0.5
         # while at the floor with high round trips: the endpoint's own floor, relearned
         self._stuck_since: float | None = None
-        self._stuck_base = _INF
-        self._stuck_per_byte = _INF
+        self._stuck_cuts = 0
+        self._stuck_floor = _Floor()
         self._notices = _Notices(("request_concurrency_recovered", "request_concurrency_at_floor"))
         #: (log event, limit) lines for the engine to log
         self.notices: list[tuple[str, float]] = []
@@ -117,7 +162,11 @@ class ConcurrencyLimit:
         return max(1, int(self.limit))
 
     def has_room(self) -> bool:
-        return self.in_flight < self.allowed
+        """Is a slot free? Asked by a sender with a request due: no means the limit binds."""
+        if self.in_flight < self.allowed:
+            return True
+        self._binding = True
+        return False
 
     def try_acquire(self) -> bool:
         """Take a slot if one is free; a refusal means the limit binds."""
@@ -135,8 +184,7 @@ class ConcurrencyLimit:
 
     def expected(self, nbytes: int) -> float:
         """The round trip of a request of ``nbytes`` on an idle endpoint, as learned."""
-        per_byte = 0.0 if self._per_byte == _INF else self._per_byte
-        return self._base + per_byte * nbytes
+        return self._floor(nbytes)
 
     def observe(self, now: float, start: float, nbytes: int, signal: Signal) -> None:
         """Learn from a request sent at ``start`` that ended at ``now``."""
@@ -146,64 +194,48 @@ class ConcurrencyLimit:
             self._cut(now, start, 0.5)
             return
         rtt = now - start
-        self._learn(rtt, nbytes)
+        self._floor.learn(nbytes, rtt)
         expected = self.expected(nbytes)
         self._service += (expected - self._service) * 0.1
         excess = rtt - expected  # time spent waiting somewhere
         unit = max(expected, self._service) + self.slack  # what one request ahead costs
         if excess > min(self.beta * unit, self.timeout / 4):
-            self._at_floor_high(now, rtt, nbytes)
             self._cut(now, start, 0.75)
+            self._still_high(now, rtt, nbytes)
             return
         self._stuck_since = None
         if excess <= min(self.alpha * unit, self.timeout / 8) and self._binding:
-            step = 1.0 if self._slow_start else 1.0 / self.limit
+            # Slow start, or back to where the limit was before the last cuts: one more per
+            # answer; beyond it, one more per round trip.
+            step = 1.0 if self._slow_start or self.limit < self._good else 1.0 / self.limit
             self.limit = min(float(self.ceiling), self.limit + step)
         self._notices.update(self.allowed == 1 and self.cuts > 0, now, self.notices, self.limit)
 
-    def _learn(self, rtt: float, nbytes: int) -> None:
-        changed = False
-        if rtt < self._base:
-            self._base = rtt
-            changed = True
-        if nbytes >= _PER_BYTE_MIN:
-            size_class = nbytes.bit_length()
-            least = self._large.get(size_class)
-            if least is None or rtt < least[0]:
-                self._large[size_class] = (rtt, nbytes)
-                changed = True
-        if changed:  # the time per byte above the base, at its least over the size classes
-            base = self._base
-            self._per_byte = min(
-                (max(0.0, r - base) / n for r, n in self._large.values()), default=_INF
-            )
-
     def _cut(self, now: float, start: float, factor: float) -> None:
         if start >= self._cut_at:  # sent after the last cut: news about the new limit
+            if self._stuck_since is None:  # a new episode: regrow fast to halfway back
+                self._good = self.limit * (1.0 + factor) / 2
+            if self._stuck_since is not None and self.in_flight <= self.allowed:
+                self._stuck_cuts += 1
             self.limit = max(1.0, self.limit * factor)
             self._cut_at = now
             self._slow_start = False
             self.cuts += 1
         self._notices.update(self.allowed == 1, now, self.notices, self.limit)
 
-    def _at_floor_high(self, now: float, rtt: float, nbytes: int) -> None:
-        """A high round trip at a limit of 1: none of it is our queue. Held for
-        ``rebase_after`` seconds, it is the endpoint's new floor."""
-        if self.allowed > 1 or self.in_flight > 1:
-            self._stuck_since = None
-            return
+    def _still_high(self, now: float, rtt: float, nbytes: int) -> None:
+        """Round trips high through three cuts (each made once the requests sent before it
+        had ended), or for ``rebase_after`` seconds at a limit of 1: a queue of ours would
+        have drained by then, so the endpoint itself got slower. Its floor is learned
+        again from the round trips seen meanwhile."""
         if self._stuck_since is None:
             self._stuck_since = now
-            self._stuck_base = self._stuck_per_byte = _INF
-        self._stuck_base = min(self._stuck_base, rtt)
-        if nbytes >= _PER_BYTE_MIN:
-            per_byte = max(0.0, rtt - self._stuck_base) / nbytes
-            self._stuck_per_byte = min(self._stuck_per_byte, per_byte)
-        if now - self._stuck_since >= self.rebase_after:
-            self._base = self._stuck_base
-            if self._stuck_per_byte != _INF:
-                self._per_byte = self._stuck_per_byte
-            self._large = {}  # learned again from here
+            self._stuck_cuts = 0
+            self._stuck_floor = _Floor()
+        self._stuck_floor.learn(nbytes, rtt)
+        at_floor = self.allowed == 1 and self.in_flight <= 1
+        if self._stuck_cuts >= 3 or (at_floor and now - self._stuck_since >= self.rebase_after):
+            self._floor = self._stuck_floor  # learned again from here
             self._stuck_since = None
 
 

@@ -59,6 +59,16 @@ the records they name may legitimately be duplicated by a producer's retry::
     lost_answers = {e for event in fake.ambiguous_requests for e in event.entries}
     assert confirmed <= stored and stored - confirmed <= lost_answers
 
+A busy server
+=============
+
+``FakeKinesis(server=ServerModel(workers=1, per_request=0.005, per_byte=1e-7))`` makes
+requests wait for one of ``workers`` and take a service time each (set
+``fake.server.slowdown`` to slow it down and recover). A request whose client gave up is
+still served and stored, so a producer that sends too many at once sees timeouts and
+duplicates as it would against a busy endpoint (kinesis-local on a small machine, a
+saturated proxy or uplink).
+
 For anything else, ``FakeKinesis(hook=...)`` takes an async ``(operation, body)`` callable
 that may sleep, or return an ``httpx.Response`` to answer in the fake's place.
 
@@ -105,6 +115,7 @@ from ._model import REGION as REGION
 from ._model import REQUEST_FAULTS as REQUEST_FAULTS
 from ._model import FakeRecord as FakeRecord
 from ._model import FakeShard as FakeShard
+from ._model import ServerModel as ServerModel
 from ._server import FakeKinesis as FakeKinesis
 
 __all__ = [
@@ -119,5 +130,6 @@ __all__ = [
     "FakeStats",
     "FaultEvent",
     "Faults",
+    "ServerModel",
     "ShardStats",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -316,3 +317,36 @@ def _describe_shard(shard: FakeShard) -> dict[str, Any]:
     if shard.adjacent_parent_shard_id:
         entry["AdjacentParentShardId"] = shard.adjacent_parent_shard_id
     return entry
+
+
+class ServerModel:
+    """A busy server: ``workers`` serve requests first come, first served, each for
+    ``per_request + per_byte * body bytes`` seconds, times ``slowdown`` (change it at any
+    time to make the server slow down and recover).
+
+    A request waits for a free worker, as in a server whose threads are all busy. One the
+    client gives up on (its timeout) is still served, as by a real endpoint: its records
+    are stored (at once, where a real server would store them when its turn comes) and its
+    worker stays busy for its turn. So requests sent too many at once pass their timeout
+    while they queue, and each retry queues again.
+    """
+
+    def __init__(self, workers: int = 1, per_request: float = 0.005, per_byte: float = 0.0):
+        if workers < 1 or per_request < 0 or per_byte < 0:
+            raise ValueError("workers must be at least 1, service times at least 0")
+        self.workers = workers
+        self.per_request = per_request
+        self.per_byte = per_byte
+        self.slowdown = 1.0
+        self._free = [0.0] * workers  # when each worker is next free (a heap)
+        #: requests served in all, and of those, how many the client had given up on
+        self.served = 0
+        self.abandoned = 0
+
+    def admit(self, now: float, nbytes: int) -> float:
+        """Queue a request of ``nbytes`` arriving at ``now``; returns when it is done."""
+        free = heapq.heappop(self._free)
+        end = max(now, free) + (self.per_request + self.per_byte * nbytes) * self.slowdown
+        heapq.heappush(self._free, end)
+        self.served += 1
+        return end

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import json
 import random
@@ -25,6 +26,7 @@ from ._model import (
     AMBIGUOUS_FAULTS,
     ENTRY_FAULTS,
     FakeRecord,
+    ServerModel,
     _astral,
     _Bucket,
     _describe_shard,
@@ -48,6 +50,8 @@ class FakeKinesis(_FaultInjection, _Streams):
     ``bytes_per_second`` (token buckets holding one second's worth). ``faults``: see
     :class:`Faults`. ``max_record_size`` (data + partition key) and ``max_request_size``
     bound PutRecords entries and requests like Kinesis (larger ones: HTTP 400).
+    ``server`` (a :class:`ServerModel`): requests queue for a number of workers and take
+    a service time each, as in a busy server.
     All of these are attributes that may be changed at any time.
     """
 
@@ -61,6 +65,7 @@ class FakeKinesis(_FaultInjection, _Streams):
         faults: Faults | None = None,
         max_record_size: int = _MIB,
         max_request_size: int = 5 * _MIB,
+        server: ServerModel | None = None,
     ) -> None:
         if records_per_second <= 0 or bytes_per_second <= 0:
             raise ValueError("records_per_second and bytes_per_second must be > 0")
@@ -73,6 +78,8 @@ class FakeKinesis(_FaultInjection, _Streams):
         self.bytes_per_second = bytes_per_second
         self.max_record_size = max_record_size
         self.max_request_size = max_request_size
+        #: a busy server's queue and service times (``None``: every request served at once)
+        self.server = server
         self.stats = FakeStats()
         #: Request-level faults injected so far, in order.
         self.fault_events: list[FaultEvent] = []
@@ -108,8 +115,9 @@ class FakeKinesis(_FaultInjection, _Streams):
             return self._error(
                 400, "MissingAuthenticationTokenException", "no Authorization header"
             )
+        raw = await request.aread()
         try:
-            body: Any = json.loads(await request.aread() or b"{}")
+            body: Any = json.loads(raw or b"{}")
         except ValueError:
             return self._error(400, "SerializationException", "the body is not JSON")
         if not isinstance(body, dict):
@@ -119,6 +127,8 @@ class FakeKinesis(_FaultInjection, _Streams):
             injected = await self.hook(operation, body)
             if injected is not None:
                 return injected
+        if self.server is not None:
+            await self._queue(operation, body, len(raw))
         faults = self._faults
         if faults.latency or faults.latency_jitter:
             jitter = self.rng.uniform(0.0, faults.latency_jitter) if faults.latency_jitter else 0
@@ -144,6 +154,23 @@ class FakeKinesis(_FaultInjection, _Streams):
         except _Fail as fail:
             return self._error(fail.status, fail.code, fail.message)
         return self._respond(200, result)
+
+    async def _queue(self, operation: str, body: dict[str, Any], nbytes: int) -> None:
+        """Wait for a worker of the server model and for the request's service time."""
+        server = self.server
+        assert server is not None
+        done_at = server.admit(anyio.current_time(), nbytes)
+        try:
+            await anyio.sleep(max(0.0, done_at - anyio.current_time()))
+        except anyio.get_cancelled_exc_class():
+            # The client gave up (its timeout); the server serves the request anyway.
+            server.abandoned += 1
+            if operation == "PutRecords":
+                self.stats.requests += 1
+                self.stats.requests_unanswered += 1
+                with contextlib.suppress(_Fail):
+                    self._put_records(body, None, [])
+            raise
 
     async def _serve_put_records(
         self, request: httpx.Request, body: dict[str, Any], name: str
