@@ -140,6 +140,11 @@ class ProducerConfig:
                 "ProducerConfig.rate_limit must be a positive percentage of the shard limits, "
                 f"got {self.rate_limit!r}"
             )
+        if not isinstance(self.adaptive_concurrency, bool):
+            raise ValueError(
+                "ProducerConfig.adaptive_concurrency must be a bool, "
+                f"got {self.adaptive_concurrency!r}"
+            )
         if not isinstance(self.fail_if_throttled, bool):
             raise ValueError(
                 f"ProducerConfig.fail_if_throttled must be a bool, got {self.fail_if_throttled!r}"

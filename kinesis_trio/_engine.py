@@ -11,18 +11,16 @@ schedule a retry wake-up, reload a shard map, send request parts on their own.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import math
 import random
 from typing import Any, Protocol
 
 import anyio
 
-from ._accumulator import Accumulator, plain, split_expired, unaggregate, unpack
+from ._accumulator import Accumulator, split_expired, unaggregate
 from ._aggregation import _vlen
 from ._config import ProducerConfig
-from ._congestion import ConcurrencyLimit, RetryBudget, Signal
+from ._congestion import ConcurrencyLimit, Signal
 from ._errors import ConnectionLostError
 from ._ledger import Ledger
 from ._logging import get_logger
@@ -44,7 +42,8 @@ from ._responses import (
     resent_in_halves,
     resent_without,
 )
-from ._retry import Action, backoff_delay
+from ._retries import Retries
+from ._retry import Action
 from ._shards import Shard, hash_key_for, parse_explicit_hash_key
 from ._state import KRecord, ShardBuffer, StreamState
 from ._validate import partition_key_length
@@ -122,12 +121,10 @@ class Engine:
         self.rand = random.Random()
         #: how many PutRecords requests may be in flight (the sender asks it for a slot)
         self.gate = ConcurrencyLimit(config.max_connections, adaptive=config.adaptive_concurrency)
-        #: what retries after timeouts and server errors may spend
-        self.budget = RetryBudget()
-        self._held: set[StreamState] = set()  # streams with retries waiting for the budget
+        #: retries: backoff, the retry budget, when each is due
+        self.retries = Retries(config, self.acc, shell, self.expire, self.rand)
         #: shard maps, resharding and the KCL rule for aggregates that landed elsewhere
         self.maps = ShardMaps(self.acc, self.ledger, shell, self.expire, self.ttl)
-        self._seq = itertools.count()
         self._key_cache: dict[str, tuple[int, int, int]] = {}
 
     # -- accepting --------------------------------------------------------------------------
@@ -217,89 +214,23 @@ class Engine:
             return keep
         return krecs
 
-    def due_retries(self, stream: StreamState, now: float) -> dict[ShardBuffer, list[KRecord]]:
-        """The records whose retry is due (and paid for), by the shard they go back through."""
-        heap = stream.retry_heap
-        by_shard: dict[ShardBuffer, list[KRecord]] = {}
-        while heap and heap[0][0] <= now:
-            _, _, krecs, cost, waited = heapq.heappop(heap)
-            krecs = [k for k in krecs if any(o._resolution is None for o in k.members)]
-            if cost and krecs and not self._pay(stream, krecs, cost, waited, now):
-                continue
-            for krec in krecs:
-                shard = krec.shard
-                if shard.retired or (krec.aggregated and stream.stale):
-                    self.acc.reroute(stream, [krec], now)
-                else:
-                    krec.deadline = -_INF
-                    by_shard.setdefault(shard, []).append(krec)
-        for shard in by_shard:
-            shard.queued += 1
-        return by_shard
-
-    def _pay(
-        self,
-        stream: StreamState,
-        krecs: list[KRecord],
-        cost: float,
-        since: float | None,
-        now: float,
-    ) -> bool:
-        """Pay a retry from the budget, or hold it (again) until the budget can."""
-        budget = self.budget
-        if budget.withdraw(cost, now):
-            for krec in krecs:
-                krec.paid = cost / len(krecs)
-            if since is not None:
-                waited = f"; its retry waited {now - since:.3g} s for the retry budget"
-                for krec in krecs:
-                    for o in krec.live():
-                        last = o._attempts[-1]
-                        note = (last.error_message or "") + waited
-                        o._attempts = (*o._attempts[:-1], last._replace(error_message=note))
-            self._log_notices()
-            return True
-        self._log_notices()
-        due = budget.ready_at(cost, now)
-        keep = []
-        for krec in krecs:
-            live = krec.live()
-            late = [o for o in live if o._arrival + self.ttl <= due]
-            if late:
-                self.expire(late, now, "its retry waited for the retry budget")
-            if len(late) < len(live):
-                keep.append(krec)
-        if keep:
-            entry = (due, next(self._seq), keep, cost, now if since is None else since)
-            heapq.heappush(stream.retry_heap, entry)
-            self._held.add(stream)
-            self.shell.retry_at(stream, due)
-        return False
-
     def _log_notices(self) -> None:
+        """Log what the gate and the budget have to say; sample them for the metrics."""
+        if self.measure:
+            gate = self.gate
+            self.metrics.request_gate(gate.allowed, gate.waiting, self.retries.budget.level)
         for event, value in self.gate.notices:
             _log.info(event, limit=int(value), ceiling=self.gate.ceiling)
-        for event, value in self.budget.notices:
-            _log.info(event, level=round(value, 1), capacity=self.budget.capacity)
+        budget = self.retries.budget
+        for event, value in budget.notices:
+            _log.info(event, level=round(value, 1), capacity=budget.capacity)
         self.gate.notices.clear()
-        self.budget.notices.clear()
+        budget.notices.clear()
 
     def _answered(self, krecs: list[KRecord], start: float, end: float, nbytes: int) -> None:
         """A request came back with an answer: the gate learns, the budget is refilled."""
         self.gate.observe(end, start, nbytes, Signal.ANSWER)
-        self.budget.deposit(1.0 + sum(k.paid for k in krecs), end)
-        for krec in krecs:
-            krec.paid = 0.0
-        if self._held and self.budget.level >= RetryBudget.ERROR_COST:
-            for stream in self._held:  # the budget may cover them now: due at once
-                heap = [
-                    (min(e[0], end) if e[4] is not None else e[0], *e[1:])
-                    for e in stream.retry_heap
-                ]
-                heapq.heapify(heap)
-                stream.retry_heap[:] = heap
-                self.shell.retry_at(stream, end)
-            self._held.clear()
+        self.retries.answered(krecs, end)
         self._log_notices()
 
     # -- answers --------------------------------------------------------------------------
@@ -348,7 +279,7 @@ class Engine:
             self.metrics.user_records_pending(self.ledger.records)
             measure_answer(self.metrics, stream.name, krecs, entries, start, end)
         if answer.retry:
-            self.schedule_retries(stream, answer.retry, end)
+            self.retries.schedule(stream, answer.retry, end)
 
     def on_error(
         self,
@@ -404,7 +335,7 @@ class Engine:
                 failed=len(named),
                 records=len(again),
             )
-            self.schedule_retries(stream, again, end)
+            self.retries.schedule(stream, again, end)
             return
         if verdict.bisect:
             note = resent_in_halves(attempt)
@@ -432,7 +363,7 @@ class Engine:
             return
         if verdict.action is Action.REFRESH_CREDENTIALS:
             self.shell.refresh_credentials()
-        self.schedule_retries(stream, [(k, attempt) for k in krecs], end, cost)
+        self.retries.schedule(stream, [(k, attempt) for k in krecs], end, cost)
 
     def count_received(self) -> None:
         """Report the records accepted since the last report (UserRecordsReceived)."""
@@ -442,42 +373,6 @@ class Engine:
                 stream.received = 0
 
     # -- retries and failures ----------------------------------------------------------------
-
-    def schedule_retries(
-        self,
-        stream: StreamState,
-        failures: list[tuple[KRecord, Attempt]],
-        now: float,
-        cost: float = 0.0,
-    ) -> None:
-        """Send records again after their shard's backoff, or expire those it would take
-        past their ``record_ttl``. ``cost``: what the retry budget charges (per request)."""
-        ttl = self.ttl
-        base = self.config.retry_backoff_base
-        cap = self.config.retry_backoff_max
-        by_due: dict[float, list[KRecord]] = {}
-        for krec, attempt in failures:
-            shard = krec.shard
-            due = now + backoff_delay(max(1, shard.failures), base=base, cap=cap, rand=self.rand)
-            live = krec.live()
-            for outcome in live:
-                outcome._attempts = (*outcome._attempts, attempt)
-            expired = [o for o in live if o._arrival + ttl <= due]
-            if expired:
-                self.expire(expired, now, "retrying was not done in time")
-                live = [o for o in live if o._arrival + ttl > due]
-                if not live:
-                    continue
-                unpack(krec)
-                retry = [plain(o, shard) for o in live]
-            else:
-                retry = [krec]
-            krec.since = now
-            by_due.setdefault(due, []).extend(retry)
-        share = cost / len(by_due) if by_due else 0.0  # the request's cost, split
-        for due, krecs in by_due.items():
-            heapq.heappush(stream.retry_heap, (due, next(self._seq), krecs, share, None))
-            self.shell.retry_at(stream, due)
 
     def fail(self, members: list[Outcome], res: Resolution, shard_id: str) -> None:
         """Fail the unresolved ``members`` of one Kinesis record with ``res``."""

@@ -132,6 +132,25 @@ class Producer:
         return 0 if self._engine is None else self._engine.ledger.bytes
 
     @property
+    def request_limit(self) -> int:
+        """PutRecords requests allowed in flight now: between 1 and ``max_connections``,
+        adapted to the endpoint (see ``adaptive_concurrency``)."""
+        if self._engine is None:
+            return self._config.max_connections if not self._config.adaptive_concurrency else 1
+        return self._engine.gate.allowed
+
+    @property
+    def requests_in_flight(self) -> int:
+        """PutRecords requests out now."""
+        return 0 if self._engine is None else self._engine.gate.in_flight
+
+    @property
+    def retry_budget(self) -> float:
+        """What is left of the retry budget that timeouts and 5xx retries draw on (500
+        when full; a retry after a timeout costs 10, after a 5xx or reset 5)."""
+        return 500.0 if self._engine is None else self._engine.retries.budget.level
+
+    @property
     def metrics(self) -> Metrics:
         """The KPL-style metrics recorder: ``totals()``, ``snapshot()`` (see ``metrics``)."""
         return self._metrics

@@ -358,7 +358,7 @@ class Pipeline:
                     stream.retry_scope = scope
                     await anyio.sleep_forever()
                 stream.retry_scope = None
-            for shard, krecs in self.engine.due_retries(stream, self.now()).items():
+            for shard, krecs in self.engine.retries.due(stream, self.now()).items():
                 assert isinstance(shard, _Shard)
                 shard.send.send_nowait(krecs)
 

@@ -101,7 +101,7 @@ def test_a_named_bad_entry_fails_alone_and_the_rest_wait_for_their_retry() -> No
     assert [o.done() for o in outcomes] == [False, True, False]
     assert outcomes[1].result().error_code == "ValidationException"
     assert len(shell.retries) == 2  # each record after its own (jittered) backoff
-    due = eng.due_retries(stream, max(shell.retries))
+    due = eng.retries.due(stream, max(shell.retries))
     again = [k.members[0] for k in due[stream.shards[0]]]
     assert sorted(again, key=id) == sorted([outcomes[0], outcomes[2]], key=id)
 

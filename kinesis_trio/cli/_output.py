@@ -161,7 +161,7 @@ class _Progress:
         else:
             print(message, file=sys.stderr, flush=True)
 
-    def update(self, tracker: _Tracker, in_flight: int) -> None:
+    def update(self, tracker: _Tracker, in_flight: int, limit: str = "") -> None:
         if self.quiet:
             return
         now = time.monotonic()
@@ -176,6 +176,7 @@ class _Progress:
         stats = (
             f"{tracker.resolved:,} done  {rate:,.0f} records/s  {mbps:,.2f} MB/s  "
             f"in flight {in_flight:,}  failed {tracker.failed:,}"
+            + (f"  requests {limit}" if limit else "")
         )
         if self._rich is not None:
             self._rich.update(self._task, completed=tracker.accepted, stats=stats)
@@ -359,7 +360,12 @@ async def _tick(
     while True:
         await anyio.sleep(_TICK)
         tracker.reap()
-        progress.update(tracker, producer.outstanding_records)
+        progress.update(
+            tracker,
+            producer.outstanding_records,
+            f"{producer.requests_in_flight} (limit {producer.request_limit}"
+            f"/{producer.config.max_connections})",
+        )
         if failed is not None:
             await failed.flush()
 

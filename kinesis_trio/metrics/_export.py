@@ -23,7 +23,9 @@ _COUNTERS = frozenset(
         "UserRecordExpired",
     }
 )
-_GAUGES = frozenset({"UserRecordsPending"})
+_GAUGES = frozenset(
+    {"UserRecordsPending", "RequestConcurrencyLimit", "RequestsWaitingForSlot", "RetryBudgetLevel"}
+)
 # Counters whose zero samples are failures (the KPL's success-rate metrics).
 _SUCCESS_RATES = frozenset({"UserRecordsPut", "KinesisRecordsPut"})
 _LABELS = {_ERROR_CODE: "error_code", _STREAM: "stream_name", _SHARD: "shard_id"}

@@ -61,6 +61,10 @@ _SPECS: dict[str, _Spec] = {
     "UserRecordsPerKinesisRecord": _Spec(_D, "Count", 2),
     "KinesisRecordsPerPutRecordsRequest": _Spec(_D, "Count", 1),
     "UserRecordsPerPutRecordsRequest": _Spec(_D, "Count", 1),
+    # Not the KPL's: the adaptive request concurrency and the retry budget (gauges).
+    "RequestConcurrencyLimit": _Spec(_D, "Count", 0),
+    "RequestsWaitingForSlot": _Spec(_D, "Count", 0),
+    "RetryBudgetLevel": _Spec(_D, "Count", 0),
 }
 del _S, _D
 

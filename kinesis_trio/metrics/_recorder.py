@@ -186,10 +186,21 @@ class Metrics:
 
     def user_records_pending(self, count: int) -> None:
         """UserRecordsPending: a sample of the records buffered or in flight (detailed)."""
-        if self._active and "UserRecordsPending" in self._enabled:
-            value = float(count)
-            self._put("UserRecordsPending", ((),), 1, value, value, value)
-            self._totals["UserRecordsPending"] = value  # a gauge: totals() keeps the latest
+        self.gauge("UserRecordsPending", count)
+
+    def request_gate(self, limit: int, waiting: int, budget: float) -> None:
+        """RequestConcurrencyLimit, RequestsWaitingForSlot, RetryBudgetLevel: a sample of
+        the adaptive request concurrency and of the retry budget (detailed, global)."""
+        self.gauge("RequestConcurrencyLimit", limit)
+        self.gauge("RequestsWaitingForSlot", waiting)
+        self.gauge("RetryBudgetLevel", budget)
+
+    def gauge(self, name: str, value: float) -> None:
+        """A sample of a global gauge; ``totals()`` keeps its latest value."""
+        if self._active and name in self._enabled:
+            value = float(value)
+            self._put(name, ((),), 1, value, value, value)
+            self._totals[name] = value
 
     def user_records_put(
         self, stream: str, shard: str, count: int, data_bytes: int, *, failed: int = 0

@@ -1,0 +1,164 @@
+"""Retries (no awaits): backoff per shard, the retry budget, when each retry is due.
+
+A failed record goes back on its stream's retry heap with its shard's backoff (full jitter,
+exponential in the shard's consecutive failures), or expires if the backoff would take it
+past its ``record_ttl``. Retries after timeouts and server errors also pay the producer's
+:class:`~kinesis_trio._congestion.RetryBudget`; while it is empty they wait (and their last
+attempt says how long), and a successful request lets them go at once.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ._accumulator import Accumulator, plain, unpack
+from ._config import ProducerConfig
+from ._congestion import RetryBudget
+from ._outcome import Attempt, Outcome
+from ._retry import backoff_delay
+from ._state import KRecord, ShardBuffer, StreamState
+
+if TYPE_CHECKING:
+    from ._engine import Shell
+
+__all__ = ["Retries"]
+
+_INF = math.inf
+
+
+class Retries:
+    """The producer's retry schedule and budget."""
+
+    def __init__(
+        self,
+        config: ProducerConfig,
+        acc: Accumulator,
+        shell: Shell,
+        expire: Callable[[list[Outcome], float, str], None],
+        rand: random.Random,
+    ) -> None:
+        self.config = config
+        self.ttl = config.record_ttl
+        self.acc = acc
+        self.shell = shell
+        self.expire = expire
+        self.rand = rand
+        #: what retries after timeouts and server errors may spend
+        self.budget = RetryBudget()
+        self._held: set[StreamState] = set()  # streams with retries waiting for the budget
+        self._seq = itertools.count()
+
+    def schedule(
+        self,
+        stream: StreamState,
+        failures: list[tuple[KRecord, Attempt]],
+        now: float,
+        cost: float = 0.0,
+    ) -> None:
+        """Send records again after their shard's backoff, or expire those it would take
+        past their ``record_ttl``. ``cost``: what the retry budget charges (per request)."""
+        ttl = self.ttl
+        base = self.config.retry_backoff_base
+        cap = self.config.retry_backoff_max
+        by_due: dict[float, list[KRecord]] = {}
+        for krec, attempt in failures:
+            shard = krec.shard
+            due = now + backoff_delay(max(1, shard.failures), base=base, cap=cap, rand=self.rand)
+            live = krec.live()
+            for outcome in live:
+                outcome._attempts = (*outcome._attempts, attempt)
+            expired = [o for o in live if o._arrival + ttl <= due]
+            if expired:
+                self.expire(expired, now, "retrying was not done in time")
+                live = [o for o in live if o._arrival + ttl > due]
+                if not live:
+                    continue
+                unpack(krec)
+                retry = [plain(o, shard) for o in live]
+            else:
+                retry = [krec]
+            krec.since = now
+            by_due.setdefault(due, []).extend(retry)
+        share = cost / len(by_due) if by_due else 0.0  # the request's cost, split
+        for due, krecs in by_due.items():
+            heapq.heappush(stream.retry_heap, (due, next(self._seq), krecs, share, None))
+            self.shell.retry_at(stream, due)
+
+    def due(self, stream: StreamState, now: float) -> dict[ShardBuffer, list[KRecord]]:
+        """The records whose retry is due (and paid for), by the shard they go back through."""
+        heap = stream.retry_heap
+        by_shard: dict[ShardBuffer, list[KRecord]] = {}
+        while heap and heap[0][0] <= now:
+            _, _, krecs, cost, waited = heapq.heappop(heap)
+            krecs = [k for k in krecs if any(o._resolution is None for o in k.members)]
+            if cost and krecs and not self._pay(stream, krecs, cost, waited, now):
+                continue
+            for krec in krecs:
+                shard = krec.shard
+                if shard.retired or (krec.aggregated and stream.stale):
+                    self.acc.reroute(stream, [krec], now)
+                else:
+                    krec.deadline = -_INF
+                    by_shard.setdefault(shard, []).append(krec)
+        for shard in by_shard:
+            shard.queued += 1
+        return by_shard
+
+    def _pay(
+        self,
+        stream: StreamState,
+        krecs: list[KRecord],
+        cost: float,
+        since: float | None,
+        now: float,
+    ) -> bool:
+        """Pay a retry from the budget, or hold it (again) until the budget can."""
+        budget = self.budget
+        if budget.withdraw(cost, now):
+            for krec in krecs:
+                krec.paid = cost / len(krecs)
+            if since is not None:
+                waited = f"; its retry waited {now - since:.3g} s for the retry budget"
+                for krec in krecs:
+                    for o in krec.live():
+                        last = o._attempts[-1]
+                        note = (last.error_message or "") + waited
+                        o._attempts = (*o._attempts[:-1], last._replace(error_message=note))
+            return True
+        due = budget.ready_at(cost, now)
+        keep = []
+        for krec in krecs:
+            live = krec.live()
+            late = [o for o in live if o._arrival + self.ttl <= due]
+            if late:
+                self.expire(late, now, "its retry waited for the retry budget")
+            if len(late) < len(live):
+                keep.append(krec)
+        if keep:
+            entry = (due, next(self._seq), keep, cost, now if since is None else since)
+            heapq.heappush(stream.retry_heap, entry)
+            self._held.add(stream)
+            self.shell.retry_at(stream, due)
+        return False
+
+    def answered(self, krecs: list[KRecord], end: float) -> None:
+        """A request came back with an answer: the budget gets back what its retried
+        records cost (or 1), and retries held for the budget may go now."""
+        self.budget.deposit(1.0 + sum(k.paid for k in krecs), end)
+        for krec in krecs:
+            krec.paid = 0.0
+        if self._held and self.budget.level >= RetryBudget.ERROR_COST:
+            for stream in self._held:  # the budget may cover them now: due at once
+                heap = [
+                    (min(e[0], end) if e[4] is not None else e[0], *e[1:])
+                    for e in stream.retry_heap
+                ]
+                heapq.heapify(heap)
+                stream.retry_heap[:] = heap
+                self.shell.retry_at(stream, end)
+            self._held.clear()
