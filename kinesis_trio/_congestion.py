@@ -146,8 +146,8 @@ class ConcurrencyLimit:
         self._floor = _Floor()
         self._service = 0.0  # the idle round trip of recent requests, smoothed
         #: waiting (in units of a request's idle round trip) that counts as a queue
-        self.beta = 1.0
-        self.alpha = 0.5
+        self.beta = 0.5
+        self.alpha = 0.1
         # while at the floor with high round trips: the endpoint's own floor, relearned
         self._stuck_since: float | None = None
         self._stuck_cuts = 0
@@ -206,8 +206,12 @@ class ConcurrencyLimit:
         self._stuck_since = None
         if excess <= min(self.alpha * unit, self.timeout / 8) and self._binding:
             # Slow start, or back to where the limit was before the last cuts: one more per
-            # answer; beyond it, one more per round trip.
-            step = 1.0 if self._slow_start or self.limit < self._good else 1.0 / self.limit
+            # answer; beyond it, one more per round trip, and below 4 a quarter of that (one
+            # more request is a large step there: a one-worker server gains nothing by it).
+            if self._slow_start or 4.0 <= self.limit < self._good:
+                step = 1.0
+            else:
+                step = (1.0 if self.limit >= 4.0 else 0.25) / self.limit
             self.limit = min(float(self.ceiling), self.limit + step)
         self._notices.update(self.allowed == 1 and self.cuts > 0, now, self.notices, self.limit)
 

@@ -142,7 +142,7 @@ def test_an_endpoint_slower_for_good_is_relearned_at_the_floor() -> None:
         now += 0.2
     assert gate.expected(1000) == pytest.approx(0.100)
     assert gate.allowed == 1
-    for _ in range(3):  # and now it may grow again
+    for _ in range(6):  # and now it may grow again (a quarter request per answer at 1)
         fill_and_answer(gate, now, 0.1)
         now += 0.2
     assert gate.allowed >= 2
