@@ -130,16 +130,22 @@ class Retries:
                         note = (last.error_message or "") + waited
                         o._attempts = (*o._attempts[:-1], last._replace(error_message=note))
             return True
-        due = budget.ready_at(cost, now)
-        keep = []
+        # Held, not failed: records past their TTL expire (at their TTL, not before), the
+        # others wait until time alone would refill the budget, or their first TTL.
+        keep: list[KRecord] = []
         for krec in krecs:
             live = krec.live()
-            late = [o for o in live if o._arrival + self.ttl <= due]
-            if late:
-                self.expire(late, now, "its retry waited for the retry budget")
-            if len(late) < len(live):
+            late = [o for o in live if o._arrival + self.ttl <= now]
+            if not late:
                 keep.append(krec)
+                continue
+            self.expire(late, now, "its retry waited for the retry budget")
+            if len(late) < len(live):
+                unpack(krec)
+                keep += [plain(o, krec.shard) for o in live if o._resolution is None]
         if keep:
+            first_ttl = min(o._arrival for k in keep for o in k.members) + self.ttl
+            due = min(budget.ready_at(cost, now), first_ttl)
             entry = (due, next(self._seq), keep, cost, now if since is None else since)
             heapq.heappush(stream.retry_heap, entry)
             self._held.add(stream)

@@ -77,7 +77,10 @@ def test_the_budget_alone_never_fails_a_record_its_ttl_does() -> None:
     budget.level = 0.0
     budget.refill_per_s = 0.1  # a timeout retry affordable after 100 s: past the TTL
     outcomes, _ = failed_request(eng, stream, timeout(), 0.0)
-    eng.retries.due(stream, 10.0)
+    eng.retries.due(stream, 10.0)  # held: the budget cannot pay before their TTL
+    assert not any(o.done() for o in outcomes)
+    assert stream.retry_heap[0][0] == pytest.approx(30.0)  # their TTL, not before
+    eng.retries.due(stream, 30.0)
     assert all(o.done() for o in outcomes)
     for o in outcomes:
         result = o.result()
