@@ -1,0 +1,84 @@
+"""The fake's read side: GetShardIterator and GetRecords (iterators are plain JSON)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import TYPE_CHECKING, Any
+
+from ._model import _Fail, _hash_range, _Stream
+
+
+class _Reading:
+    """GetShardIterator and GetRecords over the fake's stored records."""
+
+    if TYPE_CHECKING:  # provided by FakeKinesis and _Streams
+
+        def _stream(self, body: dict[str, Any]) -> _Stream: ...
+
+        def _get(self, name: str) -> _Stream: ...
+
+    def _op_GetShardIterator(self, body: dict[str, Any]) -> dict[str, Any]:
+        stream = self._stream(body)
+        shard = stream.shard(str(body.get("ShardId")))
+        kind = body.get("ShardIteratorType", "TRIM_HORIZON")
+        records = shard.records
+        if kind == "TRIM_HORIZON":
+            pos = 0
+        elif kind == "LATEST":
+            pos = len(records)
+        elif kind in ("AT_SEQUENCE_NUMBER", "AFTER_SEQUENCE_NUMBER"):
+            seq = str(body.get("StartingSequenceNumber"))
+            pos = next((i for i, r in enumerate(records) if r.sequence_number >= seq), len(records))
+            if (
+                kind == "AFTER_SEQUENCE_NUMBER"
+                and pos < len(records)
+                and records[pos].sequence_number == seq
+            ):
+                pos += 1
+        elif kind == "AT_TIMESTAMP":
+            ts = float(body.get("Timestamp", 0))
+            pos = next((i for i, r in enumerate(records) if r.arrival >= ts), len(records))
+        else:
+            raise _Fail(400, "ValidationException", f"unknown ShardIteratorType {kind!r}")
+        return {"ShardIterator": json.dumps([stream.name, shard.shard_id, pos])}
+
+    def _op_GetRecords(self, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            name, shard_id, pos = json.loads(body["ShardIterator"])
+        except (KeyError, ValueError, TypeError):
+            raise _Fail(400, "InvalidArgumentException", "Invalid ShardIterator.") from None
+        stream = self._get(name)
+        shard = stream.shard(shard_id)
+        limit = int(body.get("Limit") or 10_000)
+        page = shard.records[pos : pos + limit]
+        end = pos + len(page)
+        result: dict[str, Any] = {
+            # like Kinesis, records carry no ExplicitHashKey
+            "Records": [
+                {
+                    "Data": base64.b64encode(r.data).decode(),
+                    "PartitionKey": r.partition_key,
+                    "SequenceNumber": r.sequence_number,
+                    "ApproximateArrivalTimestamp": r.arrival,
+                }
+                for r in page
+            ],
+            "MillisBehindLatest": 0,
+        }
+        if shard.closed and end >= len(shard.records):
+            result["NextShardIterator"] = None
+            result["ChildShards"] = [
+                {
+                    "ShardId": c.shard_id,
+                    "ParentShards": [
+                        p for p in (c.parent_shard_id, c.adjacent_parent_shard_id) if p
+                    ],
+                    "HashKeyRange": _hash_range(c),
+                }
+                for c in stream.shards
+                if shard.shard_id in (c.parent_shard_id, c.adjacent_parent_shard_id)
+            ]
+        else:
+            result["NextShardIterator"] = json.dumps([name, shard_id, end])
+        return result
