@@ -15,7 +15,7 @@ limiters of Netflix's concurrency-limits and Palantir's Dialogue:
   signals from requests sent before the last cut are old news;
 - a round trip within ``1.5 * expected + slack / 2`` (and an eighth of the timeout) while
   a request waited for a slot grows it: by one per answer until the first cut (slow
-  start, from 1), then by ``1 / limit`` per answer (one more request per round trip);
+  start, from 4), then by ``1 / limit`` per answer (one more request per round trip);
 - round trips that stay high through three cuts (or for ``rebase_after`` seconds at a
   limit of 1) are no queue of ours: the endpoint itself got slower, and the floor is
   learned again from them.
@@ -119,7 +119,7 @@ class ConcurrencyLimit:
         self,
         ceiling: int,
         *,
-        initial: int = 1,
+        initial: int = 4,
         slack: float = 0.025,
         rebase_after: float = 5.0,
         adaptive: bool = True,

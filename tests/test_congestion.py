@@ -52,7 +52,7 @@ def test_slow_start_grows_by_one_per_answer_while_requests_wait() -> None:
     gate.observe(0.01, 0.0, 1000, Signal.ANSWER)
     gate.release()
     assert gate.allowed == 2
-    assert ConcurrencyLimit(24).allowed == 1  # where it starts by default
+    assert ConcurrencyLimit(24).allowed == 4  # where it starts by default
 
 
 def test_a_fast_endpoint_takes_the_limit_to_the_ceiling_quickly() -> None:
