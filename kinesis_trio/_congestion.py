@@ -16,6 +16,10 @@ limiters of Netflix's concurrency-limits and Palantir's Dialogue:
 - a round trip within ``1.5 * expected + slack / 2`` (and an eighth of the timeout) while
   a request waited for a slot grows it: by one per answer until the first cut (slow
   start, from 4), then by ``1 / limit`` per answer (one more request per round trip);
+- no more requests go out than an endpoint serving one at a time would finish within half
+  the timeout (from the smoothed idle round trip of recent requests): large requests of
+  seconds each are not queued into a timeout before a round trip could show it. (The
+  price: a parallel endpoint that takes a second per 5 MiB request gets at most 6.);
 - round trips that stay high through three cuts (or for ``rebase_after`` seconds at a
   limit of 1) are no queue of ours: the endpoint itself got slower, and the floor is
   learned again from them.
@@ -159,7 +163,16 @@ class ConcurrencyLimit:
     @property
     def allowed(self) -> int:
         """Requests allowed in flight now."""
-        return max(1, int(self.limit))
+        return max(1, int(min(self.limit, self._cap)))
+
+    @property
+    def _cap(self) -> float:
+        """As many requests as an endpoint that serves one at a time would finish within
+        half the timeout: beyond it, requests of seconds each could be queued into a
+        timeout before any round trip shows the queue."""
+        if self._service <= 0.0:
+            return _INF
+        return self.timeout / 2 / self._service
 
     def has_room(self) -> bool:
         """Is a slot free? Asked by a sender with a request due: no means the limit binds."""
@@ -196,7 +209,10 @@ class ConcurrencyLimit:
         rtt = now - start
         self._floor.learn(nbytes, rtt)
         expected = self.expected(nbytes)
-        self._service += (expected - self._service) * 0.1
+        if self._service <= 0.0:
+            self._service = expected
+        else:
+            self._service += (expected - self._service) * 0.1
         excess = rtt - expected  # time spent waiting somewhere
         unit = max(expected, self._service) + self.slack  # what one request ahead costs
         if excess > min(self.beta * unit, self.timeout / 4):
