@@ -9,17 +9,20 @@ limiters of Netflix's concurrency-limits and Palantir's Dialogue:
   lower convex hull of the least round trip per size class: ``base + per_byte * bytes``
   where service is linear), so that a 5 MiB request on a fast endpoint is not taken for
   congestion;
-- a round trip over ``2 * expected + slack`` (or a quarter of the request timeout over
-  ``expected``) means the request queued somewhere: the limit is cut by a quarter. A
-  timeout, a 5xx answer or a lost connection cuts it by half. One cut per round trip:
-  signals from requests sent before the last cut are old news;
-- a round trip within ``1.5 * expected + slack / 2`` (and an eighth of the timeout) while
-  a request waited for a slot grows it: by one per answer until the first cut (slow
-  start, from 4), then by ``1 / limit`` per answer (one more request per round trip);
+- waiting (round trip minus ``expected``) over ``beta`` (0.5) of a unit, the larger of
+  ``expected`` and the smoothed idle round trip of recent requests, plus ``slack`` (or
+  over a quarter of the timeout) means the request queued somewhere: the limit is cut by
+  a quarter. A timeout, a 5xx answer or a lost connection cuts it by half. One cut per
+  round trip: signals from requests sent before the last cut are old news;
+- waiting within ``alpha`` (0.1) of a unit (and an eighth of the timeout), while a request
+  waited for a slot, grows it: by one per answer until the first cut (slow start, from 4),
+  then by ``1 / limit`` per answer (one more request per round trip), a quarter of that
+  below 4;
 - no more requests go out than an endpoint serving one at a time would finish within half
-  the timeout (from the smoothed idle round trip of recent requests): large requests of
-  seconds each are not queued into a timeout before a round trip could show it. (The
-  price: a parallel endpoint that takes a second per 5 MiB request gets at most 6.);
+  the timeout if each were as large as the largest answered so far: large requests of
+  seconds each are not queued into a timeout before a round trip could show it; unless a
+  large request came back unqueued with that many in flight (the endpoint proved it
+  serves them side by side), and then one more;
 - round trips that stay high through three cuts (or for ``rebase_after`` seconds at a
   limit of 1) are no queue of ours: the endpoint itself got slower, and the floor is
   learned again from them.
@@ -149,6 +152,9 @@ class ConcurrencyLimit:
         self._binding = False  # a request waited for a slot since the limit last grew
         self._floor = _Floor()
         self._service = 0.0  # the idle round trip of recent requests, smoothed
+        self._largest = 0  # the largest request answered so far (bytes)
+        #: the most requests in flight with which a large one came back free of queueing
+        self._proven = 0
         #: waiting (in units of a request's idle round trip) that counts as a queue
         self.beta = 0.5
         self.alpha = 0.1
@@ -163,16 +169,17 @@ class ConcurrencyLimit:
     @property
     def allowed(self) -> int:
         """Requests allowed in flight now."""
-        return max(1, int(min(self.limit, self._cap)))
+        return max(1, int(min(self.limit, max(self._cap, self._proven + 1))))
 
     @property
     def _cap(self) -> float:
-        """As many requests as an endpoint that serves one at a time would finish within
-        half the timeout: beyond it, requests of seconds each could be queued into a
-        timeout before any round trip shows the queue."""
-        if self._service <= 0.0:
+        """As many of the largest requests seen as an endpoint that serves one at a time
+        would finish within half the timeout: beyond it, requests of seconds each could be
+        queued into a timeout before any round trip shows the queue."""
+        largest = self._floor(self._largest)
+        if largest <= 0.0:
             return _INF
-        return self.timeout / 2 / self._service
+        return self.timeout / 2 / largest
 
     def has_room(self) -> bool:
         """Is a slot free? Asked by a sender with a request due: no means the limit binds."""
@@ -208,6 +215,8 @@ class ConcurrencyLimit:
             return
         rtt = now - start
         self._floor.learn(nbytes, rtt)
+        if nbytes > self._largest:
+            self._largest = nbytes
         expected = self.expected(nbytes)
         if self._service <= 0.0:
             self._service = expected
@@ -220,7 +229,10 @@ class ConcurrencyLimit:
             self._still_high(now, rtt, nbytes)
             return
         self._stuck_since = None
-        if excess <= min(self.alpha * unit, self.timeout / 8) and self._binding:
+        clear = excess <= min(self.alpha * unit, self.timeout / 8)
+        if clear and 2 * nbytes >= self._largest:  # a large request, unqueued among these
+            self._proven = max(self._proven, self.in_flight)
+        if clear and self._binding:
             # Slow start, or back to where the limit was before the last cuts: one more per
             # answer; beyond it, one more per round trip, and below 4 a quarter of that (one
             # more request is a large step there: a one-worker server gains nothing by it).
