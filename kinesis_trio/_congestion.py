@@ -20,9 +20,8 @@ limiters of Netflix's concurrency-limits and Palantir's Dialogue:
   below 4;
 - no more requests go out than an endpoint serving one at a time would finish within half
   the timeout if each were as large as the largest answered so far: large requests of
-  seconds each are not queued into a timeout before a round trip could show it; unless a
-  large request came back unqueued with that many in flight (the endpoint proved it
-  serves them side by side), and then one more;
+  seconds each are not queued into a timeout before a round trip could show it (the
+  price: a parallel endpoint that takes a second per 5 MiB request gets at most 6);
 - round trips that stay high through three cuts (or for ``rebase_after`` seconds at a
   limit of 1) are no queue of ours: the endpoint itself got slower, and the floor is
   learned again from them.
@@ -153,8 +152,6 @@ class ConcurrencyLimit:
         self._floor = _Floor()
         self._service = 0.0  # the idle round trip of recent requests, smoothed
         self._largest = 0  # the largest request answered so far (bytes)
-        #: the most requests in flight with which a large one came back free of queueing
-        self._proven = 0
         #: waiting (in units of a request's idle round trip) that counts as a queue
         self.beta = 0.5
         self.alpha = 0.1
@@ -169,7 +166,7 @@ class ConcurrencyLimit:
     @property
     def allowed(self) -> int:
         """Requests allowed in flight now."""
-        return max(1, int(min(self.limit, max(self._cap, self._proven + 1))))
+        return max(1, int(min(self.limit, self._cap)))
 
     @property
     def _cap(self) -> float:
@@ -229,10 +226,7 @@ class ConcurrencyLimit:
             self._still_high(now, rtt, nbytes)
             return
         self._stuck_since = None
-        clear = excess <= min(self.alpha * unit, self.timeout / 8)
-        if clear and 2 * nbytes >= self._largest:  # a large request, unqueued among these
-            self._proven = max(self._proven, self.in_flight)
-        if clear and self._binding:
+        if excess <= min(self.alpha * unit, self.timeout / 8) and self._binding:
             # Slow start, or back to where the limit was before the last cuts: one more per
             # answer; beyond it, one more per round trip, and below 4 a quarter of that (one
             # more request is a large step there: a one-worker server gains nothing by it).
