@@ -82,7 +82,11 @@ class Result:
 async def read_copies(endpoint: str, stream: str) -> Counter[int]:
     """How many times each record number is in the stream (aggregates opened)."""
     copies: Counter[int] = Counter()
-    async with KinesisClient(region_name=REGION, endpoint_url=endpoint, credentials=CREDS) as c:
+    # After an overload run the emulator may still be working through abandoned requests:
+    # give the reader a long timeout.
+    async with KinesisClient(
+        region_name=REGION, endpoint_url=endpoint, credentials=CREDS, request_timeout=120.0
+    ) as c:
         for shard in await c.list_shards(stream, at_latest=False):
             it = (
                 await c.call(
