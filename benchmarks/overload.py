@@ -10,7 +10,6 @@ be there, and every record stored more than once must have been flagged
 
 from __future__ import annotations
 
-import base64
 import random
 import time
 from collections import Counter
@@ -86,27 +85,11 @@ async def read_copies(endpoint: str, stream: str) -> Counter[int]:
     # give the reader a long timeout.
     async with KinesisClient(
         region_name=REGION, endpoint_url=endpoint, credentials=CREDS, request_timeout=120.0
-    ) as c:
-        for shard in await c.list_shards(stream, at_latest=False):
-            it = (
-                await c.call(
-                    "GetShardIterator",
-                    {
-                        "StreamName": stream,
-                        "ShardId": shard["ShardId"],
-                        "ShardIteratorType": "TRIM_HORIZON",
-                    },
-                )
-            )["ShardIterator"]
-            empty = 0
-            while it and empty < 3:  # three empty pages in a row: caught up
-                page = await c.call("GetRecords", {"ShardIterator": it, "Limit": 1000})
-                empty = 0 if page.get("Records") else empty + 1
-                for rec in page.get("Records", []):
-                    data = base64.b64decode(rec["Data"])
-                    for user in deaggregate(data, rec["PartitionKey"]):
-                        copies[int(user.data.split(b":", 1)[0])] += 1
-                it = page.get("NextShardIterator")
+    ) as client:
+        for records in (await client.read_all(stream)).values():
+            for rec in records:
+                for user in deaggregate(rec["Data"], rec["PartitionKey"]):
+                    copies[int(user.data.split(b":", 1)[0])] += 1
     return copies
 
 

@@ -155,9 +155,12 @@ class Retries:
     def answered(self, krecs: list[KRecord], end: float) -> None:
         """A request came back with an answer: the budget gets back what its retried
         records cost (or 1), and retries held for the budget may go now."""
-        self.budget.deposit(1.0 + sum(k.paid for k in krecs), end)
+        refund = 1.0
         for krec in krecs:
-            krec.paid = 0.0
+            if krec.paid:
+                refund += krec.paid
+                krec.paid = 0.0
+        self.budget.deposit(refund, end)
         if self._held and self.budget.level >= RetryBudget.ERROR_COST:
             for stream in self._held:  # the budget may cover them now: due at once
                 heap = [
