@@ -11,9 +11,12 @@ limiters of Netflix's concurrency-limits and Palantir's Dialogue:
   congestion;
 - waiting (round trip minus ``expected``) over ``beta`` (0.5) of a unit, the larger of
   ``expected`` and the smoothed idle round trip of recent requests, plus ``slack`` (or
-  over a quarter of the timeout) means the request queued somewhere: the limit is cut by
-  a quarter. A timeout, a 5xx answer or a lost connection cuts it by half. One cut per
-  round trip: signals from requests sent before the last cut are old news;
+  over a quarter of the timeout) means the request queued somewhere. A queue makes every
+  request of a round (one round trip) wait, a pause of the endpoint one of them: the
+  round's least wait decides, and if it is over the line the limit is cut by a quarter.
+  A wait of a sixteenth of the timeout is cut at once, not at the round's end. A timeout,
+  a 5xx answer or a lost connection cuts it by half. One cut per round trip: signals from
+  requests sent before the last cut are old news;
 - waiting within ``alpha`` (0.1) of a unit (and an eighth of the timeout), while a request
   waited for a slot, grows it: by one per answer until the first cut (slow start, from 4),
   then by ``1 / limit`` per answer (one more request per round trip), a quarter of that
@@ -23,8 +26,8 @@ limiters of Netflix's concurrency-limits and Palantir's Dialogue:
   seconds each are not queued into a timeout before a round trip could show it (the
   price: a parallel endpoint that takes a second per 5 MiB request gets at most 6);
 - round trips that stay high through three cuts (or for ``rebase_after`` seconds at a
-  limit of 1) are no queue of ours: the endpoint itself got slower, and the floor is
-  learned again from them.
+  limit of 1) are no queue of ours: the endpoint itself got slower, the floor is learned
+  again from them and the cuts are undone.
 
 **Retries.** :class:`RetryBudget` is the AWS SDKs' retry quota (standard mode): retries after
 a timeout cost 10, after a 5xx or a lost connection 5; a successful request gives back
@@ -115,7 +118,13 @@ class _Floor:
             return hull[0][1]
         i = min(bisect.bisect_left(hull, (nbytes, -_INF)), len(hull) - 1)
         (x0, y0), (x1, y1) = hull[i - 1], hull[i]
-        return y0 + (y1 - y0) / (x1 - x0) * (nbytes - x0)
+        line = y0 + (y1 - y0) / (x1 - x0) * (nbytes - x0)
+        if nbytes <= x1:
+            return line
+        # Beyond the largest size seen: a service time with a fixed part grows more slowly
+        # than size, so size alone bounds it (a steep last segment, one sample that
+        # queued, would otherwise make a larger request look seconds slower).
+        return min(line, y1 * nbytes / x1)
 
 
 class ConcurrencyLimit:
@@ -147,7 +156,8 @@ class ConcurrencyLimit:
         self.cuts = 0
         self._slow_start = True
         self._cut_at = -_INF
-        self._good = 0.0  # the limit before the current episode of cuts
+        self._good = 0.0  # halfway back to the limit before the current episode of cuts
+        self._before = 0.0  # the limit before it
         self._binding = False  # a request waited for a slot since the limit last grew
         self._floor = _Floor()
         self._service = 0.0  # the idle round trip of recent requests, smoothed
@@ -159,6 +169,9 @@ class ConcurrencyLimit:
         self._stuck_since: float | None = None
         self._stuck_cuts = 0
         self._stuck_floor = _Floor()
+        # a round: from one decision until the first answer to a request sent after it
+        self._round_start = -_INF
+        self._round_least = _INF
         self._notices = _Notices(("request_concurrency_recovered", "request_concurrency_at_floor"))
         #: (log event, limit) lines for the engine to log
         self.notices: list[tuple[str, float]] = []
@@ -221,11 +234,23 @@ class ConcurrencyLimit:
             self._service += (expected - self._service) * 0.1
         excess = rtt - expected  # time spent waiting somewhere
         unit = max(expected, self._service) + self.slack  # what one request ahead costs
-        if excess > min(self.beta * unit, self.timeout / 4):
-            self._cut(now, start, 0.75)
-            self._still_high(now, rtt, nbytes)
-            return
-        self._stuck_since = None
+        # How far over the line of a queue this request waited: the round's least of it
+        # decides (a queue makes every request of a round wait; a hiccup, one of them).
+        over = excess / min(self.beta * unit, self.timeout / 4)
+        if over > 1.0 and self._stuck_since is not None:
+            self._stuck_floor.learn(nbytes, rtt)
+        if over < self._round_least:
+            self._round_least = over
+        # The round is over at the first answer to a request sent in it; a wait of a
+        # sixteenth of the timeout is no hiccup: it is acted on at once.
+        urgent = over > 1.0 and excess > self.timeout / 16
+        if urgent or start >= self._round_start:
+            least, self._round_least, self._round_start = self._round_least, _INF, now
+            if urgent or least > 1.0:
+                self._cut(now, start, 0.75)
+                self._still_high(now, rtt, nbytes)
+                return
+            self._stuck_since = None
         if excess <= min(self.alpha * unit, self.timeout / 8) and self._binding:
             # Slow start, or back to where the limit was before the last cuts: one more per
             # answer; beyond it, one more per round trip, and below 4 a quarter of that (one
@@ -241,6 +266,7 @@ class ConcurrencyLimit:
         if start >= self._cut_at:  # sent after the last cut: news about the new limit
             if self._stuck_since is None:  # a new episode: regrow fast to halfway back
                 self._good = self.limit * (1.0 + factor) / 2
+                self._before = self.limit
             if self._stuck_since is not None and self.in_flight <= self.allowed:
                 self._stuck_cuts += 1
             self.limit = max(1.0, self.limit * factor)
@@ -253,16 +279,17 @@ class ConcurrencyLimit:
         """Round trips high through three cuts (each made once the requests sent before it
         had ended), or for ``rebase_after`` seconds at a limit of 1: a queue of ours would
         have drained by then, so the endpoint itself got slower. Its floor is learned
-        again from the round trips seen meanwhile."""
+        again from the round trips seen meanwhile, and the cuts are undone."""
         if self._stuck_since is None:
             self._stuck_since = now
             self._stuck_cuts = 0
             self._stuck_floor = _Floor()
-        self._stuck_floor.learn(nbytes, rtt)
+            self._stuck_floor.learn(nbytes, rtt)
         at_floor = self.allowed == 1 and self.in_flight <= 1
         if self._stuck_cuts >= 3 or (at_floor and now - self._stuck_since >= self.rebase_after):
             self._floor = self._stuck_floor  # learned again from here
             self._stuck_since = None
+            self.limit = max(self.limit, self._before)
 
 
 class RetryBudget:

