@@ -50,6 +50,7 @@ def _config(args: argparse.Namespace) -> ProducerConfig:
         "record_max_buffered_time": args.linger,
         "aggregation_enabled": args.aggregation == "on",
         "max_connections": args.max_connections,
+        "adaptive_concurrency": not args.fixed_connections,
     }
     if args.rate_limits == "lifted":
         changes["rate_limit"] = _LIFTED_RATE_LIMIT
@@ -150,6 +151,11 @@ def main() -> None:
     parser = runner_parser(__doc__ or "")
     parser.add_argument("--backend", choices=["trio", "asyncio"], default="trio")
     parser.add_argument("--max-connections", type=int, default=24)
+    parser.add_argument(
+        "--fixed-connections",
+        action="store_true",
+        help="always up to --max-connections requests in flight (adaptive_concurrency off)",
+    )
     parser.add_argument(
         "--confirm",
         choices=["wait", "result"],

@@ -10,17 +10,20 @@ limiters of Netflix's concurrency-limits and Palantir's Dialogue:
   where service is linear), so that a 5 MiB request on a fast endpoint is not taken for
   congestion;
 - waiting (round trip minus ``expected``) over ``beta`` (0.5) of a unit, the larger of
-  ``expected`` and the smoothed idle round trip of recent requests, plus ``slack`` (or
-  over a quarter of the timeout) means the request queued somewhere. A queue makes every
-  request of a round (one round trip) wait, a pause of the endpoint one of them: the
-  round's least wait decides, and if it is over the line the limit is cut by a quarter.
-  A wait of a sixteenth of the timeout is cut at once, not at the round's end. A timeout,
-  a 5xx answer or a lost connection cuts it by half. One cut per round trip: signals from
-  requests sent before the last cut are old news;
-- waiting within ``alpha`` (0.1) of a unit (and an eighth of the timeout), while a request
-  waited for a slot, grows it: by one per answer until the first cut (slow start, from 4),
-  then by ``1 / limit`` per answer (one more request per round trip), a quarter of that
-  below 4;
+  ``expected`` and the smoothed idle round trip of recent requests, plus ``slack``, and
+  over ``queue_max`` (0.4 s; or over a quarter of the timeout, whatever the rest) means
+  the request queued somewhere, and long enough to matter: a few tens of milliseconds
+  of waiting on a fast endpoint cost nothing, and cutting for them costs throughput. A
+  queue makes every request of a round (one round trip) wait, a pause of the endpoint one
+  of them: the round's least wait decides, and if it is over the line the limit is cut by
+  a quarter. A wait of a sixteenth of the timeout is cut at once, not at the round's end.
+  A timeout, a 5xx answer or a lost connection cuts it by half. One cut per round trip:
+  signals from requests sent before the last cut are old news;
+- while a request waited for a slot, an answer grows it: by one per answer while its wait
+  is under the line (slow start, from 8, until the first cut), then, while its wait is
+  within ``alpha`` (0.1) of a unit or ``queue_ok`` (0.1 s; at most an eighth of the
+  timeout), by ``1 / limit`` per answer (one more request per round trip), a quarter of
+  that below 4;
 - no more requests go out than an endpoint serving one at a time would finish within half
   the timeout if each were as large as the largest answered so far: large requests of
   seconds each are not queued into a timeout before a round trip could show it (the
@@ -134,7 +137,7 @@ class ConcurrencyLimit:
         self,
         ceiling: int,
         *,
-        initial: int = 4,
+        initial: int = 8,
         slack: float = 0.025,
         rebase_after: float = 5.0,
         adaptive: bool = True,
@@ -165,6 +168,9 @@ class ConcurrencyLimit:
         #: waiting (in units of a request's idle round trip) that counts as a queue
         self.beta = 0.5
         self.alpha = 0.1
+        #: waiting (seconds) that is no queue worth a cut, and that still counts as none
+        self.queue_max = 0.4
+        self.queue_ok = 0.1
         # while at the floor with high round trips: the endpoint's own floor, relearned
         self._stuck_since: float | None = None
         self._stuck_cuts = 0
@@ -236,7 +242,7 @@ class ConcurrencyLimit:
         unit = max(expected, self._service) + self.slack  # what one request ahead costs
         # How far over the line of a queue this request waited: the round's least of it
         # decides (a queue makes every request of a round wait; a hiccup, one of them).
-        over = excess / min(self.beta * unit, self.timeout / 4)
+        over = excess / min(max(self.beta * unit, self.queue_max), self.timeout / 4)
         if over > 1.0 and self._stuck_since is not None:
             self._stuck_floor.learn(nbytes, rtt)
         if over < self._round_least:
@@ -251,7 +257,8 @@ class ConcurrencyLimit:
                 self._still_high(now, rtt, nbytes)
                 return
             self._stuck_since = None
-        if excess <= min(self.alpha * unit, self.timeout / 8) and self._binding:
+        near = over <= 1.0 if self._slow_start else excess <= self._near(unit)
+        if near and self._binding:
             # Slow start, or back to where the limit was before the last cuts: one more per
             # answer; beyond it, one more per round trip, and below 4 a quarter of that (one
             # more request is a large step there: a one-worker server gains nothing by it).
@@ -261,6 +268,9 @@ class ConcurrencyLimit:
                 step = (1.0 if self.limit >= 4.0 else 0.25) / self.limit
             self.limit = min(float(self.ceiling), self.limit + step)
         self._notices.update(self.allowed == 1 and self.cuts > 0, now, self.notices, self.limit)
+
+    def _near(self, unit: float) -> float:
+        return min(max(self.alpha * unit, self.queue_ok), self.timeout / 8)
 
     def _cut(self, now: float, start: float, factor: float) -> None:
         if start >= self._cut_at:  # sent after the last cut: news about the new limit

@@ -52,7 +52,7 @@ def test_slow_start_grows_by_one_per_answer_while_requests_wait() -> None:
     gate.observe(0.01, 0.0, 1000, Signal.ANSWER)
     gate.release()
     assert gate.allowed == 2
-    assert ConcurrencyLimit(24).allowed == 4  # where it starts by default
+    assert ConcurrencyLimit(24).allowed == 8  # where it starts by default
 
 
 def test_a_fast_endpoint_takes_the_limit_to_the_ceiling_quickly() -> None:
@@ -83,9 +83,20 @@ def test_large_requests_on_a_fast_endpoint_are_not_congestion() -> None:
 
 def test_a_round_trip_twice_the_floor_cuts_before_any_timeout() -> None:
     gate = ConcurrencyLimit(24, initial=16)
-    answer(gate, 0.0, 0.050)  # the floor
-    answer(gate, 1.0, 0.200)  # queued: four times the floor, far from the 12 s timeout
+    answer(gate, 0.0, 0.500)  # the floor
+    answer(gate, 1.0, 1.500)  # queued: three times the floor, far from the 12 s timeout
     assert gate.allowed == 12 and gate.cuts == 1
+
+
+def test_a_short_queue_is_no_reason_to_cut() -> None:
+    """Small requests on a fast endpoint: waiting of a few tens of milliseconds (a busy
+    host, a GC) is no queue worth fewer requests; 0.4 s is."""
+    gate = ConcurrencyLimit(24, initial=16)
+    answer(gate, 0.0, 0.002)
+    answer(gate, 1.0, 0.300)
+    assert gate.cuts == 0
+    answer(gate, 2.0, 0.500)
+    assert gate.cuts == 1 and gate.allowed == 12
 
 
 def test_one_cut_per_round_trip() -> None:
@@ -105,21 +116,21 @@ def test_one_slow_answer_in_a_round_is_a_hiccup_not_a_queue() -> None:
     """A queue makes every request of a round wait; a pause of the endpoint (a GC, a busy
     host) delays one of them. Only the round's least wait decides, unless it is large
     next to the timeout."""
-    gate = ConcurrencyLimit(24, initial=16)
-    answer(gate, 0.0, 0.002)  # the floor; a round is over, the next one starts
+    gate = ConcurrencyLimit(8, initial=8)  # under the timeout cap (12 s / 2 / 0.5 s)
+    answer(gate, 0.0, 0.500)  # the floor; a round is over, the next one starts
     for _ in range(4):
         assert gate.try_acquire()
-    for late in (0.003, 0.003, 0.003, 0.040):  # the first ends that round; 38 ms late
-        gate.observe(1.0 + late, 1.0, 1000, Signal.ANSWER)
+    for late in (0.01, 0.01, 0.01, 0.6):  # the first ends that round; 0.6 s late
+        gate.observe(1.5 + late, 1.0, 1000, Signal.ANSWER)
         gate.release()
-    answer(gate, 1.1, 0.002)  # sent in this round: it is over, its least wait was 1 ms
-    assert gate.cuts == 0 and gate.allowed == 16
+    answer(gate, 2.2, 0.510)  # sent in this round: it is over, its least wait was 10 ms
+    assert gate.cuts == 0 and gate.allowed == 8
     for _ in range(4):  # now every one of them waits: a queue
         assert gate.try_acquire()
     for _ in range(4):
-        gate.observe(1.240, 1.2, 1000, Signal.ANSWER)
+        gate.observe(4.1, 3.0, 1000, Signal.ANSWER)  # 0.6 s late, every one
         gate.release()
-    assert gate.cuts == 1 and gate.allowed == 12
+    assert gate.cuts == 1 and gate.allowed == 6
 
 
 def test_a_wait_large_next_to_the_timeout_cuts_at_once() -> None:
@@ -180,16 +191,16 @@ def test_a_fixed_limit_never_moves() -> None:
 def test_an_endpoint_slower_for_good_is_relearned_at_the_floor() -> None:
     gate = ConcurrencyLimit(8, initial=1, rebase_after=5.0)
     gate._slow_start = False
-    answer(gate, 0.0, 0.010)
+    answer(gate, 0.0, 0.100)
     now = 1.0
-    while now < 8.0:  # ten times slower from now on, at a limit of 1: not our queue
-        answer(gate, now, 0.100)
-        now += 0.2
-    assert gate.expected(1000) == pytest.approx(0.100)
+    while now < 16.0:  # ten times slower from now on, at a limit of 1: not our queue
+        answer(gate, now, 1.000)
+        now += 1.2
+    assert gate.expected(1000) == pytest.approx(1.000)
     assert gate.allowed == 1
     for _ in range(6):  # and now it may grow again (a quarter request per answer at 1)
-        fill_and_answer(gate, now, 0.1)
-        now += 0.2
+        fill_and_answer(gate, now, 1.0)
+        now += 1.2
     assert gate.allowed >= 2
 
 
