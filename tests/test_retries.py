@@ -147,6 +147,6 @@ def test_metrics_sample_the_gate_and_the_budget() -> None:
     eng, _shell, stream = engine(aggregation_enabled=False)
     failed_request(eng, stream, timeout(), 0.0)
     totals = eng.metrics.totals()
-    assert totals["RequestConcurrencyLimit"] == 2.0  # 4 to start, halved by the timeout
+    assert totals["RequestConcurrencyLimit"] == 4.0  # 8 to start, halved by the timeout
     assert totals["RetryBudgetLevel"] == 500.0
     assert totals["RequestsWaitingForSlot"] == 0.0
