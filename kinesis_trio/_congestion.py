@@ -24,10 +24,12 @@ limiters of Netflix's concurrency-limits and Palantir's Dialogue:
   within ``alpha`` (0.1) of a unit or ``queue_ok`` (0.1 s; at most an eighth of the
   timeout), by ``1 / limit`` per answer (one more request per round trip), a quarter of
   that below 4;
-- no more requests go out than an endpoint serving one at a time would finish within half
-  the timeout if each were as large as the largest answered so far: large requests of
-  seconds each are not queued into a timeout before a round trip could show it (the
-  price: a parallel endpoint that takes a second per 5 MiB request gets at most 6);
+- a request goes only if an endpoint serving one at a time would finish it and those in
+  flight within half the timeout, each taking its learned idle round trip (before
+  anything is learned, ``initial_bytes``, 8 MiB, per half timeout): large requests of
+  seconds each are not queued into a timeout before a round trip could show it, while
+  small ones still go beside them (the price: a parallel endpoint that takes a second
+  per 5 MiB request gets at most three of those at once with the 6 s timeout);
 - round trips that stay high through three cuts (or for ``rebase_after`` seconds at a
   limit of 1) are no queue of ours: the endpoint itself got slower, the floor is learned
   again from them and the cuts are undone.
@@ -111,6 +113,11 @@ class _Floor:
             hull.append((x, y))
         self._hull = hull
 
+    @property
+    def largest(self) -> int:
+        """The largest size class's request learned (0: nothing learned yet)."""
+        return self._hull[-1][0] if self._hull else 0
+
     def __call__(self, nbytes: int) -> float:
         hull = self._hull
         if not hull:
@@ -142,6 +149,7 @@ class ConcurrencyLimit:
         rebase_after: float = 5.0,
         adaptive: bool = True,
         timeout: float = 12.0,
+        initial_bytes: int = 8 * 1024 * 1024,
     ) -> None:
         if ceiling < 1:
             raise ValueError("the ceiling must be at least 1")
@@ -154,6 +162,10 @@ class ConcurrencyLimit:
         self.timeout = timeout
         self.rebase_after = rebase_after
         self.in_flight = 0
+        self._sizes: list[int] = []  # the sizes of the requests in flight
+        #: bytes in flight, before anything is learned, that an endpoint serving one at a
+        #: time is taken to finish in half the timeout
+        self.initial_bytes = initial_bytes
         #: requests the shell holds until a slot frees (it counts them)
         self.waiting = 0
         self.cuts = 0
@@ -184,39 +196,60 @@ class ConcurrencyLimit:
 
     @property
     def allowed(self) -> int:
-        """Requests allowed in flight now."""
-        return max(1, int(min(self.limit, self._cap)))
+        """Requests allowed in flight now (fewer go while they are large: :meth:`fits`)."""
+        return max(1, int(self.limit))
 
-    @property
-    def _cap(self) -> float:
-        """As many of the largest requests seen as an endpoint that serves one at a time
-        would finish within half the timeout: beyond it, requests of seconds each could be
-        queued into a timeout before any round trip shows the queue."""
-        largest = self._floor(self._largest)
-        if largest <= 0.0:
-            return _INF
-        return self.timeout / 2 / largest
+    def work(self, nbytes: int) -> float:
+        """What a request of ``nbytes`` is taken to cost an endpoint that serves one at a
+        time: its idle round trip as learned, and, for a size more than twice the largest
+        learned, no less than that one's nor than ``initial_bytes`` per half timeout."""
+        floor = self._floor
+        known = floor.largest
+        blind = nbytes * self.timeout / 2 / self.initial_bytes
+        if not known:
+            return blind
+        if nbytes <= 2 * known:
+            return floor(nbytes)
+        return max(floor(known), blind)
+
+    def fits(self, nbytes: int) -> bool:
+        """May a request of ``nbytes`` go next to those in flight? Not if an endpoint that
+        serves one at a time would take more than half the timeout for all of them: large
+        requests of seconds each are not queued into a timeout before a round trip could
+        show the queue. One request always may."""
+        if not self.in_flight or not self.adaptive:
+            return True
+        total = self.work(nbytes)
+        for size in self._sizes:
+            total += self.work(size)
+        return total <= self.timeout / 2
 
     def has_room(self) -> bool:
-        """Is a slot free? Asked by a sender with a request due: no means the limit binds."""
+        """Is a slot free for a request as large as the largest so far? Asked by the
+        collector with a request due: no means it keeps filling it."""
         if self.in_flight < self.allowed:
-            return True
+            return self.fits(self._largest)
         self._binding = True
         return False
 
-    def try_acquire(self) -> bool:
-        """Take a slot if one is free; a refusal means the limit binds."""
+    def try_acquire(self, nbytes: int = 0) -> bool:
+        """Take a slot for a request of ``nbytes`` if one is free and it fits; a refusal
+        for want of a slot means the limit binds."""
         if self.in_flight < self.allowed:
+            if not self.fits(nbytes):
+                return False
             self.in_flight += 1
+            self._sizes.append(nbytes)
             if self.in_flight < self.allowed:
                 self._binding = False  # room to spare: the limit does not bind
             return True
         self._binding = True
         return False
 
-    def release(self) -> None:
-        """A request ended (answered, failed or cancelled): its slot is free."""
+    def release(self, nbytes: int = 0) -> None:
+        """A request of ``nbytes`` ended (answered, failed or cancelled): its slot is free."""
         self.in_flight -= 1
+        self._sizes.remove(nbytes)
 
     def expected(self, nbytes: int) -> float:
         """The round trip of a request of ``nbytes`` on an idle endpoint, as learned."""

@@ -307,8 +307,9 @@ class Pipeline:
             if due.send:
                 krecs = engine.request(stream, collector.take(), self.now())
                 for chunk in chunks(krecs, collector.max_count, collector.max_size):
-                    await self._slot()
-                    self.tg.start_soon(self._send, stream, chunk)
+                    size = sum(k.size for k in chunk)
+                    await self._slot(size)
+                    self.tg.start_soon(self._send, stream, chunk, size)
                 continue
             stream.coll_waiting = due.for_connection
             if due.wake > self.now():
@@ -323,23 +324,24 @@ class Pipeline:
                 except anyio.WouldBlock:
                     break
 
-    async def _slot(self) -> None:
-        """Wait until the engine's gate lets one more request out, and take that slot."""
+    async def _slot(self, size: int) -> None:
+        """Wait until the engine's gate lets a request of ``size`` bytes out, and take
+        that slot."""
         await anyio.lowlevel.checkpoint()
         gate = self.engine.gate
-        if gate.try_acquire():
+        if gate.try_acquire(size):
             return
         gate.waiting += 1
         try:
-            while not gate.try_acquire():
+            while not gate.try_acquire(size):
                 if self.slot_freed is None:
                     self.slot_freed = anyio.Event()
                 await self.slot_freed.wait()
         finally:
             gate.waiting -= 1
 
-    def _connection_freed(self) -> None:
-        self.engine.gate.release()
+    def _connection_freed(self, size: int) -> None:
+        self.engine.gate.release(size)
         if self.slot_freed is not None:
             self.slot_freed.set()
             self.slot_freed = None
@@ -362,7 +364,9 @@ class Pipeline:
                 assert isinstance(shard, _Shard)
                 shard.send.send_nowait(krecs)
 
-    async def _send(self, stream: _Stream, krecs: list[KRecord]) -> None:
+    async def _send(self, stream: _Stream, krecs: list[KRecord], size: int) -> None:
+        """Send one PutRecords request of ``krecs`` (``size`` bytes of records) in the slot
+        taken for it, and hand what comes back to the engine."""
         try:
             data = body(stream.json_head, krecs)
             start = self.now()
@@ -386,16 +390,17 @@ class Pipeline:
                     f"PutRecords did not complete within {limit} s", operation="PutRecords"
                 )
             if error is not None:
-                self.engine.on_error(stream, krecs, error, start, end, len(data))
+                self.engine.on_error(stream, krecs, error, start, end, size)
             else:
                 assert response is not None
-                self.engine.on_answer(stream, krecs, response, start, end, len(data))
+                self.engine.on_answer(stream, krecs, response, start, end, size)
         finally:
-            self._connection_freed()
+            self._connection_freed(size)
 
     async def _send_part(self, stream: _Stream, krecs: list[KRecord]) -> None:
-        await self._slot()
-        await self._send(stream, krecs)
+        size = sum(k.size for k in krecs)
+        await self._slot(size)
+        await self._send(stream, krecs, size)
 
     async def _refresh_credentials(self) -> None:
         try:

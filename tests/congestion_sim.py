@@ -36,6 +36,8 @@ class Run:
     limits: list[tuple[float, int]] = field(default_factory=list)
     #: time of each timeout
     timeout_at: list[float] = field(default_factory=list)
+    #: (time, requests in flight) after each request's end
+    in_flight: list[tuple[float, int]] = field(default_factory=list)
 
 
 def simulate(
@@ -57,7 +59,7 @@ def simulate(
     done = 0
 
     def send() -> None:
-        while backlog and gate.try_acquire():
+        while backlog and gate.try_acquire(backlog[-1]):
             size = backlog.pop()
             worker_free = heapq.heappop(free)
             begin = max(now, worker_free)
@@ -82,8 +84,9 @@ def simulate(
             run.timeouts += 1
             run.timeout_at.append(now)
             backlog.append(size)  # sent again
-        gate.release()
+        gate.release(size)
         run.limits.append((now, gate.allowed))
+        run.in_flight.append((now, gate.in_flight))
         send()
     assert done == len(sizes) and not backlog, "every request ends answered"
     run.elapsed = now
