@@ -6,20 +6,18 @@ limit gets there::
     uv run python -m benchmarks.bench_connections --rounds 3 --shards 32
 
 Each round runs every configuration once, in turn, as a child process of
-``benchmarks.run_kinesis_trio`` (100,000 records of 200 B, limiter lifted, a fresh stream
-each), confirmed and fire-and-forget on the chosen backend. Prints the median records/s
-per configuration and its ratio to fixed 24 (the KPL's default).
+``benchmarks.run_kinesis_trio`` through ``bench_ab.run_case`` (100,000 records of 200 B,
+limiter lifted, a fresh stream each), confirmed and fire-and-forget on the chosen backend.
+Prints the median records/s per configuration and its ratio to fixed 24 (the KPL's default).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
 
-from .common import ROOT, create_stream, delete_stream, start_emulator
+from .bench_ab import run_case
+from .common import ROOT, start_emulator
 
 CONFIGS: dict[str, list[str]] = {
     "default (adaptive)": [],
@@ -31,35 +29,10 @@ CONFIGS: dict[str, list[str]] = {
 
 
 def run_one(endpoint: str, shards: int, count: int, args: list[str]) -> float:
-    stream = create_stream(endpoint, shards, prefix="conn")
-    try:
-        cmd = [
-            sys.executable,
-            "-m",
-            "benchmarks.run_kinesis_trio",
-            "--json",
-            "--endpoint",
-            endpoint,
-            "--stream",
-            stream,
-            "--count",
-            str(count),
-            "--shards",
-            str(shards),
-            *args,
-        ]
-        proc = subprocess.run(
-            cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False
-        )
-        line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("{")), None)
-        if proc.returncode != 0 or line is None:
-            raise SystemExit(f"{args}: failed\n{proc.stderr[-3000:]}")
-        out = json.loads(line)
-        if out.get("failed"):
-            raise SystemExit(f"{args}: {out['failed']} records failed")
-        return float(out["records_per_s"])
-    finally:
-        delete_stream(endpoint, stream)
+    out = run_case(ROOT, endpoint, args, count, shards)
+    if out.get("failed"):
+        raise SystemExit(f"{args}: {out['failed']} records failed")
+    return float(out["records_per_s"])
 
 
 def main() -> None:
