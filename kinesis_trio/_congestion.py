@@ -26,10 +26,22 @@ limiters of Netflix's concurrency-limits and Palantir's Dialogue:
   that below 4;
 - a request goes only if an endpoint serving one at a time would finish it and those in
   flight within half the timeout, each taking its learned idle round trip (before
-  anything is learned, ``initial_bytes``, 8 MiB, per half timeout): large requests of
-  seconds each are not queued into a timeout before a round trip could show it, while
-  small ones still go beside them (the price: a parallel endpoint that takes a second
-  per 5 MiB request gets at most three of those at once with the 6 s timeout);
+  anything is learned, ``initial_bytes``, 8 MiB, plus a sixteenth per request, per half
+  timeout): large requests of seconds each are not queued into a timeout before a round
+  trip could show it, while small ones still go beside them;
+- an endpoint with more workers proves it: prompt answers of the largest requests (at
+  least half the largest answered, a sixty-fourth of the timeout or more, of a size
+  answered before: a size's first sample may have queued) sent and answered within one
+  of their round trips, and more work than that round trip, are work one worker could
+  not have done in it (in any order of service); the cap becomes half the timeout times
+  ``workers``, twice what was proven (a round trip at a time, as slow start does). Only
+  the largest count, so that the proof is in the units of what the cap holds back (small
+  requests' floors learned while sharing a server overstate them). Cuts take ``workers``
+  down with the limit; a size's floor learned lower, in proportion;
+- a size first answered while the round trips are high (after a cut, before a round
+  without queueing) met the queue or the slow endpoint: it is no floor. The backlog of a
+  slowdown is sent as new, larger requests; taken for floors, they would hold back the
+  requests after the recovery;
 - round trips that stay high through three cuts (or for ``rebase_after`` seconds at a
   limit of 1) are no queue of ours: the endpoint itself got slower, the floor is learned
   again from them and the cuts are undone.
@@ -46,6 +58,7 @@ from __future__ import annotations
 import bisect
 import enum
 import math
+from collections import deque
 
 __all__ = ["ConcurrencyLimit", "RetryBudget", "Signal"]
 
@@ -113,6 +126,10 @@ class _Floor:
             hull.append((x, y))
         self._hull = hull
 
+    def knows(self, nbytes: int) -> bool:
+        """Has a request of this size class been learned?"""
+        return nbytes.bit_length() in self._least
+
     @property
     def largest(self) -> int:
         """The largest size class's request learned (0: nothing learned yet)."""
@@ -177,6 +194,11 @@ class ConcurrencyLimit:
         self._floor = _Floor()
         self._service = 0.0  # the idle round trip of recent requests, smoothed
         self._largest = 0  # the largest request answered so far (bytes)
+        #: the endpoint's proven parallelism: the timeout cap is ``timeout / 2 * workers``
+        self.workers = 1.0
+        # recent prompt answers of requests that weigh on the cap: [start, end, work, sum of
+        # the work of prompt answers sent and answered within this one's round trip]
+        self._recent: deque[list[float]] = deque()
         #: waiting (in units of a request's idle round trip) that counts as a queue
         self.beta = 0.5
         self.alpha = 0.1
@@ -205,7 +227,9 @@ class ConcurrencyLimit:
         learned, no less than that one's nor than ``initial_bytes`` per half timeout."""
         floor = self._floor
         known = floor.largest
-        blind = nbytes * self.timeout / 2 / self.initial_bytes
+        # before anything is learned: ``initial_bytes`` of records, or 16 requests, per
+        # half timeout (an endpoint may take a part of a second per request of any size)
+        blind = (nbytes / self.initial_bytes + 1 / 16) * self.timeout / 2
         if not known:
             return blind
         if nbytes <= 2 * known:
@@ -213,16 +237,16 @@ class ConcurrencyLimit:
         return max(floor(known), blind)
 
     def fits(self, nbytes: int) -> bool:
-        """May a request of ``nbytes`` go next to those in flight? Not if an endpoint that
-        serves one at a time would take more than half the timeout for all of them: large
-        requests of seconds each are not queued into a timeout before a round trip could
-        show the queue. One request always may."""
+        """May a request of ``nbytes`` go next to those in flight? Not if an endpoint with
+        the workers proven so far (one at first) would take more than half the timeout for
+        all of them: large requests of seconds each are not queued into a timeout before a
+        round trip could show the queue. One request always may."""
         if not self.in_flight or not self.adaptive:
             return True
         total = self.work(nbytes)
         for size in self._sizes:
             total += self.work(size)
-        return total <= self.timeout / 2
+        return total <= self.timeout / 2 * self.workers
 
     def has_room(self) -> bool:
         """Is a slot free for a request as large as the largest so far? Asked by the
@@ -263,7 +287,21 @@ class ConcurrencyLimit:
             self._cut(now, start, 0.5)
             return
         rtt = now - start
-        self._floor.learn(nbytes, rtt)
+        floor = self._floor
+        # this size's floor as known before this answer (none: its first sample, which
+        # may have queued, so it proves nothing)
+        known = floor(nbytes) if floor.knows(nbytes) else 0.0
+        if not known and self._stuck_since is not None:
+            # A size first answered while round trips are high (cut for, not yet over): it
+            # met the queue or the slow endpoint, it is no floor (the backlog of a slowdown
+            # is sent as new, larger requests; taken for floors, they would hold the ones
+            # after the recovery back). It is learned from a round trip after it.
+            pass
+        else:
+            floor.learn(nbytes, rtt)
+        if known and rtt < known * 0.8:
+            # a proof in units of the old floor: a floor learned lower makes it smaller
+            self.workers = max(1.0, self.workers * rtt / known)
         if nbytes > self._largest:
             self._largest = nbytes
         expected = self.expected(nbytes)
@@ -275,7 +313,7 @@ class ConcurrencyLimit:
         unit = max(expected, self._service) + self.slack  # what one request ahead costs
         # How far over the line of a queue this request waited: the round's least of it
         # decides (a queue makes every request of a round wait; a hiccup, one of them).
-        over = excess / min(max(self.beta * unit, self.queue_max), self.timeout / 4)
+        over = excess / self._line(unit)
         if over > 1.0 and self._stuck_since is not None:
             self._stuck_floor.learn(nbytes, rtt)
         if over < self._round_least:
@@ -290,6 +328,12 @@ class ConcurrencyLimit:
                 self._still_high(now, rtt, nbytes)
                 return
             self._stuck_since = None
+        if (
+            known >= self.timeout / 64
+            and 2 * nbytes >= self._largest
+            and rtt - known <= self._near(unit)
+        ):
+            self._prove(start, now, min(known, rtt))  # never more work than its round trip
         near = over <= 1.0 if self._slow_start else excess <= self._near(unit)
         if near and self._binding:
             # Slow start, or back to where the limit was before the last cuts: one more per
@@ -302,6 +346,32 @@ class ConcurrencyLimit:
             self.limit = min(float(self.ceiling), self.limit + step)
         self._notices.update(self.allowed == 1 and self.cuts > 0, now, self.notices, self.limit)
 
+    def _prove(self, start: float, end: float, work: float) -> None:
+        """A prompt answer of a request that weighs on the timeout cap. An endpoint that
+        serves one request at a time (in any order) cannot finish requests of more work
+        than a round trip within it: the prompt ones sent and answered within one round
+        trip prove its parallelism, and the cap grows to twice what was proven."""
+        tol = self.slack
+        recent = self._recent
+        while recent and (recent[0][1] < end - self.timeout or len(recent) >= 64):
+            recent.popleft()
+        mine = [start, end, work, work]
+        proven = 0.0
+        for other in recent:
+            if other[0] <= start and end <= other[1] + tol:  # within the other's round trip
+                other[3] += work
+                proven = max(proven, other[3] / (other[1] - other[0] + tol))
+            elif start <= other[0] and other[1] <= end + tol:  # the other within mine
+                mine[3] += other[2]
+        recent.append(mine)
+        proven = max(proven, mine[3] / (end - start + tol))
+        if proven > 1.0:
+            self.workers = max(self.workers, min(float(self.ceiling), 2.0 * proven))
+
+    def _line(self, unit: float) -> float:
+        """Waiting beyond this is a queue (``unit``: what one request ahead costs)."""
+        return min(max(self.beta * unit, self.queue_max), self.timeout / 4)
+
     def _near(self, unit: float) -> float:
         return min(max(self.alpha * unit, self.queue_ok), self.timeout / 8)
 
@@ -313,6 +383,7 @@ class ConcurrencyLimit:
             if self._stuck_since is not None and self.in_flight <= self.allowed:
                 self._stuck_cuts += 1
             self.limit = max(1.0, self.limit * factor)
+            self.workers = max(1.0, self.workers * factor)
             self._cut_at = now
             self._slow_start = False
             self.cuts += 1
@@ -331,6 +402,7 @@ class ConcurrencyLimit:
         at_floor = self.allowed == 1 and self.in_flight <= 1
         if self._stuck_cuts >= 3 or (at_floor and now - self._stuck_since >= self.rebase_after):
             self._floor = self._stuck_floor  # learned again from here
+            self.workers = 1.0  # proven in units of the old floor
             self._stuck_since = None
             self.limit = max(self.limit, self._before)
 

@@ -177,12 +177,14 @@ async def test_a_server_that_slows_down_and_recovers(size: str) -> None:
     best = min(fixed.values(), key=lambda r: r.elapsed)
     summary = {c: (round(r.elapsed, 2), r.timeouts) for c, r in fixed.items()}
     assert adaptive.timeouts == 0, summary
-    # A slowdown reads as a queue until three cuts show it is not, and the requests built
-    # from the backlog meanwhile are large and first seen slow, so the timeout cap holds
-    # them back once the server has recovered (docs/overload.md): the defaults lose time
-    # to the best fixed limit here (measured 0.95x, 1.37x, 1.77x for 1, 4, 64 workers),
-    # never a record, never a timeout. A known gap, not a target.
-    assert adaptive.elapsed <= best.elapsed * 1.8, (adaptive.elapsed, summary)
+    # A slowdown reads as a queue (cuts) until it is over; the backlog it leaves is sent
+    # as large requests, which the timeout cap holds to what one worker finishes in half
+    # the timeout until prompt answers prove more workers (docs/overload.md). Measured in
+    # this sequence: 1.05x, 1.06x, 1.09x of the best fixed limit for 1, 4, 64 workers
+    # (before the proof: 0.95x, 1.37x, 1.77x); the same runs started at other instants of
+    # the virtual clock read up to 1.20x on 64 workers (one backlog request begun just
+    # before the recovery runs at the slow speed to the end).
+    assert adaptive.elapsed <= best.elapsed * 1.25, (adaptive.elapsed, summary)
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
