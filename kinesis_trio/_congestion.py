@@ -291,13 +291,11 @@ class ConcurrencyLimit:
         # this size's floor as known before this answer (none: its first sample, which
         # may have queued, so it proves nothing)
         known = floor(nbytes) if floor.knows(nbytes) else 0.0
-        if not known and self._stuck_since is not None:
-            # A size first answered while round trips are high (cut for, not yet over): it
-            # met the queue or the slow endpoint, it is no floor (the backlog of a slowdown
-            # is sent as new, larger requests; taken for floors, they would hold the ones
-            # after the recovery back). It is learned from a round trip after it.
-            pass
-        else:
+        # A size first answered while round trips are high (cut for, not yet over) met the
+        # queue or the slow endpoint: no floor (the backlog of a slowdown is sent as new,
+        # larger requests; taken for floors, they would hold the ones after the recovery
+        # back). It is learned from a round trip after it.
+        if known or self._stuck_since is None:
             floor.learn(nbytes, rtt)
         if known and rtt < known * 0.8:
             # a proof in units of the old floor: a floor learned lower makes it smaller
@@ -328,13 +326,10 @@ class ConcurrencyLimit:
                 self._still_high(now, rtt, nbytes)
                 return
             self._stuck_since = None
-        if (
-            known >= self.timeout / 64
-            and 2 * nbytes >= self._largest
-            and rtt - known <= self._near(unit)
-        ):
+        near_line = self._near(unit)
+        if known >= self.timeout / 64 and 2 * nbytes >= self._largest and rtt - known <= near_line:
             self._prove(start, now, min(known, rtt))  # never more work than its round trip
-        near = over <= 1.0 if self._slow_start else excess <= self._near(unit)
+        near = over <= 1.0 if self._slow_start else excess <= near_line
         if near and self._binding:
             # Slow start, or back to where the limit was before the last cuts: one more per
             # answer; beyond it, one more per round trip, and below 4 a quarter of that (one
