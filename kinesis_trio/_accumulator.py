@@ -28,12 +28,14 @@ AGG_PARTITION_KEY = "a"
 
 
 class Accumulator:
-    """Placement and sealing decisions for every shard of every stream."""
+    """Placement and sealing decisions for every shard of every stream.
+
+    Whether a stream's records are aggregated, and up to what size, is the stream's
+    (``StreamState.aggregate`` and ``agg_max_size``, set by its policy: ``_streams``).
+    """
 
     __slots__ = (
-        "agg",
         "agg_max_count",
-        "agg_max_size",
         "coll_max_count",
         "coll_max_size",
         "linger",
@@ -45,8 +47,6 @@ class Accumulator:
     def __init__(
         self,
         *,
-        aggregation: bool,
-        agg_max_size: int,
         agg_max_count: int,
         coll_max_count: int,
         coll_max_size: int,
@@ -55,8 +55,6 @@ class Accumulator:
         on_open: Callable[[ShardBuffer], None],
         on_seal: Callable[[ShardBuffer, list[KRecord]], None],
     ) -> None:
-        self.agg = aggregation
-        self.agg_max_size = agg_max_size
         self.agg_max_count = agg_max_count
         self.coll_max_count = coll_max_count
         self.coll_max_size = coll_max_size
@@ -88,7 +86,7 @@ class Accumulator:
         index = bisect_right(shard_map.starts, hash_key) - 1
         if (
             outcome._explicit_hash_key is None
-            and self.agg
+            and stream.aggregate
             and not stream.stale
             and index >= 0
             and hash_key <= shard_map.ends[index]
@@ -109,7 +107,7 @@ class Accumulator:
                 + n
             )
             grow += (2 if inner < 0x80 else 3 if inner < 0x4000 else 1 + _vlen(inner)) + inner
-            if sizer.size + grow <= self.agg_max_size and sizer.count < self.agg_max_count:
+            if sizer.size + grow <= stream.agg_max_size and sizer.count < self.agg_max_count:
                 if found is None:
                     pks[partition_key] = key_index
                 sizer.size += grow
@@ -136,16 +134,21 @@ class Accumulator:
             index = 0
             can_aggregate = False
         else:
-            can_aggregate = self.agg and not stream.stale
+            # a record without a partition key (an AUTO stream's) goes alone
+            can_aggregate = (
+                stream.aggregate and not stream.stale and outcome._partition_key is not None
+            )
         shard = stream.shards[index]
         data = outcome._data
         assert data is not None
         if can_aggregate:
             pk = outcome._partition_key
+            assert pk is not None
             ehk = outcome._explicit_hash_key
             sizer = shard.sizer
+            agg_max_size = stream.agg_max_size
             grow = sizer.grow(len(data), pk, pk_len, ehk)
-            if sizer.size + grow <= self.agg_max_size and sizer.count < self.agg_max_count:
+            if sizer.size + grow <= agg_max_size and sizer.count < self.agg_max_count:
                 self._add_member(shard, outcome, grow, now, not check_room)
                 return
             if shard.members:  # the aggregate is full: seal it, start the next one
@@ -154,7 +157,7 @@ class Accumulator:
                 self.seal_into_channel(shard)
                 sizer = shard.sizer
                 grow = sizer.grow(len(data), pk, pk_len, ehk)
-                if sizer.size + grow <= self.agg_max_size:
+                if sizer.size + grow <= agg_max_size:
                     self._add_member(shard, outcome, grow, now, not check_room)
                     return
             # too large to aggregate: it goes alone
@@ -187,12 +190,14 @@ class Accumulator:
             unpack(krec)
             for outcome in krec.members:
                 if outcome._resolution is None:
-                    self.place(stream, outcome, len(outcome._partition_key.encode()), now, False)
+                    self.place(stream, outcome, key_length(outcome), now, False)
 
     def _add_member(
         self, shard: ShardBuffer, outcome: Outcome, grow: int, now: float, rerouted: bool
     ) -> None:
-        shard.sizer.add(outcome._partition_key, outcome._explicit_hash_key, grow)
+        pk = outcome._partition_key
+        assert pk is not None  # only keyed records are aggregated
+        shard.sizer.add(pk, outcome._explicit_hash_key, grow)
         if shard.open_deadline == _INF:
             self._open(shard, now)
         if rerouted:
@@ -241,7 +246,7 @@ class Accumulator:
                 ehks = [o._explicit_hash_key for o in members] if shard.sizer.ehks else None
                 blob = encode_records(
                     [o._data for o in members],  # type: ignore[misc]
-                    [o._partition_key for o in members],
+                    [o._partition_key for o in members],  # type: ignore[misc]
                     ehks,
                 )
                 for o in members:
@@ -278,6 +283,12 @@ class Accumulator:
     def batch_has_room(self, count: int, size: int) -> bool:
         """Should a shard worker take more queued batches into this one (up to a request)?"""
         return count < self.coll_max_count and size < self.coll_max_size
+
+
+def key_length(outcome: Outcome) -> int:
+    """The UTF-8 length of a record's partition key (0 without one)."""
+    pk = outcome._partition_key
+    return 0 if pk is None else len(pk.encode())
 
 
 def plain(outcome: Outcome, shard: ShardBuffer, deadline: float = -_INF) -> KRecord:
@@ -339,7 +350,7 @@ def unpack(krec: KRecord) -> None:
     members = krec.members
     if all(o._data is not None or o._resolution is not None for o in members):
         return
-    records = deaggregate(krec.data, krec.partition_key)
+    records = deaggregate(krec.data, krec.partition_key or "")
     if len(records) != len(members):  # pragma: no cover - our own encoding
         raise AssertionError("an aggregate does not decode to its members")
     for outcome, record in zip(members, records, strict=True):

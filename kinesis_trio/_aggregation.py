@@ -360,7 +360,7 @@ def _text(value: str | bytes) -> str:
 
 def deaggregate(
     data: bytes | bytearray | memoryview,
-    partition_key: str,
+    partition_key: str | None,
     *,
     explicit_hash_key: str | None = None,
     sequence_number: str | None = None,
@@ -372,6 +372,8 @@ def deaggregate(
     else (no magic, too short, MD5 mismatch, unparsable protobuf, missing required fields,
     out-of-range key index) yields the record itself as one plain ``UserRecord``: like the
     KCL, this never raises on foreign data. A valid aggregate holding no records yields ``[]``.
+    A record written without a partition key (to an ``AUTO`` stream: GetRecords then has no
+    ``PartitionKey``) gives ``partition_key=""``.
     """
     size = len(data)
     if size > _OVERHEAD and data[:4] == MAGIC:
@@ -399,4 +401,6 @@ def deaggregate(
                     ]
             except Exception:  # DecodeError, IndexError: not a KPL aggregate after all
                 pass
-    return [UserRecord(bytes(data), partition_key, explicit_hash_key, 0, False, sequence_number)]
+    return [
+        UserRecord(bytes(data), partition_key or "", explicit_hash_key, 0, False, sequence_number)
+    ]

@@ -25,8 +25,14 @@ class ProducerConfig:
     ``ValueError`` naming the field when the config is built.
     """
 
-    #: KPL ``AggregationEnabled``: pack user records into KPL aggregated records.
-    aggregation_enabled: bool = True
+    #: KPL ``AggregationEnabled``: pack user records into KPL aggregated records. ``None``
+    #: (the default): wherever the stream's readers can unpack them, that is not on an
+    #: ``AUTO`` stream nor on one that feeds channels (see ``channel_aggregation``).
+    #: ``True`` is the same, and logs a WARNING on an ``AUTO`` stream (where it cannot hold).
+    aggregation_enabled: bool | None = None
+    #: Keep aggregation on streams that feed channels (``ChannelCount`` > 0): only for
+    #: channels that store raw bytes read by consumers that de-aggregate.
+    channel_aggregation: bool = False
     #: KPL ``AggregationMaxCount``: user records per aggregated record.
     aggregation_max_count: int = 4_294_967_295
     #: KPL ``AggregationMaxSize``: bytes of one aggregated record.
@@ -56,8 +62,10 @@ class ProducerConfig:
     max_outstanding_records: int = 100_000
     #: Backpressure: bytes (data + partition key) of accepted, unresolved records.
     max_outstanding_bytes: int = 128 * _MIB
-    #: KPL ``MaxUserRecordSize``: data plus partition key of one record.
-    max_record_size: int = _MIB
+    #: KPL ``MaxUserRecordSize``: data plus partition key of one record. ``None`` (the
+    #: default): the stream's own limit (``MaxRecordSizeInKiB``, 1 to 10 MiB); a value can
+    #: only lower it.
+    max_record_size: int | None = None
     #: How long a normal exit waits for outstanding records before failing them.
     close_timeout: float = 30.0
     #: Sealed batches a shard worker may have queued before ``put`` waits.
@@ -74,6 +82,9 @@ class ProducerConfig:
     #: ``retry_backoff_base`` up to ``retry_backoff_max`` seconds.
     retry_backoff_base: float = 0.1
     retry_backoff_max: float = 5.0
+    #: Check write access to each stream when it is loaded (the default stream in
+    #: ``__aenter__``) with a ``DryRun`` PutRecords (see ``Producer.check_access``).
+    check_access: bool = False
     #: KPL ``MetricsLevel``: ``"none"``, ``"summary"`` or ``"detailed"``.
     metrics_level: str = "detailed"
     #: KPL ``MetricsGranularity``: ``"global"``, ``"stream"`` or ``"shard"``.
@@ -104,11 +115,16 @@ class ProducerConfig:
                     f"got {value!r}"
                 )
 
-        if not isinstance(self.aggregation_enabled, bool):
+        if self.aggregation_enabled is not None and not isinstance(self.aggregation_enabled, bool):
             raise ValueError(
-                "ProducerConfig.aggregation_enabled must be a bool, "
+                "ProducerConfig.aggregation_enabled must be a bool or None, "
                 f"got {self.aggregation_enabled!r}"
             )
+        for flag in ("channel_aggregation", "check_access"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(
+                    f"ProducerConfig.{flag} must be a bool, got {getattr(self, flag)!r}"
+                )
         positive_int("aggregation_max_count", 4_294_967_295)
         positive_int("aggregation_max_size", RECORD_MAX_SIZE_CEILING)
         positive_int("collection_max_count", PUT_RECORDS_MAX_ENTRIES)
@@ -116,7 +132,8 @@ class ProducerConfig:
         positive_int("max_connections", 10_000)
         positive_int("max_outstanding_records")
         positive_int("max_outstanding_bytes")
-        positive_int("max_record_size", RECORD_MAX_SIZE_CEILING)
+        if self.max_record_size is not None:
+            positive_int("max_record_size", RECORD_MAX_SIZE_CEILING)
         positive_int("shard_queue_size")
         if self.aggregation_max_size < 64:
             raise ValueError(
@@ -172,16 +189,13 @@ class ProducerConfig:
                 "ProducerConfig.verify must be a bool, a CA bundle path or an ssl.SSLContext, "
                 f"got {self.verify!r}"
             )
-        if self.max_outstanding_bytes < self.max_record_size:
+        if self.max_record_size is not None and self.max_outstanding_bytes < self.max_record_size:
             raise ValueError(
                 "ProducerConfig.max_outstanding_bytes must be at least max_record_size "
                 f"({self.max_record_size}), got {self.max_outstanding_bytes!r}"
             )
-        if self.collection_max_size < self.max_record_size:
-            raise ValueError(
-                "ProducerConfig.collection_max_size must be at least max_record_size "
-                f"({self.max_record_size}), got {self.collection_max_size!r}"
-            )
+        # A record larger than collection_max_size goes in a request of its own (a request
+        # may carry 10 MiB: the largest record any stream takes).
 
     def replace(self, **changes: object) -> ProducerConfig:
         """Return a copy with ``changes`` applied (and validated)."""

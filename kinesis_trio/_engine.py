@@ -23,12 +23,14 @@ from ._config import ProducerConfig
 from ._congestion import ConcurrencyLimit, Signal
 from ._errors import ConnectionLostError
 from ._ledger import Ledger
+from ._limiter import ShardLimiter
 from ._logging import get_logger
 from ._measure import measure_answer
 from ._outcome import (
     EXPIRED,
     R_ATTEMPT,
     R_ERROR_CODE,
+    RECORD_TOO_LARGE,
     Attempt,
     Outcome,
     Resolution,
@@ -65,7 +67,7 @@ class Shell(Protocol):
     def sealed(self, shard: ShardBuffer, batch: list[KRecord]) -> None:
         """Put a sealed batch into the shard's channel (it has room)."""
 
-    def new_shard(self, stream: StreamState, shard: Shard) -> ShardBuffer:
+    def new_shard(self, stream: StreamState, shard: Shard, limiter: ShardLimiter) -> ShardBuffer:
         """A buffer, with its worker, for a shard new to the stream's map."""
 
     def retired(self, shard: ShardBuffer) -> None:
@@ -100,13 +102,10 @@ class Engine:
         #: ExpiredToken refreshes the credentials (False: static ones, which fail at once)
         self.refreshable = refreshable
         self.ttl = config.record_ttl
-        self.max_record_size = config.max_record_size
         self.ledger = Ledger(
             config.max_outstanding_records, config.max_outstanding_bytes, shell.progress
         )
         self.acc = Accumulator(
-            aggregation=config.aggregation_enabled,
-            agg_max_size=min(config.aggregation_max_size, config.max_record_size),
             agg_max_count=config.aggregation_max_count,
             coll_max_count=config.collection_max_count,
             coll_max_size=config.collection_max_size,
@@ -128,7 +127,7 @@ class Engine:
         #: retries: backoff, the retry budget, when each is due
         self.retries = Retries(config, self.acc, shell, self.expire, self.rand)
         #: shard maps, resharding and the KCL rule for aggregates that landed elsewhere
-        self.maps = ShardMaps(self.acc, self.ledger, shell, self.expire, self.ttl)
+        self.maps = ShardMaps(config, self.acc, self.ledger, shell, self.expire)
         self._key_cache: dict[str, tuple[int, int, int]] = {}
 
     # -- accepting --------------------------------------------------------------------------
@@ -137,27 +136,23 @@ class Engine:
         self,
         stream: StreamState,
         data: bytes,
-        partition_key: str,
+        partition_key: str | None,
         explicit_hash_key: str | None,
         now: float,
     ) -> Outcome:
         """Accept a record into the stream's buffers, or raise (bad input: ``ValueError`` /
         ``TypeError``; no room: ``anyio.WouldBlock``), changing nothing."""
         try:
-            key = self._key_cache.get(partition_key)
+            key = self._key_cache.get(partition_key)  # type: ignore[arg-type]
         except TypeError:  # unhashable: key_info names the problem
             key = None
         if key is None:
-            key = self.key_info(partition_key)
+            key = self.no_key(stream) if partition_key is None else self.key_info(partition_key)
         pk_len, hash_key, pk_grow = key
         n = len(data)
         size = n + pk_len
-        if size > self.max_record_size:
-            raise ValueError(
-                f"record too large: data ({n} bytes) plus partition key "
-                f"({pk_len} bytes) is {size} bytes, over max_record_size "
-                f"({self.max_record_size})"
-            )
+        if size > stream.accept_max:
+            raise ValueError(self.too_large(stream, n, pk_len))
         if explicit_hash_key is not None:
             hash_key = parse_explicit_hash_key(explicit_hash_key)
         ledger = self.ledger
@@ -166,10 +161,42 @@ class Engine:
         outcome = Outcome(
             data, partition_key, explicit_hash_key, hash_key, size, now, stream.name, ledger.epoch
         )
-        self.acc.add(stream, outcome, partition_key, n, pk_len, pk_grow, now)
+        self.acc.add(stream, outcome, partition_key, n, pk_len, pk_grow, now)  # type: ignore[arg-type]
         ledger.accept(outcome, size)
         stream.received += 1
         return outcome
+
+    def no_key(self, stream: StreamState) -> tuple[int, int, int]:
+        """A record without a partition key: only an ``AUTO`` stream takes it."""
+        if not stream.auto:
+            raise ValueError(
+                f"partition_key is required: stream {stream.name!r} places records by their "
+                "partition key (RecordDistributionStrategy USER_PARTITION_KEY); only a stream "
+                "whose strategy is AUTO takes records without one"
+            )
+        stream.keyless = True
+        return (0, 0, 0)
+
+    def too_large(self, stream: StreamState, n: int, pk_len: int) -> str:
+        """The error of a record over the stream's limit or ``max_outstanding_bytes``."""
+        size = n + pk_len
+        head = (
+            f"record too large: data ({n} bytes) plus partition key ({pk_len} bytes) is "
+            f"{size} bytes, "
+        )
+        if size > stream.max_record_size:
+            configured = self.config.max_record_size
+            if configured is not None and configured < stream.facts.max_record_size:
+                where = "ProducerConfig.max_record_size"
+            else:
+                where = (
+                    f"the stream's limit, MaxRecordSizeInKiB {stream.facts.max_record_size // 1024}"
+                )
+            return head + f"over max_record_size ({stream.max_record_size} bytes: {where})"
+        return head + (
+            f"over max_outstanding_bytes ({self.ledger.max_bytes}): it could never be "
+            "accepted; raise max_outstanding_bytes"
+        )
 
     def key_info(self, partition_key: str) -> tuple[int, int, int]:
         """``(UTF-8 length, hash key, bytes its aggregate key-table entry takes)``."""
@@ -203,7 +230,15 @@ class Engine:
         return batch
 
     def request(self, stream: StreamState, krecs: list[KRecord], now: float) -> list[KRecord]:
-        """The records of a request about to go, checked against the stream's map."""
+        """The records of a request about to go, checked against the stream's map and facts
+        (a record over a limit lowered since it was accepted fails; one without a partition
+        key, accepted while the stream was ``AUTO``, gets one if the stream is no more)."""
+        if stream.limit_lowered:
+            krecs = self.fail_too_large(stream, krecs, now)
+        if stream.keyless and not stream.auto:
+            for krec in krecs:
+                if krec.partition_key is None:
+                    self.maps.give_key(krec, self.rand)
         if stream.stale:
             return unaggregate(krecs)
         if any(k.aggregated and k.shard.retired for k in krecs):
@@ -217,6 +252,29 @@ class Engine:
                     keep.append(krec)
             return keep
         return krecs
+
+    def fail_too_large(
+        self, stream: StreamState, krecs: list[KRecord], now: float
+    ) -> list[KRecord]:
+        """Fail the records over the stream's current limit (it was lowered after they
+        were accepted: Kinesis would reject the whole request)."""
+        limit = stream.max_record_size
+        if all(k.size <= limit for k in krecs):
+            return krecs
+        keep: list[KRecord] = []
+        for krec in krecs:
+            if krec.size <= limit:
+                keep.append(krec)
+                continue
+            if krec.aggregated:  # its members may fit on their own: placed anew
+                self.acc.reroute(stream, [krec], now)
+                continue
+            message = (
+                f"the record ({krec.size} bytes with its partition key) is over the stream's "
+                f"record limit ({limit} bytes), lowered after it was accepted"
+            )
+            self.fail(krec.members, failed(RECORD_TOO_LARGE, message, now), krec.shard.shard_id)
+        return keep
 
     def _log_notices(self) -> None:
         """Log what the gate and the budget have to say; sample them for the metrics."""

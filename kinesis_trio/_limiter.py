@@ -11,6 +11,12 @@ throttling) sends one record each time that bucket is full. So every shard sends
 one record, of any size up to the maximum, per refill period (one second), and its
 successes let the rate recover.
 
+Streams whose records may reach 10 MiB burst: "to accommodate large records, a Kinesis data
+stream can burst up to 10 MiB while averaging 1 MiB per second" (AWS developer guide,
+"Handle large records"). So the bytes bucket holds at least ``burst_bytes`` (the stream's
+largest record) while it refills at the shard's rate: a maximum-size record waits only for
+its own tokens, and the records behind it go as soon as it is admitted and tokens are back.
+
 When Kinesis throttles the shard anyway (other producers share it, or ``rate_limit`` > 100),
 the rate multiplier is halved (at most once per ``decrease_interval``); every second without
 throttling adds ``increase_per_second`` back, up to 1.0. Several producers sharing a stream
@@ -63,10 +69,12 @@ class ShardLimiter:
     __slots__ = (
         "_base_bytes",
         "_base_records",
+        "_burst",
         "_bytes",
         "_last_decrease",
         "_last_increase",
         "_records",
+        "_share",
         "decrease_factor",
         "decrease_interval",
         "increase_per_second",
@@ -86,12 +94,14 @@ class ShardLimiter:
         decrease_interval: float = 0.2,
         increase_per_second: float = 0.1,
         min_multiplier: float = 0.05,
+        burst_bytes: float = 0.0,
     ) -> None:
-        share = rate_limit_percent / 100.0
-        self._base_records = records_per_second * share
-        self._base_bytes = bytes_per_second * share
+        self._share = rate_limit_percent / 100.0
+        self._base_records = records_per_second * self._share
+        self._base_bytes = bytes_per_second * self._share
+        self._burst = float(burst_bytes)
         self._records = TokenBucket(self._base_records, self._base_records, now)
-        self._bytes = TokenBucket(self._base_bytes, self._base_bytes, now)
+        self._bytes = TokenBucket(self._base_bytes, max(self._base_bytes, self._burst), now)
         self.multiplier = 1.0
         self.decrease_factor = decrease_factor
         self.decrease_interval = decrease_interval
@@ -193,10 +203,28 @@ class ShardLimiter:
         self._last_increase = now
         self._set(min(1.0, self.multiplier + elapsed * self.increase_per_second), now)
 
+    @property
+    def burst_bytes(self) -> float:
+        """The bytes bucket's floor: the largest record it must let through."""
+        return self._burst
+
+    def resize(
+        self, records_per_second: float, bytes_per_second: float, burst_bytes: float, now: float
+    ) -> None:
+        """New shard limits (an ``AUTO`` stream's shard count changed) or a new largest
+        record (the stream's ``MaxRecordSizeInKiB`` changed); keeps the multiplier."""
+        self._base_records = records_per_second * self._share
+        self._base_bytes = bytes_per_second * self._share
+        self._burst = float(burst_bytes)
+        self._set(self.multiplier, now)
+
     def _set(self, multiplier: float, now: float) -> None:
         self.multiplier = multiplier
-        for bucket, base in ((self._records, self._base_records), (self._bytes, self._base_bytes)):
+        for bucket, base, floor in (
+            (self._records, self._base_records, 0.0),
+            (self._bytes, self._base_bytes, self._burst),
+        ):
             bucket.refill(now)
             bucket.rate = base * multiplier
-            bucket.capacity = base * multiplier
+            bucket.capacity = max(base * multiplier, floor)
             bucket.tokens = min(bucket.tokens, bucket.capacity)

@@ -12,6 +12,8 @@ __all__ = ["Attempt", "Outcome", "RecordResult"]
 EXPIRED = "RecordExpired"
 ABORTED = "ProducerAborted"
 CLOSE_TIMEOUT = "ProducerCloseTimeout"
+#: The stream's record limit was lowered below the record after it was accepted.
+RECORD_TOO_LARGE = "RecordTooLarge"
 
 
 class Attempt(NamedTuple):
@@ -47,7 +49,7 @@ class RecordResult(NamedTuple):
 
     ok: bool
     stream_name: str
-    partition_key: str
+    partition_key: str | None
     shard_id: str | None
     sequence_number: str | None
     sub_sequence_number: int | None
@@ -172,7 +174,7 @@ class Outcome:
     def __init__(
         self,
         data: bytes,
-        partition_key: str,
+        partition_key: str | None,
         explicit_hash_key: str | None,
         hash_key: int,
         size: int,
@@ -252,8 +254,9 @@ class Outcome:
         return self._stream
 
     @property
-    def partition_key(self) -> str:
-        """The record's partition key."""
+    def partition_key(self) -> str | None:
+        """The record's partition key (``None`` for a record put without one to an ``AUTO``
+        stream; a key the producer had to give it later is shown here)."""
         return self._partition_key
 
     def __repr__(self) -> str:

@@ -24,11 +24,12 @@ from ._client import KinesisClient
 from ._config import ProducerConfig
 from ._credentials import StaticCredentials
 from ._engine import Engine
-from ._errors import ProducerClosedError
+from ._errors import KinesisError, ProducerClosedError
 from ._logging import get_logger
 from ._outcome import ABORTED, CLOSE_TIMEOUT, Outcome
-from ._shards import ShardMap
+from ._requests import dry_run_body
 from ._shell import Pipeline
+from ._streams import is_arn, parse_stream_arn
 from ._validate import check_stream_name, coerce_data
 from .metrics._names import MetricsSink
 from .metrics._recorder import Metrics
@@ -59,7 +60,9 @@ class Producer:
             outcome = await producer.put(b"payload", partition_key="user-1")
             result = await outcome.wait()
 
-    ``stream_name`` is the default stream (optional). ``region_name``, ``endpoint_url`` and
+    ``stream_name`` is the default stream (optional): a name, or an ARN (``stream_arn``
+    says the same; another account's stream is reached only by its ARN, which must be in
+    the client's region). ``region_name``, ``endpoint_url`` and
     ``credentials`` default as the AWS SDKs do (``AWS_REGION``, ``AWS_ENDPOINT_URL_KINESIS``,
     the botocore credential chain). ``transport`` is an httpx transport for tests (for
     instance ``kinesis_trio.testing``'s fake Kinesis).
@@ -69,6 +72,7 @@ class Producer:
         self,
         stream_name: str | None = None,
         *,
+        stream_arn: str | None = None,
         region_name: str | None = None,
         endpoint_url: str | None = None,
         credentials: StaticCredentials | None = None,
@@ -83,6 +87,13 @@ class Producer:
             raise TypeError(f"config must be a ProducerConfig, got {type(config).__name__}")
         if stream_name is not None and (not isinstance(stream_name, str) or not stream_name):
             raise ValueError(f"stream_name must be a non-empty str, got {stream_name!r}")
+        if stream_arn is not None:
+            if stream_name is not None:
+                raise ValueError("pass stream_name or stream_arn, not both")
+            parse_stream_arn(stream_arn)
+            stream_name = stream_arn
+        elif stream_name is not None and is_arn(stream_name):
+            parse_stream_arn(stream_name)
         self._default_stream = stream_name
         self._config = config
         self._client_args: dict[str, Any] = {
@@ -287,21 +298,26 @@ class Producer:
     async def put(
         self,
         data: bytes | bytearray | memoryview,
-        partition_key: str,
+        partition_key: str | None = None,
         explicit_hash_key: str | None = None,
         *,
         stream_name: str | None = None,
+        stream_arn: str | None = None,
     ) -> Outcome:
         """Accept a record and return its :class:`Outcome`.
 
         Waits while the producer is at its backpressure limits; cancelling it while it waits
         means the record was not accepted. Bad input raises ``TypeError``/``ValueError`` at
-        once. The first put to a stream other than the default loads that stream's shard
-        map and raises the AWS error if the stream cannot be used.
+        once: a record over the stream's limit, a missing ``partition_key`` (optional only on
+        a stream whose ``RecordDistributionStrategy`` is ``AUTO``), a malformed ARN. The
+        first put to a stream other than the default (by name, or by ARN: ``stream_arn`` or
+        an ARN as ``stream_name``) loads it and raises the AWS error if it cannot be used.
         """
         self._put_calls += 1
         if self._put_calls % _YIELD_EVERY == 0:
             await anyio.lowlevel.checkpoint()
+        if stream_arn is not None:
+            stream_name = self._arn_ref(stream_name, stream_arn)
         while True:
             try:
                 return self.put_nowait(
@@ -317,16 +333,19 @@ class Producer:
     def put_nowait(
         self,
         data: bytes | bytearray | memoryview,
-        partition_key: str,
+        partition_key: str | None = None,
         explicit_hash_key: str | None = None,
         *,
         stream_name: str | None = None,
+        stream_arn: str | None = None,
     ) -> Outcome:
         """Accept a record without waiting; raises ``anyio.WouldBlock`` when full.
 
-        Also raises ``anyio.WouldBlock`` when ``stream_name`` is a stream whose shard map is
-        not loaded yet (``await put()`` loads it).
+        Also raises ``anyio.WouldBlock`` when the stream is one whose shard map is not
+        loaded yet (``await put()`` loads it).
         """
+        if stream_arn is not None:
+            stream_name = self._arn_ref(stream_name, stream_arn)
         if self._state != _OPEN:
             raise ProducerClosedError(
                 "the producer is closed"
@@ -344,11 +363,30 @@ class Producer:
         if stream is None:
             if name is None:
                 self._require_default()
+            elif is_arn(name):
+                parse_stream_arn(name, self.client.region_name)  # a bad ARN: ValueError now
             raise _StreamNotLoaded(name)
         if type(data) is not bytes:
             data = coerce_data(data)
         assert self._engine is not None
         return self._engine.accept(stream, data, partition_key, explicit_hash_key, self._now())
+
+    @staticmethod
+    def _arn_ref(stream_name: str | None, stream_arn: str) -> str:
+        if stream_name is not None:
+            raise ValueError("pass stream_name or stream_arn, not both")
+        if not isinstance(stream_arn, str) or not stream_arn:
+            raise TypeError(f"stream_arn must be a non-empty str, got {stream_arn!r}")
+        return stream_arn
+
+    def record_limit(self, stream_name: str | None = None) -> int:
+        """The largest record (data + partition key) ``put`` takes for a loaded stream: its
+        ``MaxRecordSizeInKiB``, lowered by ``max_record_size`` or ``max_outstanding_bytes``
+        if they are less. Raises ``KeyError`` for a stream not loaded yet."""
+        ref = self._require_default() if stream_name is None else stream_name
+        if self._engine is None or ref not in self._engine.streams:
+            raise KeyError(f"stream {ref!r} is not loaded (put to it first)")
+        return self._engine.streams[ref].accept_max
 
     def _require_default(self) -> str:
         if self._default_stream is None:
@@ -390,24 +428,67 @@ class Producer:
 
     # -- streams --------------------------------------------------------------------------
 
-    async def _load_stream(self, name: str) -> None:
+    async def _load_stream(self, ref: str) -> None:
+        """Load a stream (``ref``: its name or ARN): its facts, its shards, its tasks."""
         engine, pipeline = self._engine, self._pipeline
         assert engine is not None and pipeline is not None
-        if name in engine.streams:
+        if ref in engine.streams:
             return
-        lock = self._stream_locks.setdefault(name, anyio.Lock())
+        arn = None
+        name = ref
+        if is_arn(ref):
+            name = parse_stream_arn(ref, self.client.region_name).name
+            arn = ref
+        lock = self._stream_locks.setdefault(ref, anyio.Lock())
         async with lock:
-            if name in engine.streams:
+            if ref in engine.streams:
                 return
             if self._state != _OPEN:
                 raise ProducerClosedError("the producer is closed")
             try:
-                shard_map = ShardMap.from_api(await self.client.list_shards(name))
+                facts, shard_map = await pipeline.load(name, arn)
+                if self._config.check_access:
+                    await self.check_access(ref)
             except Exception as exc:
                 if self._state != _OPEN:  # closed while loading: the client went away
                     raise ProducerClosedError("the producer closed while loading " + name) from exc
                 raise
             if self._state != _OPEN:  # closed while loading: no task may start now
                 raise ProducerClosedError(f"the producer closed while loading {name}")
-            pipeline.start_stream(name, shard_map)
+            pipeline.start_stream(ref, name, arn, facts, shard_map)
             _log.debug("stream_loaded", stream=name, shards=len(shard_map))
+
+    # -- access ---------------------------------------------------------------------------
+
+    async def check_access(self, stream_name: str | None = None) -> None:
+        """Check that this producer may write to a stream, without writing to it.
+
+        Sends a PutRecords with ``DryRun`` (one empty record) and returns when Kinesis
+        answers ``DryRunOperationException`` (the request would have succeeded). An error
+        that would fail the records raises at once as its exception
+        (:class:`AccessDeniedError`, :class:`ResourceNotFoundError`, :class:`KMSError`, ...).
+        An endpoint that ignores ``DryRun`` (both npm emulators, older proxies) writes the
+        probe: a 200 answer logs a WARNING saying so. ``stream_name``: a name or an ARN
+        (default: the producer's stream). ``ProducerConfig(check_access=True)`` runs it
+        for each stream as it is loaded.
+        """
+        ref = self._require_default() if stream_name is None else stream_name
+        check_stream_name(ref)
+        arn = None
+        name = ref
+        if is_arn(ref):
+            name = parse_stream_arn(ref, self.client.region_name).name
+            arn = ref
+        try:
+            await self.client.call_raw("PutRecords", dry_run_body(name, arn))
+        except KinesisError as exc:
+            if exc.code == "DryRunOperationException":
+                _log.debug("access_checked", stream=name)
+                return
+            raise
+        _log.warning(
+            "dry_run_ignored",
+            stream=name,
+            reason="the endpoint answered a DryRun PutRecords with success: it ignores "
+            "DryRun, so the probe (one empty record) was written",
+        )

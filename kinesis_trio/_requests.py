@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from ._state import KRecord
 
-__all__ = ["Due", "RequestCollector", "body", "chunks"]
+__all__ = ["Due", "RequestCollector", "body", "chunks", "dry_run_body"]
 
 _INF = math.inf
 
@@ -123,9 +123,27 @@ def body(json_head: bytes, krecs: list[KRecord]) -> bytes:
     return b"".join(parts)
 
 
-def json_tail(partition_key: str, ehk: str | None) -> bytes:
-    """A PutRecords entry after its base64 data: ``","PartitionKey":...}``."""
-    tail = b'","PartitionKey":' + json.dumps(partition_key).encode()
+def json_tail(partition_key: str | None, ehk: str | None) -> bytes:
+    """A PutRecords entry after its base64 data: ``","PartitionKey":...}`` (no
+    PartitionKey for a record without one: an ``AUTO`` stream's)."""
+    if partition_key is None:
+        tail = b'"'
+    else:
+        tail = b'","PartitionKey":' + json.dumps(partition_key).encode()
     if ehk is not None:
         tail += b',"ExplicitHashKey":"' + ehk.encode() + b'"'
     return tail + b"}"
+
+
+#: The partition key of the access check's probe record.
+PROBE_PARTITION_KEY = "kinesis-trio-access-check"
+
+
+def dry_run_body(name: str, arn: str | None) -> bytes:
+    """A PutRecords that only checks access (``DryRun``): one empty record, addressed by
+    ARN when there is one (``StreamARN`` alone) and by name otherwise."""
+    ref = {"StreamARN": arn} if arn else {"StreamName": name}
+    return json.dumps(
+        {**ref, "DryRun": True, "Records": [{"Data": "", "PartitionKey": PROBE_PARTITION_KEY}]},
+        separators=(",", ":"),
+    ).encode()

@@ -10,16 +10,20 @@ placed again (:func:`~kinesis_trio._responses.kcl_delivers`).
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ._accumulator import Accumulator, unpack
+from ._accumulator import Accumulator, key_length, unpack
+from ._config import ProducerConfig
 from ._ledger import Ledger
+from ._limiter import SHARD_BYTES_PER_SECOND, SHARD_RECORDS_PER_SECOND, ShardLimiter
 from ._logging import get_logger
 from ._outcome import R_SHARD_ID, Outcome, Resolution, resolution_attempt
 from ._responses import kcl_delivers, outside_range, unknown_range
-from ._shards import Shard, ShardMap
+from ._shards import MAX_HASH_KEY, Shard, ShardMap, hash_key_for
 from ._state import KRecord, ShardBuffer, StreamState, Unverified
+from ._streams import AUTO_SHARD_ID, StreamFacts, policy_for
 
 if TYPE_CHECKING:
     from ._engine import Shell
@@ -27,6 +31,8 @@ if TYPE_CHECKING:
 __all__ = ["ShardMaps"]
 
 _log = get_logger("kinesis_trio.producer")
+#: An AUTO stream's map: one buffer for every hash key (the service picks the shard).
+AUTO_MAP = ShardMap([Shard(AUTO_SHARD_ID, 0, MAX_HASH_KEY)])
 
 
 class ShardMaps:
@@ -35,17 +41,111 @@ class ShardMaps:
 
     def __init__(
         self,
+        config: ProducerConfig,
         acc: Accumulator,
         ledger: Ledger,
         shell: Shell,
         expire: Callable[[list[Outcome], float, str], None],
-        ttl: float,
     ) -> None:
-        self.ttl = ttl
+        self.config = config
+        self.ttl = config.record_ttl
         self.acc = acc
         self.ledger = ledger
         self.shell = shell
         self.expire = expire
+
+    # -- stream facts ---------------------------------------------------------------------
+
+    def apply_facts(
+        self, stream: StreamState, facts: StreamFacts, shard_map: ShardMap, now: float
+    ) -> None:
+        """A stream's facts and open shards, loaded or reloaded: apply its policy
+        (``_streams.policy_for``), then the map it implies (an ``AUTO`` stream's is one
+        buffer for the whole stream, rate-limited for all of its shards)."""
+        config = self.config
+        policy = policy_for(
+            facts,
+            aggregation_enabled=config.aggregation_enabled,
+            channel_aggregation=config.channel_aggregation,
+            max_record_size=config.max_record_size,
+        )
+        first = not stream.shards
+        before = stream.policy
+        stream.facts = facts
+        stream.policy = policy
+        if not first and policy.max_record_size < before.max_record_size:
+            stream.limit_lowered = True
+        stream.auto = policy.auto
+        stream.aggregate = policy.aggregate
+        stream.max_record_size = policy.max_record_size
+        stream.agg_max_size = min(config.aggregation_max_size, policy.max_record_size)
+        stream.accept_max = min(policy.max_record_size, self.ledger.max_bytes)
+        stream.shard_count = len(shard_map)
+        for shard in shard_map.shards:
+            stream.known[shard.shard_id] = (shard.start, shard.end)
+        self.apply_map(stream, AUTO_MAP if policy.auto else shard_map, now)
+        for state in stream.shards:
+            state.anywhere = policy.auto
+            records, size = self._rates(stream)
+            state.limiter.resize(records, size, policy.max_record_size, now)
+        if first or policy != before:
+            self._say(stream, first)
+
+    def _say(self, stream: StreamState, first: bool) -> None:
+        """Log what the stream's policy is and why (once per change)."""
+        p, facts = stream.policy, stream.facts
+        _log.info(
+            "stream_loaded" if first else "stream_changed",
+            stream=stream.name,
+            record_distribution=facts.strategy,
+            stream_mode=facts.mode or None,
+            max_record_size=p.max_record_size,
+            channels=facts.channel_count,
+            aggregation=p.aggregate,
+            shards=stream.shard_count,
+        )
+        if p.why_not_aggregated:
+            _log.info("aggregation_off", stream=stream.name, reason=p.why_not_aggregated)
+        if p.overridden:
+            _log.warning("setting_overridden", stream=stream.name, reason=p.overridden)
+        if not facts.known:
+            _log.warning(
+                "stream_facts_assumed",
+                stream=stream.name,
+                reason="DescribeStreamSummary was denied: assuming a 1 MiB record limit, "
+                "partition-key placement and no channels (allow kinesis:DescribeStreamSummary "
+                "for AUTO streams, records over 1 MiB and channels)",
+            )
+
+    def _rates(self, stream: StreamState) -> tuple[float, float]:
+        """Records/s and bytes/s of one buffer: a shard's, or all of an AUTO stream's."""
+        n = stream.shard_count if stream.auto else 1
+        return SHARD_RECORDS_PER_SECOND * n, SHARD_BYTES_PER_SECOND * n
+
+    def limiter(self, stream: StreamState, now: float) -> ShardLimiter:
+        """The rate limiter of a new buffer of ``stream``."""
+        records, size = self._rates(stream)
+        return ShardLimiter(
+            self.config.rate_limit,
+            now,
+            records_per_second=records,
+            bytes_per_second=size,
+            burst_bytes=stream.max_record_size,
+        )
+
+    def give_key(self, krec: KRecord, rand: random.Random) -> None:
+        """A key for a record put without one to a stream that was ``AUTO`` then and is
+        not now (Kinesis requires a key there): a random one, as a placement of the
+        service's would be."""
+        key = f"{rand.getrandbits(128):032x}"
+        krec.partition_key = key
+        krec.tail = None
+        krec.size += len(key)
+        for outcome in krec.members:
+            outcome._partition_key = key
+            outcome._hash_key = hash_key_for(key)
+
+    # -- shard maps -------------------------------------------------------------------------
 
     def apply_map(self, stream: StreamState, new_map: ShardMap, now: float) -> None:
         """Swap in a new shard map; re-route what was buffered for shards that changed."""
@@ -57,7 +157,7 @@ class ShardMaps:
             if state is None or (state.start, state.end) != (shard.start, shard.end):
                 if state is not None:
                     old[shard.shard_id] = state  # same id, new range: retire the old state
-                state = self.shell.new_shard(stream, shard)
+                state = self.shell.new_shard(stream, shard, self.limiter(stream, now))
             states.append(state)
         stream.map = new_map
         stream.shards = states
@@ -126,7 +226,7 @@ class ShardMaps:
         )
         for outcome in again:
             outcome._attempts = (*outcome._attempts, note)
-            self.acc.place(stream, outcome, len(outcome._partition_key.encode()), now, False)
+            self.acc.place(stream, outcome, key_length(outcome), now, False)
 
     def verify_pending(self, stream: StreamState, now: float) -> None:
         """Apply the KCL's rule to the aggregates that waited for a map reload."""

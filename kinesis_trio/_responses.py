@@ -82,7 +82,7 @@ def interpret_answer(
                 duration,
             )
             answer.ok.add(shard)
-            if shard_id == shard.shard_id:
+            if shard_id == shard.shard_id or shard.anywhere:
                 answer.written.append((krec, res))
             else:
                 answer.elsewhere.append((krec, res))

@@ -31,13 +31,14 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ._client import KinesisClient
 from ._config import ProducerConfig
 from ._engine import Engine
-from ._errors import KinesisTrioError, RequestTimeoutError
+from ._errors import AccessDeniedError, KinesisTrioError, RequestTimeoutError
 from ._limiter import ShardLimiter
 from ._logging import get_logger
 from ._requests import RequestCollector, body, chunks
 from ._responses import in_flight
 from ._shards import Shard, ShardMap
 from ._state import KRecord, ShardBuffer, StreamState
+from ._streams import StreamFacts
 
 __all__ = ["Pipeline"]
 
@@ -68,8 +69,10 @@ class _Stream(StreamState):
 
     __slots__ = ("coll_recv", "coll_scope", "coll_send", "coll_waiting", "collector", "retry_scope")
 
-    def __init__(self, name: str, shard_map: ShardMap, collector: RequestCollector) -> None:
-        super().__init__(name, shard_map)
+    def __init__(
+        self, name: str, shard_map: ShardMap, collector: RequestCollector, arn: str | None
+    ) -> None:
+        super().__init__(name, shard_map, arn=arn)
         send, recv = anyio.create_memory_object_stream[list[KRecord]](16)
         self.coll_send: MemoryObjectSendStream[list[KRecord]] = send
         self.coll_recv: MemoryObjectReceiveStream[list[KRecord]] = recv
@@ -115,8 +118,8 @@ class Pipeline:
         assert isinstance(shard, _Shard)
         shard.send.send_nowait(batch)  # room was checked (or the caller is internal)
 
-    def new_shard(self, stream: StreamState, shard: Shard) -> ShardBuffer:
-        state = _Shard(shard, ShardLimiter(self.config.rate_limit, self.now()))
+    def new_shard(self, stream: StreamState, shard: Shard, limiter: ShardLimiter) -> ShardBuffer:
+        state = _Shard(shard, limiter)
         assert isinstance(stream, _Stream)
         self.tg.start_soon(self._shard_worker, stream, state)
         return state
@@ -170,22 +173,41 @@ class Pipeline:
 
     # -- streams --------------------------------------------------------------------------
 
-    def start_stream(self, name: str, shard_map: ShardMap) -> StreamState:
-        """The tasks of a newly loaded stream."""
+    async def load(self, name: str, arn: str | None) -> tuple[StreamFacts, ShardMap]:
+        """A stream's facts (DescribeStreamSummary) and open shards (ListShards).
+
+        A denied DescribeStreamSummary (a policy that allows only PutRecords and ListShards)
+        is not fatal: the facts of a stream of before 2025 are assumed, and said in a
+        WARNING when the stream is loaded.
+        """
+        ref = None if arn else name
+        try:
+            summary = await self.client.describe_stream_summary(ref, stream_arn=arn)
+        except AccessDeniedError:
+            facts = StreamFacts.assumed(name, arn)
+        else:
+            facts = StreamFacts.from_summary(summary, name)
+        shard_map = ShardMap.from_api(await self.client.list_shards(ref, stream_arn=arn))
+        return facts, shard_map
+
+    def start_stream(
+        self, key: str, name: str, arn: str | None, facts: StreamFacts, shard_map: ShardMap
+    ) -> StreamState:
+        """The tasks of a newly loaded stream (``key``: how users name it, ARN or name)."""
         config = self.config
         stream = _Stream(
             name,
             shard_map,
             RequestCollector(config.collection_max_count, config.collection_max_size),
+            arn,
         )
         stream.last_refresh = self.now()
-        for shard in shard_map.shards:
-            stream.shards.append(self.new_shard(stream, shard))
+        self.engine.maps.apply_facts(stream, facts, shard_map, self.now())
         self.tg.start_soon(self._collector, stream)
         self.tg.start_soon(self._retrier, stream)
         if config.shard_map_refresh_interval is not None:
             self.tg.start_soon(self._periodic_refresh, stream, config.shard_map_refresh_interval)
-        self.engine.streams[name] = stream
+        self.engine.streams[key] = stream
         return stream
 
     async def _refresh_loop(self, stream: StreamState) -> None:
@@ -213,15 +235,18 @@ class Pipeline:
 
     async def _refresh_once(self, stream: StreamState) -> bool:
         engine = self.engine
+        ref = None if stream.arn else stream.name
         try:
-            new_map = ShardMap.from_api(await self.client.list_shards(stream.name))
+            facts, new_map = await self.load(stream.name, stream.arn)
         except (KinesisTrioError, ValueError) as exc:
             _log.warning("shard_map_refresh_failed", stream=stream.name, error=str(exc))
             return False
-        engine.maps.apply_map(stream, new_map, self.now())
+        if not facts.known:
+            facts = stream.facts  # denied this time: keep what was known
+        engine.maps.apply_facts(stream, facts, new_map, self.now())
         if engine.maps.needs_history(stream):
             try:  # a shard born and closed between two refreshes: look at the history
-                entries = await self.client.list_shards(stream.name, at_latest=False)
+                entries = await self.client.list_shards(ref, stream_arn=stream.arn, at_latest=False)
                 engine.maps.learn_shards(stream, [Shard.from_api(e) for e in entries])
             except (KinesisTrioError, KeyError, TypeError, ValueError) as exc:
                 _log.warning("shard_history_failed", stream=stream.name, error=str(exc))

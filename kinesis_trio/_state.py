@@ -15,6 +15,7 @@ from ._aggregation import AggregateSizer
 from ._limiter import ShardLimiter
 from ._outcome import Attempt, Outcome, Resolution
 from ._shards import ShardMap
+from ._streams import StreamFacts, StreamPolicy
 
 _INF = math.inf
 
@@ -40,7 +41,7 @@ class KRecord:
         self,
         members: list[Outcome],
         data: bytes,
-        partition_key: str,
+        partition_key: str | None,
         ehk: str | None,
         size: int,
         shard: ShardBuffer,
@@ -73,6 +74,7 @@ class ShardBuffer:
     of queued batches, its limiter and its consecutive failures."""
 
     __slots__ = (
+        "anywhere",
         "end",
         "failures",
         "limiter",
@@ -104,6 +106,9 @@ class ShardBuffer:
         self.retired = False  # a reshard closed the shard: what it holds goes elsewhere
         self.limiter = limiter
         self.failures = 0  # consecutive failed writes: drives this shard's retry backoff
+        #: the stream's one buffer when the service places records (AUTO): a record written
+        #: to any shard is where it was sent
+        self.anywhere = False
 
     def is_empty(self) -> bool:
         return not self.members and not self.plain
@@ -124,23 +129,71 @@ class StreamState:
     """One stream: its shard map and buffers, what the last writes revealed, its retries."""
 
     __slots__ = (
+        "accept_max",
+        "agg_max_size",
+        "aggregate",
+        "arn",
+        "auto",
+        "facts",
         "json_head",
+        "key",
+        "keyless",
         "known",
         "last_refresh",
+        "limit_lowered",
         "map",
+        "max_record_size",
         "name",
+        "policy",
         "received",
         "refresh_again",
         "refreshing",
         "retry_heap",
+        "shard_count",
         "shards",
         "stale",
         "unverified",
     )
 
-    def __init__(self, name: str, shard_map: ShardMap) -> None:
+    def __init__(
+        self,
+        name: str,
+        shard_map: ShardMap,
+        facts: StreamFacts | None = None,
+        policy: StreamPolicy | None = None,
+        *,
+        arn: str | None = None,
+        agg_max_size: int = 51_200,
+    ) -> None:
+        #: the stream's name (outcomes, metrics and logs name it)
         self.name = name
-        self.json_head = b'{"StreamName":%s,"Records":[' % json.dumps(name).encode()
+        #: the ARN it is addressed by (sent as StreamARN), or None: addressed by name
+        self.arn = arn
+        #: how the producer's users refer to it (its key in ``Engine.streams``)
+        self.key = arn or name
+        self.json_head = (
+            b'{"StreamARN":%s,"Records":[' % json.dumps(arn).encode()
+            if arn
+            else b'{"StreamName":%s,"Records":[' % json.dumps(name).encode()
+        )
+        self.facts = facts or StreamFacts.assumed(name, arn)
+        if policy is None:
+            policy = StreamPolicy(False, True, self.facts.max_record_size)
+        #: the policy's decisions (``_streams.policy_for``), applied by ``ShardMaps.apply_facts``
+        self.auto = policy.auto
+        self.aggregate = policy.aggregate
+        self.max_record_size = policy.max_record_size
+        #: ``aggregation_max_size``, never above the stream's record limit
+        self.agg_max_size = min(agg_max_size, policy.max_record_size)
+        #: the largest record ``put`` takes (also within ``max_outstanding_bytes``)
+        self.accept_max = policy.max_record_size
+        self.policy = policy
+        #: records without a partition key were accepted (while the stream was AUTO)
+        self.keyless = False
+        #: the record limit was lowered while records were outstanding: check each request
+        self.limit_lowered = False
+        #: open shards of the stream (on an AUTO stream, what its one buffer's limits scale by)
+        self.shard_count = len(shard_map)
         self.map = shard_map
         self.shards: list[ShardBuffer] = []
         #: (due, order, records) of the records waiting for their retry

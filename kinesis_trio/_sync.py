@@ -35,7 +35,7 @@ import anyio.lowlevel
 import trio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from ._config import ProducerConfig
+from ._config import RECORD_MAX_SIZE_CEILING, ProducerConfig
 from ._credentials import StaticCredentials
 from ._errors import ProducerClosedError
 from ._outcome import RecordResult
@@ -122,7 +122,12 @@ class SyncProducer(_LoopSide):
         self._backend_options = backend_options
         self._max_records = self._config.max_outstanding_records
         self._max_bytes = self._config.max_outstanding_bytes
-        self._max_record_size = self._config.max_record_size
+        # Checked here against what any stream could take; against the stream's own limit
+        # here too when it is loaded, else by the loop's put (the error goes to the future).
+        self._max_record_size = min(
+            self._config.max_record_size or RECORD_MAX_SIZE_CEILING,
+            self._config.max_outstanding_bytes,
+        )
         # Shared state, guarded by _cond (its lock).
         self._cond = threading.Condition(threading.Lock())
         self._state = _NEW
@@ -263,7 +268,7 @@ class SyncProducer(_LoopSide):
     def put(
         self,
         data: Data,
-        partition_key: str,
+        partition_key: str | None = None,
         explicit_hash_key: str | None = None,
         *,
         stream_name: str | None = None,
@@ -335,7 +340,7 @@ class SyncProducer(_LoopSide):
     def _check(
         self,
         data: Data,
-        partition_key: str,
+        partition_key: str | None,
         explicit_hash_key: str | None,
         stream_name: str | None,
     ) -> _Item:
@@ -346,9 +351,18 @@ class SyncProducer(_LoopSide):
             raise ValueError("no stream_name given and the producer has no default stream")
         if type(data) is not bytes:
             data = coerce_data(data)
-        pk_len = partition_key_length(partition_key)
+        pk_len = 0 if partition_key is None else partition_key_length(partition_key)
         size = len(data) + pk_len
-        if size > self._max_record_size:
+        engine = self._producer._engine
+        stream = None
+        if engine is not None:
+            stream = engine.streams.get(stream_name or self._default_stream or "")
+        if stream is not None:
+            if partition_key is None:
+                engine.no_key(stream)  # type: ignore[union-attr]  # raises on a keyed stream
+            if size > stream.accept_max:
+                raise ValueError(engine.too_large(stream, len(data), pk_len))  # type: ignore[union-attr]
+        elif size > self._max_record_size:
             raise ValueError(
                 f"record too large: data ({len(data)} bytes) plus partition key "
                 f"({pk_len} bytes) is {size} bytes, over max_record_size "

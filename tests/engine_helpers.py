@@ -43,8 +43,12 @@ class RecordingShell:
     def sealed(self, shard: ShardBuffer, batch: list[KRecord]) -> None:
         self.sealed_batches.append((shard, batch))
 
-    def new_shard(self, stream: StreamState, shard: Shard) -> ShardBuffer:
-        return ShardBuffer(shard.shard_id, shard.start, shard.end, ShardLimiter(100, 0.0))
+    def new_shard(
+        self, stream: StreamState, shard: Shard, limiter: ShardLimiter | None = None
+    ) -> ShardBuffer:
+        return ShardBuffer(
+            shard.shard_id, shard.start, shard.end, limiter or ShardLimiter(100, 0.0)
+        )
 
     def retired(self, shard: ShardBuffer) -> None:
         self.retired_shards.append(shard)
@@ -65,7 +69,16 @@ class RecordingShell:
         self.progress_calls += 1
 
 
-def stream_of(shell: RecordingShell, shards: list[Shard], name: str = "s") -> StreamState:
+def stream_of(
+    shell: RecordingShell,
+    shards: list[Shard],
+    name: str = "s",
+    *,
+    aggregate: bool = True,
+    agg_max_size: int = 51_200,
+) -> StreamState:
     stream = StreamState(name, ShardMap(shards))
+    stream.aggregate = aggregate
+    stream.agg_max_size = agg_max_size
     stream.shards = [shell.new_shard(stream, s) for s in shards]
     return stream

@@ -46,7 +46,7 @@ def error_response(status: int, code: str) -> httpx.Response:
 
 
 def check_landed(
-    stored: Iterable[tuple[str, int, int, bytes, str, str | None, str]],
+    stored: Iterable[tuple[str, int, int, bytes, str | None, str | None, str]],
     sent: Sequence[tuple[bytes, str, str | None, Outcome]],
 ) -> None:
     """Every sent record is stored exactly once, where its outcome says, inside its shard.
@@ -64,8 +64,8 @@ def check_landed(
         assert where not in expected, f"two outcomes name the same place {where}"
         expected[where] = (data, pk, ehk)
     landed: Counter[tuple[str, str, int | None]] = Counter()
-    for shard_id, start, end, data, pk, ehk, seq in stored:
-        for user in deaggregate(data, pk, explicit_hash_key=ehk, sequence_number=seq):
+    for shard_id, start, end, data, stored_pk, ehk, seq in stored:
+        for user in deaggregate(data, stored_pk, explicit_hash_key=ehk, sequence_number=seq):
             where = (shard_id, seq, user.sub_sequence_number if user.aggregated else None)
             landed[where] += 1
             assert where in expected, f"a record no outcome names landed at {where}"
@@ -82,7 +82,7 @@ def check_landed(
 
 
 def check_landed_kcl(
-    stored: Iterable[tuple[str, int, int, bytes, str, str | None, str]],
+    stored: Iterable[tuple[str, int, int, bytes, str | None, str | None, str]],
     sent: Sequence[tuple[bytes, str, str | None, Outcome]],
 ) -> dict[str, int]:
     """Like :func:`check_landed`, for runs with resharding and ambiguous failures.

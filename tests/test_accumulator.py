@@ -19,8 +19,6 @@ from .engine_helpers import RecordingShell, even_shards, outcome, stream_of
 def accumulator(
     shell: RecordingShell,
     *,
-    aggregation: bool = True,
-    agg_max_size: int = 51_200,
     agg_max_count: int = 10_000,
     coll_max_count: int = 500,
     coll_max_size: int = 5 * 1024 * 1024,
@@ -28,8 +26,6 @@ def accumulator(
     linger: float = 0.1,
 ) -> Accumulator:
     return Accumulator(
-        aggregation=aggregation,
-        agg_max_size=agg_max_size,
         agg_max_count=agg_max_count,
         coll_max_count=coll_max_count,
         coll_max_size=coll_max_size,
@@ -72,8 +68,8 @@ def test_the_inline_fast_path_places_as_place_does(
     results = []
     for inline in (True, False):
         shell = RecordingShell()
-        acc = accumulator(shell, agg_max_size=max_size, agg_max_count=max_count, queue_size=10**9)
-        stream = stream_of(shell, even_shards(shards))
+        acc = accumulator(shell, agg_max_count=max_count, queue_size=10**9)
+        stream = stream_of(shell, even_shards(shards), agg_max_size=max_size)
         for data, key in records:
             if inline:
                 add(acc, stream, data, key)
@@ -130,8 +126,8 @@ def test_linger_opens_a_deadline_once_and_seal_clears_it() -> None:
 
 def test_without_aggregation_plain_records_fill_a_request() -> None:
     shell = RecordingShell()
-    acc = accumulator(shell, aggregation=False, coll_max_count=3)
-    stream = stream_of(shell, even_shards(1))
+    acc = accumulator(shell, coll_max_count=3)
+    stream = stream_of(shell, even_shards(1), aggregate=False)
     for i in range(7):
         add(acc, stream, b"x", f"k{i}")
     assert [len(batch) for _, batch in shell.sealed_batches] == [3, 3]

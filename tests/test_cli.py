@@ -549,7 +549,7 @@ BAD_ARGUMENTS: list[tuple[list[str], str]] = [
         "ProducerConfig.record_ttl must be a positive",
     ),
     (
-        ["produce", "--stream", "s", "--max-outstanding-bytes", "10k"],
+        ["produce", "--stream", "s", "--max-record-size", "2m", "--max-outstanding-bytes", "1m"],
         "ProducerConfig.max_outstanding_bytes must be at least max_record_size",
     ),
     (["perf", "--max-outstanding-records", "x"], "argument --max-outstanding-records"),

@@ -7,16 +7,20 @@ from typing import Any
 from kinesis_trio._config import ProducerConfig
 from kinesis_trio._engine import Engine
 from kinesis_trio._errors import KinesisError
-from kinesis_trio._shards import Shard, ShardMap
+from kinesis_trio._shards import ShardMap
 from kinesis_trio._state import KRecord, StreamState
+from kinesis_trio._streams import StreamFacts
 from kinesis_trio.metrics import Metrics
 
-from .engine_helpers import MAX_HASH, RecordingShell, even_shards, stream_of
+from .engine_helpers import RecordingShell, even_shards
 
 HALF = 2**127
 
 
-def engine(**config: Any) -> tuple[Engine, RecordingShell, StreamState]:
+def engine(
+    facts: StreamFacts | None = None, shards: int = 1, **config: Any
+) -> tuple[Engine, RecordingShell, StreamState]:
+    """An engine with one stream, loaded as the producer loads one (its policy applied)."""
     cfg = ProducerConfig(**config)
     shell = RecordingShell()
     metrics = Metrics(
@@ -27,7 +31,9 @@ def engine(**config: Any) -> tuple[Engine, RecordingShell, StreamState]:
         upload_interval=cfg.metrics_upload_delay,
     )
     eng = Engine(cfg, shell, metrics, refreshable=True)
-    stream = stream_of(shell, [Shard("shardId-000000000000", 0, MAX_HASH)])
+    shard_map = ShardMap(even_shards(shards))
+    stream = StreamState("s", shard_map)
+    eng.maps.apply_facts(stream, facts or StreamFacts("s"), shard_map, 0.0)
     eng.streams["s"] = stream
     return eng, shell, stream
 

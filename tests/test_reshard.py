@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kinesis_trio._accumulator import Accumulator
+from kinesis_trio._accumulator import Accumulator, key_length
+from kinesis_trio._config import ProducerConfig
 from kinesis_trio._ledger import Ledger
 from kinesis_trio._outcome import Outcome, Resolution, written
 from kinesis_trio._reshard import ShardMaps
@@ -23,8 +24,6 @@ class Harness:
     def __init__(self, shards: list[Shard]) -> None:
         self.shell = RecordingShell()
         self.acc = Accumulator(
-            aggregation=True,
-            agg_max_size=51_200,
             agg_max_count=10_000,
             coll_max_count=500,
             coll_max_size=5 * 1024 * 1024,
@@ -35,7 +34,9 @@ class Harness:
         )
         self.ledger = Ledger(10_000, 1 << 30, self.shell.progress)
         self.expired: list[tuple[list[Outcome], str]] = []
-        self.maps = ShardMaps(self.acc, self.ledger, self.shell, self._expire, TTL)
+        self.maps = ShardMaps(
+            ProducerConfig(record_ttl=TTL), self.acc, self.ledger, self.shell, self._expire
+        )
         self.stream = stream_of(self.shell, shards)
 
     def _expire(self, outcomes: list[Outcome], now: float, why: str) -> None:
@@ -49,7 +50,7 @@ class Harness:
         for i, hk in enumerate(hash_keys):
             o = outcome(b"r%d" % i, f"k{i}", now, ehk=str(hk))
             self.ledger.accept(o, o._size)
-            self.acc.place(self.stream, o, len(o._partition_key.encode()), now, False)
+            self.acc.place(self.stream, o, key_length(o), now, False)
             members.append(o)
         batch = [k for shard in self.stream.shards for k in self.acc.seal(shard)]
         [agg] = batch
@@ -133,7 +134,7 @@ def test_a_new_map_keeps_unchanged_shards_and_retires_the_others() -> None:
     for i in range(40):
         o = outcome(b"x", f"k{i}")
         h.ledger.accept(o, o._size)
-        h.acc.place(h.stream, o, len(o._partition_key.encode()), 0.0, False)
+        h.acc.place(h.stream, o, key_length(o), 0.0, False)
     split = [two[0], Shard("shardId-000000000002", two[1].start, two[1].start + 2**100)]
     split.append(Shard("shardId-000000000003", two[1].start + 2**100 + 1, MAX_HASH))
     h.maps.apply_map(h.stream, ShardMap(split), 1.0)

@@ -84,7 +84,7 @@ async def test_plain_record_in_an_unexpected_shard_counts_as_written() -> None:
         results = [await o.wait() for o in outcomes]
     assert all(r.ok and len(r.attempts) == 1 for r in results)
     for r in results:
-        hk = partition_hash_key(r.partition_key)
+        hk = partition_hash_key(r.partition_key or "")
         shard = next(s for s in fake.open_shards("s") if s.shard_id == r.shard_id)
         assert shard.start <= hk <= shard.end
     assert len(fake.records("s")) == 50

@@ -101,7 +101,9 @@ def test_bad_explicit_hash_keys(value: str, problem: str) -> None:
 
 def test_config_defaults_are_the_kpl_defaults() -> None:
     config = ProducerConfig()
-    assert config.aggregation_enabled is True
+    # None: aggregate wherever the stream's readers can de-aggregate (not on AUTO streams,
+    # nor on streams that feed channels): the KPL 1.0.6 also turns it off on AUTO streams.
+    assert config.aggregation_enabled is None
     assert config.aggregation_max_count == 4294967295
     assert config.aggregation_max_size == 51200
     assert config.collection_max_count == 500
@@ -112,7 +114,8 @@ def test_config_defaults_are_the_kpl_defaults() -> None:
     assert config.request_timeout == 6.0
     assert config.connect_timeout == 6.0
     assert config.verify is True
-    assert config.max_record_size == 1048576
+    # None: the stream's MaxRecordSizeInKiB (the KPL's 1 MiB where the stream says nothing)
+    assert config.max_record_size is None
 
 
 @pytest.mark.parametrize(

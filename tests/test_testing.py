@@ -185,7 +185,7 @@ async def test_validation_rejects_whole_requests_and_stores_nothing() -> None:
             "InvalidArgumentException"
         )
         big = entry(b"x" * (1024 * 1024 - 1), "k")  # exactly 1 MiB with its key: allowed
-        assert await put_error([big] * 6) == "InvalidArgumentException"  # over 5 MiB
+        assert await put_error([big] * 11) == "InvalidArgumentException"  # over 10 MiB
         assert await put_error([good], stream="missing") == "ResourceNotFoundException"
         assert fake.records("s") == []
         result = await api.put(
@@ -796,7 +796,7 @@ async def test_a_producer_over_faults_confirms_each_record_once(scale: float) ->
         where = (result.shard_id, result.sequence_number)
         named.add(where)
         record = stored[where]  # type: ignore[index]
-        users = deaggregate(record.data, record.partition_key)
+        users = deaggregate(record.data, record.partition_key or "")
         assert users[result.sub_sequence_number or 0].data == data
     ambiguous = {e for ev in fake.ambiguous_requests for e in ev.entries}
     assert set(stored) - named <= ambiguous

@@ -14,7 +14,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from .._config import ProducerConfig
+from .._config import RECORD_MAX_SIZE_CEILING, ProducerConfig
 from .._producer import Producer
 from ._options import (
     _config,
@@ -170,7 +170,7 @@ def _run_perf(args: argparse.Namespace) -> int:
         print(
             f"perf: writing {what} of {args.size:,} bytes over {args.keys:,} keys to {stream}"
             + "".join(f" {limit}" for limit in limits)
-            + f" ({'aggregated' if config.aggregation_enabled else 'not aggregated'}, "
+            + f" ({'not aggregated' if config.aggregation_enabled is False else 'aggregated'}, "
             f"backend {args.backend})",
             flush=True,
         )
@@ -223,10 +223,12 @@ def _run_perf(args: argparse.Namespace) -> int:
 
 def _check_record_size(args: argparse.Namespace, config: ProducerConfig) -> None:
     largest = args.size + len(f"key-{args.keys - 1}")
-    if largest > config.max_record_size:
+    # Without a setting the stream's own limit applies (1-10 MiB): put says so if it is less.
+    limit = config.max_record_size or RECORD_MAX_SIZE_CEILING
+    if largest > limit:
         raise _UsageError(
             f"argument -s/--size: {args.size:,} bytes plus the partition key is over the "
-            f"record size limit ({config.max_record_size:,} bytes)"
+            f"record size limit ({limit:,} bytes)"
         )
 
 
@@ -246,7 +248,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         count = args.count
         print(
             f"writing {count:,} records of {args.size} bytes over {args.keys} keys "
-            f"({'aggregated' if config.aggregation_enabled else 'not aggregated'}, "
+            f"({'not aggregated' if config.aggregation_enabled is False else 'aggregated'}, "
             f"backend {args.backend}) ...",
             flush=True,
         )

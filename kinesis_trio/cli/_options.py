@@ -244,6 +244,17 @@ def _add_common(parser: argparse.ArgumentParser, *, progress_interval: float) ->
         help="max_outstanding_bytes (128MiB; k/M/G suffixes)",
     )
     cfg.add_argument(
+        "--max-record-size",
+        type=_size,
+        metavar="SIZE",
+        help="max_record_size (default: the stream's limit, 1-10 MiB; a value only lowers it)",
+    )
+    cfg.add_argument(
+        "--check-access",
+        action="store_true",
+        help="check_access=True: check write access with a DryRun PutRecords first",
+    )
+    cfg.add_argument(
         "--fail-if-throttled",
         action="store_true",
         help="fail_if_throttled=True: fail throttled records instead of retrying them",
@@ -277,6 +288,10 @@ def _config(args: argparse.Namespace) -> ProducerConfig:
         fields["max_outstanding_records"] = args.max_outstanding_records
     if args.max_outstanding_bytes is not None:
         fields["max_outstanding_bytes"] = args.max_outstanding_bytes
+    if args.max_record_size is not None:
+        fields["max_record_size"] = args.max_record_size
+    if args.check_access:
+        fields["check_access"] = True
     if args.fail_if_throttled:
         fields["fail_if_throttled"] = True
     try:

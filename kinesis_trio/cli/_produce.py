@@ -210,7 +210,7 @@ async def _read_and_put(
 ) -> None:
     put = producer.put
     now = anyio.current_time
-    limit = producer.config.max_record_size
+    limit = producer.record_limit()
     json_lines = keying.json
     buffer = b""
     discarding = False  # inside a line longer than max_record_size: drop up to its newline

@@ -19,34 +19,81 @@ Point a Producer at it
 
 The fake speaks Kinesis' JSON 1.1 protocol (``X-Amz-Target: Kinesis_20131202.<Op>``; an
 ``Authorization`` header is required, any value passes) through an ``httpx.MockTransport``:
-PutRecords, ListShards, DescribeStreamSummary, CreateStream, DeleteStream, SplitShard,
-MergeShards, UpdateShardCount, GetShardIterator and GetRecords. It routes every PutRecords
+PutRecords, PutRecord, ListShards, DescribeStreamSummary, CreateStream, DeleteStream,
+SplitShard, MergeShards, UpdateShardCount, UpdateMaxRecordSize,
+UpdateStreamRecordDistributionStrategy, GetShardIterator and GetRecords. It routes every
 entry to the open shard whose hash key range holds the entry's explicit hash key (or the MD5
 of its partition key), answers entries in request order, and validates entries and requests
 like Kinesis (1 to 500 entries, partition keys of 1 to 256 characters counted in UTF-16
-code units, explicit hash keys in ASCII digits, 1 MiB records, 5 MiB requests). It runs
-inside the event loop, on trio or asyncio, and reads time only with ``anyio.current_time()``.
+code units, explicit hash keys in ASCII digits, records up to the stream's max record size,
+requests up to ``max_request_size``, 10 MiB, partition keys included). It runs inside the
+event loop, on trio or asyncio, and reads time only with ``anyio.current_time()``.
+``fake.calls`` lists the operation of every request received and ``fake.requests`` its
+``(operation, body)``, a PutRecords ``Records`` replaced by its entry count (so a test can
+check, say, that writes name the stream by ARN).
+
+Stream settings
+===============
+
+``fake.create_stream(name, shard_count=1, *, on_demand=False, max_record_size_kib=None,
+record_distribution_strategy=None, channel_count=0)``, or the CreateStream operation
+(``MaxRecordSizeInKiB``, ``RecordDistributionStrategy``):
+
+- **Max record size**, 1024 to 10240 KiB (``None``: ``FakeKinesis(max_record_size=...)``,
+  1 MiB); change it with ``fake.update_max_record_size(name, kib)`` or UpdateMaxRecordSize.
+  An entry whose data and UTF-8 partition key exceed it fails the request (HTTP 400
+  ``InvalidArgumentException``). DescribeStreamSummary reports ``MaxRecordSizeInKiB``.
+- **Record distribution strategy** of an on-demand stream: ``"USER_PARTITION_KEY"`` (the
+  default: every entry needs a ``PartitionKey``, else the request fails with
+  ``ValidationException``) or ``"AUTO"``: ``PartitionKey`` is optional, it and
+  ``ExplicitHashKey`` are ignored, and each entry goes to an open shard picked uniformly at
+  random from ``fake.rng`` (a KPL aggregate is stored as is). Switch at any time with
+  ``fake.update_record_distribution_strategy(name, strategy)`` or
+  UpdateStreamRecordDistributionStrategy; the next request follows it. On a provisioned
+  stream: ``InvalidArgumentException``. DescribeStreamSummary shows
+  ``RecordDistributionStrategy`` for on-demand streams only. A record stored without a key
+  has ``FakeRecord.partition_key`` ``None``, and GetRecords returns it without
+  ``PartitionKey``, as Kinesis does.
+- **Channel count**: ``fake.set_channel_count(name, n)``; DescribeStreamSummary reports
+  ``ChannelCount``.
+
+Every stream operation takes ``StreamName``, ``StreamARN`` (``fake.stream_arn(name)``), or
+both. An ARN not matching Kinesis' pattern: ``ValidationException``; one naming another
+region or account than :data:`REGION` and :data:`ACCOUNT_ID`:
+``ResourceNotFoundException``; a name and an ARN naming different streams:
+``InvalidArgumentException``.
+
+DryRun
+======
+
+A PutRecords or PutRecord with ``"DryRun": true`` is checked like a real one (the stream,
+``Faults.fatal`` codes such as ``AccessDeniedException``, every entry, the sizes) and, if it
+would have succeeded, answered HTTP 400 ``DryRunOperationException``; nothing is stored, no
+tokens are taken, no fault is drawn (``fake.stats.dry_runs`` counts them). Set
+``fake.honor_dry_run = False`` to model endpoints that ignore DryRun and store the records
+(both npm emulators do).
 
 Per-shard write limits
 ======================
 
 ``FakeKinesis(enforce_limits=True, records_per_second=1000, bytes_per_second=1_048_576)``
 gives every shard a token bucket refilled continuously at those rates, holding at most one
-second's worth and starting full. An entry that finds too few tokens (one record, and its
-data plus UTF-8 partition key bytes) fails in its slot with
-``ProvisionedThroughputExceededException`` (HTTP 200, counted in ``FailedRecordCount``) and is
-not stored; the other entries of the request go on. ``fake.stats`` (:class:`FakeStats`)
-counts requests, entries and, per shard, accepted records and bytes with the first and last
-accept time, to compute achieved rates.
+second's worth (the bytes bucket at least the stream's max record size, so a stream raised
+to 10 MiB takes one 10 MiB record at once while averaging 1 MiB/s) and starting full. An
+entry that finds too few tokens (one record, and its data plus UTF-8 partition key bytes)
+fails in its slot with ``ProvisionedThroughputExceededException`` (HTTP 200, counted in
+``FailedRecordCount``) and is not stored; the other entries of the request go on.
+``fake.stats`` (:class:`FakeStats`) counts requests, entries and, per shard, accepted
+records and bytes with the first and last accept time, to compute achieved rates.
 
 Faults on demand
 ================
 
 ``fake.faults = Faults(http_500=0.05, reset_after=0.01, throttle_entries=0.1, seed=7)``
-injects faults at random (per PutRecords request, or per entry for ``*_entries``) from
+injects faults at random (per write request, or per entry for ``*_entries``) from
 ``fake.rng``, a ``random.Random(seed)``, so a run is reproducible;
 ``fake.fail_next(3, "hang_after")`` injects one kind (or an error code such as
-``"ExpiredTokenException"``) into the next PutRecords requests; ``Faults(fatal={"audit":
+``"ExpiredTokenException"``) into the next write requests; ``Faults(fatal={"audit":
 "AccessDeniedException"})`` fails every write to a stream. See :class:`Faults` for what each
 kind stores and what the client sees. The hang kinds never answer: the client's timeout (the
 Producer's ``request_timeout``) ends them. Request-level faults are logged in

@@ -15,7 +15,10 @@ from ._model import AMBIGUOUS_FAULTS, ENTRY_FAULTS, REQUEST_FAULTS
 class Faults:
     """Faults to inject, set as ``fake.faults = Faults(...)``.
 
-    Probabilities apply per PutRecords request, except the ``*_entries`` ones, per entry.
+    Probabilities apply per write request (PutRecords, PutRecord), except the ``*_entries``
+    ones, per entry (a PutRecord whose entry fails is answered with the entry's error:
+    ``ProvisionedThroughputExceededException`` HTTP 400, ``InternalFailure`` HTTP 500).
+    ``DryRun`` requests draw none.
     Request-level kinds exclude each other (one draw per request picks at most one), as do
     the entry-level kinds (one draw per entry); each group's sum must be at most 1.
 
@@ -33,8 +36,9 @@ class Faults:
     - ``latency`` seconds, plus up to ``latency_jitter`` more (uniform), before serving
       every request (all operations).
     - ``fatal``: stream name -> error code answering every request to that stream whose
-      operation is in ``fatal_operations`` (default: PutRecords only, so a Producer still
-      learns the shards and its records fail fast), e.g. ``{"audit":
+      operation is in ``fatal_operations`` (default: the writes PutRecords and PutRecord,
+      DryRun ones too, so a Producer still learns the shards and its records fail fast),
+      e.g. ``{"audit":
       "AccessDeniedException"}``; HTTP 400 (500 for ``InternalFailure``, 503 for
       ``ServiceUnavailable``); nothing stored.
     - ``seed``: seeds ``fake.rng`` (a ``random.Random``) when the faults are assigned.
@@ -51,7 +55,7 @@ class Faults:
     latency: float = 0.0
     latency_jitter: float = 0.0
     fatal: dict[str, str] = field(default_factory=dict)
-    fatal_operations: frozenset[str] = frozenset({"PutRecords"})
+    fatal_operations: frozenset[str] = frozenset({"PutRecords", "PutRecord"})
     seed: int | None = None
 
     def __post_init__(self) -> None:
@@ -99,15 +103,18 @@ class ShardStats:
 
 @dataclass
 class FakeStats:
-    """PutRecords counters (requests answered by a ``hook`` are not counted).
+    """Write (PutRecords and PutRecord) counters; requests answered by a ``hook`` are not
+    counted.
 
     ``requests_by_status`` counts answered requests by HTTP status; hangs and resets count in
     ``requests_unanswered``. ``entries`` counts the entries of processed requests, of which
     ``entries_ok`` were stored, ``entries_throttled`` failed with
     ``ProvisionedThroughputExceededException`` (limits or faults) and ``entries_failed`` with
-    ``InternalFailure``. ``faults`` counts injected faults by kind (per entry for the entry
-    kinds). ``shards[stream][shard_id]`` is a :class:`ShardStats`. Assign a fresh
-    ``FakeStats()`` to ``fake.stats`` to start counting again.
+    ``InternalFailure``. ``dry_runs`` counts ``DryRun`` requests (answered, by status, in
+    ``requests_by_status``; their entries are not counted). ``faults`` counts injected
+    faults by kind (per entry for the entry kinds). ``shards[stream][shard_id]`` is a
+    :class:`ShardStats`. Assign a fresh ``FakeStats()`` to ``fake.stats`` to start counting
+    again.
     """
 
     requests: int = 0
@@ -117,6 +124,7 @@ class FakeStats:
     entries_ok: int = 0
     entries_throttled: int = 0
     entries_failed: int = 0
+    dry_runs: int = 0
     faults: Counter[str] = field(default_factory=Counter)
     shards: dict[str, dict[str, ShardStats]] = field(default_factory=dict)
 
@@ -157,7 +165,7 @@ class _FaultInjection:
         return [e for e in self.fault_events if e.ambiguous]
 
     def fail_next(self, n: int, kind: str, *, stream: str | None = None) -> None:
-        """Inject ``kind`` into the next ``n`` PutRecords requests (to ``stream``, if given).
+        """Inject ``kind`` into the next ``n`` write requests (to ``stream``, if given).
 
         ``kind``: a :data:`REQUEST_FAULTS` name; an :data:`ENTRY_FAULTS` name (every entry
         of the request fails that way); or an error code such as ``"ExpiredTokenException"``

@@ -33,14 +33,34 @@ _PTE = "ProvisionedThroughputExceededException"
 _EHK = re.compile(r"0|[1-9][0-9]{0,38}")
 _TOKEN_TTL = 300.0  # seconds a ListShards NextToken stays valid
 _STATUS = {"InternalFailure": 500, "ServiceUnavailable": 503}
+#: MaxRecordSizeInKiB: "Specify a value between 1024 and 10240 KiB" (UpdateMaxRecordSizeInput)
+_MIN_RECORD_KIB, _MAX_RECORD_KIB = 1024, 10240
+#: ChannelCountObject: an integer from 0 to 1,000,000
+_MAX_CHANNELS = 1_000_000
+#: The RecordDistributionStrategy enum; the first is the default
+_STRATEGIES = ("USER_PARTITION_KEY", "AUTO")
+#: The service model's StreamARN pattern (matched in full, as Kinesis matches patterns)
+_ARN_PATTERN = r"arn:aws.*:kinesis:.*:\d{12}:stream/\S+"
+_ARN = re.compile(_ARN_PATTERN)
+_ARN_PARTS = re.compile(r"arn:([^:]+):kinesis:(.*):(\d{12}):stream/(\S+)")
+
+
+def _arn(name: str) -> str:
+    return f"arn:aws:kinesis:{REGION}:{ACCOUNT_ID}:stream/{name}"
 
 
 @dataclass
 class FakeRecord:
-    """A Kinesis record as stored by the fake (``arrival``: ``anyio.current_time()``)."""
+    """A Kinesis record as stored by the fake (``arrival``: ``anyio.current_time()``).
+
+    ``partition_key`` is ``None`` for a record written without one (an ``AUTO`` stream).
+    ``hash_key`` is the hash key that placed it: the MD5 of its partition key or its
+    explicit hash key; on an ``AUTO`` stream, the starting hash key of the shard the fake
+    picked.
+    """
 
     data: bytes
-    partition_key: str
+    partition_key: str | None
     explicit_hash_key: str | None
     hash_key: int
     sequence_number: str
@@ -73,10 +93,25 @@ class _Stream:
     shards: list[FakeShard]
     next_shard: int
     mode: str = "PROVISIONED"
+    #: the largest record (data + UTF-8 partition key bytes) it takes, in bytes
+    max_record_size: int = _MIB
+    #: "USER_PARTITION_KEY" or "AUTO" (on-demand streams only; provisioned ones keep the
+    #: default, which DescribeStreamSummary does not show)
+    record_distribution_strategy: str = "USER_PARTITION_KEY"
+    channel_count: int = 0
 
     @property
     def arn(self) -> str:
-        return f"arn:aws:kinesis:{REGION}:{ACCOUNT_ID}:stream/{self.name}"
+        return _arn(self.name)
+
+    @property
+    def on_demand(self) -> bool:
+        return self.mode == "ON_DEMAND"
+
+    @property
+    def auto(self) -> bool:
+        """Records go to shards the fake picks; partition and explicit hash keys ignored."""
+        return self.record_distribution_strategy == "AUTO"
 
     def open_shards(self) -> list[FakeShard]:
         return [s for s in self.shards if not s.closed]
@@ -118,21 +153,69 @@ class _Streams:
     streams: dict[str, _Stream]
     records_per_second: float
     bytes_per_second: float
+    max_record_size: int
     _buckets: dict[tuple[str, str], _Bucket]
     _last_seq: int
 
     # -- set-up and inspection ------------------------------------------------------------
 
-    def create_stream(self, name: str, shard_count: int = 1, *, on_demand: bool = False) -> None:
-        """Create an ACTIVE stream whose shards split the hash key space evenly."""
+    def create_stream(
+        self,
+        name: str,
+        shard_count: int = 1,
+        *,
+        on_demand: bool = False,
+        max_record_size_kib: int | None = None,
+        record_distribution_strategy: str | None = None,
+        channel_count: int = 0,
+    ) -> None:
+        """Create an ACTIVE stream whose shards split the hash key space evenly.
+
+        ``max_record_size_kib``: 1024 to 10240 (``None``: the fake's ``max_record_size``).
+        ``record_distribution_strategy``: ``"USER_PARTITION_KEY"`` (the default) or
+        ``"AUTO"``, on-demand streams only (CreateStreamInput: "only supported for streams
+        that use the on-demand capacity mode").
+        """
         if name in self.streams:
             raise _Fail(400, "ResourceInUseException", f"Stream {name} already exists.")
         if shard_count < 1:
             raise _Fail(400, "ValidationException", "ShardCount must be at least 1")
-        stream = _Stream(name, [], 0, "ON_DEMAND" if on_demand else "PROVISIONED")
+        if max_record_size_kib is None:
+            size = self.max_record_size
+        else:
+            size = _check_record_kib(max_record_size_kib) * 1024
+        stream = _Stream(
+            name, [], 0, "ON_DEMAND" if on_demand else "PROVISIONED", max_record_size=size
+        )
+        if record_distribution_strategy is not None:
+            _set_strategy(stream, record_distribution_strategy)
+        stream.channel_count = _check_channels(channel_count)
         for start, end in _even_ranges(shard_count):
             self._open(stream, start, end)
         self.streams[name] = stream
+
+    def stream_arn(self, name: str) -> str:
+        """The ARN of stream ``name`` in the fake's region and account (it need not exist)."""
+        return _arn(name)
+
+    def update_max_record_size(self, name: str, kib: int) -> None:
+        """Set the stream's max record size (1024 to 10240 KiB), at once (UpdateMaxRecordSize)."""
+        stream = self._get(name)
+        stream.max_record_size = _check_record_kib(kib) * 1024
+
+    def update_record_distribution_strategy(self, name: str, strategy: str) -> None:
+        """Switch an on-demand stream to ``"AUTO"`` or ``"USER_PARTITION_KEY"``.
+
+        Takes effect for the next request; stored records stay where they are. A
+        provisioned stream: ``InvalidArgumentException``; another value:
+        ``ValidationException`` (UpdateStreamRecordDistributionStrategy).
+        """
+        _check_strategy(strategy)
+        _set_strategy(self._get(name), strategy)
+
+    def set_channel_count(self, name: str, n: int) -> None:
+        """Set the ``ChannelCount`` DescribeStreamSummary reports (0 to 1,000,000)."""
+        self._get(name).channel_count = _check_channels(n)
 
     def open_shards(self, name: str) -> list[FakeShard]:
         """The stream's open shards, in hash key order."""
@@ -276,15 +359,23 @@ class _Streams:
         self._last_seq += 1
         return f"{self._last_seq:056d}"
 
-    def _take_tokens(self, stream: str, shard: FakeShard, size: int, now: float) -> bool:
+    def _take_tokens(self, stream: _Stream, shard: FakeShard, size: int, now: float) -> bool:
+        """Take one record and ``size`` bytes from the shard's buckets, if they hold them.
+
+        The bytes bucket holds max(bytes_per_second, the stream's max record size), so one
+        record of the largest size passes a full bucket ("can burst up to 10 MiB while
+        averaging 1 MiB per second", AWS developer guide, large records); it refills at
+        bytes_per_second. The records bucket holds one second's worth.
+        """
         rps, bps = float(self.records_per_second), float(self.bytes_per_second)
-        bucket = self._buckets.get((stream, shard.shard_id))
+        cap = max(bps, float(stream.max_record_size))
+        bucket = self._buckets.get((stream.name, shard.shard_id))
         if bucket is None:
-            bucket = self._buckets[stream, shard.shard_id] = _Bucket(rps, bps, now)
+            bucket = self._buckets[stream.name, shard.shard_id] = _Bucket(rps, cap, now)
         else:
             elapsed = max(0.0, now - bucket.time)
             bucket.records = min(rps, bucket.records + elapsed * rps)
-            bucket.bytes = min(bps, bucket.bytes + elapsed * bps)
+            bucket.bytes = min(cap, bucket.bytes + elapsed * bps)
             bucket.time = now
         # a nanosecond's worth of slack absorbs float error in the clock
         if bucket.records + 1e-9 * rps < 1 or bucket.bytes + 1e-9 * bps < size:
@@ -292,6 +383,86 @@ class _Streams:
         bucket.records = max(0.0, bucket.records - 1)
         bucket.bytes = max(0.0, bucket.bytes - size)
         return True
+
+
+def _stream_ref(body: dict[str, Any]) -> str | None:
+    """The stream a request names by ``StreamName`` and/or ``StreamARN`` (``None``: neither).
+
+    The ARN must match the model's pattern (else ``ValidationException``) and name the
+    fake's partition, region and account (else ``ResourceNotFoundException``); a name and
+    an ARN naming different streams: ``InvalidArgumentException``.
+    """
+    name = body.get("StreamName")
+    if not (isinstance(name, str) and name):
+        name = None
+    arn = body.get("StreamARN")
+    if arn is None:
+        return name
+    if not isinstance(arn, str) or not 1 <= len(arn) <= 2048 or not _ARN.fullmatch(arn):
+        raise _Fail(
+            400,
+            "ValidationException",
+            f"1 validation error detected: Value '{arn}' at 'streamARN' failed to satisfy "
+            f"constraint: Member must satisfy regular expression pattern: {_ARN_PATTERN}",
+        )
+    parts = _ARN_PARTS.fullmatch(arn)
+    if parts is None or parts.group(1, 2, 3) != ("aws", REGION, ACCOUNT_ID):
+        raise _Fail(400, "ResourceNotFoundException", f"Stream {arn} not found.")
+    from_arn = parts.group(4)
+    if name is not None and name != from_arn:
+        raise _Fail(
+            400,
+            "InvalidArgumentException",
+            f"StreamName {name} and StreamARN {arn} name different streams.",
+        )
+    return from_arn
+
+
+def _check_record_kib(kib: object) -> int:
+    if isinstance(kib, bool) or not isinstance(kib, int):
+        raise _Fail(400, "ValidationException", "MaxRecordSizeInKiB must be an integer")
+    if not _MIN_RECORD_KIB <= kib <= _MAX_RECORD_KIB:
+        raise _Fail(
+            400,
+            "ValidationException",
+            f"1 validation error detected: Value '{kib}' at 'maxRecordSizeInKiB' failed to "
+            f"satisfy constraint: Member must have value between {_MIN_RECORD_KIB} and "
+            f"{_MAX_RECORD_KIB}",
+        )
+    return kib
+
+
+def _check_strategy(strategy: object) -> str:
+    if strategy not in _STRATEGIES:
+        raise _Fail(
+            400,
+            "ValidationException",
+            f"1 validation error detected: Value '{strategy}' at 'recordDistributionStrategy' "
+            "failed to satisfy constraint: Member must satisfy enum value set: "
+            "[AUTO, USER_PARTITION_KEY]",
+        )
+    assert isinstance(strategy, str)
+    return strategy
+
+
+def _set_strategy(stream: _Stream, strategy: str) -> None:
+    _check_strategy(strategy)
+    if not stream.on_demand:
+        raise _Fail(
+            400,
+            "InvalidArgumentException",
+            f"Stream {stream.name} under account {ACCOUNT_ID} uses the provisioned capacity "
+            "mode, which does not support the record distribution strategy setting.",
+        )
+    stream.record_distribution_strategy = strategy
+
+
+def _check_channels(n: object) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= _MAX_CHANNELS:
+        raise _Fail(
+            400, "ValidationException", f"ChannelCount must be from 0 to {_MAX_CHANNELS}: {n!r}"
+        )
+    return n
 
 
 def _even_ranges(count: int) -> list[tuple[int, int]]:

@@ -6,7 +6,7 @@ import base64
 import json
 from typing import TYPE_CHECKING, Any
 
-from ._model import _Fail, _hash_range, _Stream
+from ._model import FakeRecord, _Fail, _hash_range, _Stream
 
 
 class _Reading:
@@ -54,16 +54,7 @@ class _Reading:
         page = shard.records[pos : pos + limit]
         end = pos + len(page)
         result: dict[str, Any] = {
-            # like Kinesis, records carry no ExplicitHashKey
-            "Records": [
-                {
-                    "Data": base64.b64encode(r.data).decode(),
-                    "PartitionKey": r.partition_key,
-                    "SequenceNumber": r.sequence_number,
-                    "ApproximateArrivalTimestamp": r.arrival,
-                }
-                for r in page
-            ],
+            "Records": [_record(r) for r in page],
             "MillisBehindLatest": 0,
         }
         if shard.closed and end >= len(shard.records):
@@ -82,3 +73,17 @@ class _Reading:
         else:
             result["NextShardIterator"] = json.dumps([name, shard_id, end])
         return result
+
+
+def _record(record: FakeRecord) -> dict[str, Any]:
+    """A record as GetRecords returns it: like Kinesis, without its ExplicitHashKey, and
+    without a PartitionKey when it was written without one (the model's ``Record``: "this
+    value is not returned if the producer did not provide a partition key")."""
+    out: dict[str, Any] = {
+        "Data": base64.b64encode(record.data).decode(),
+        "SequenceNumber": record.sequence_number,
+        "ApproximateArrivalTimestamp": record.arrival,
+    }
+    if record.partition_key is not None:
+        out["PartitionKey"] = record.partition_key
+    return out

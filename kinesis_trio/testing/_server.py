@@ -9,6 +9,7 @@ import hashlib
 import json
 import random
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import anyio
@@ -29,14 +30,33 @@ from ._model import (
     ServerModel,
     _astral,
     _Bucket,
+    _check_record_kib,
+    _check_strategy,
     _describe_shard,
     _Fail,
+    _set_strategy,
     _Stream,
+    _stream_ref,
     _Streams,
 )
 from ._reading import _Reading
 
 Handler = Callable[[str, dict[str, Any]], Awaitable[httpx.Response | None]]
+
+#: The write operations: faults, ``fatal`` streams, DryRun and the stats apply to them.
+_WRITES = frozenset({"PutRecords", "PutRecord"})
+_DRY_RUN_MESSAGE = "The request was rejected because the DryRun parameter was specified."
+
+
+@dataclass
+class _Entry:
+    """A validated write entry; ``hash_key`` is ``None`` on an AUTO stream (the fake picks)."""
+
+    data: bytes
+    partition_key: str | None
+    explicit_hash_key: str | None
+    hash_key: int | None
+    size: int  # data + UTF-8 partition key bytes
 
 
 class FakeKinesis(_FaultInjection, _Streams, _Reading):
@@ -47,11 +67,15 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
     inject an error), or ``None`` to serve it normally. It may sleep to add latency.
 
     ``enforce_limits``: apply per-shard write limits of ``records_per_second`` and
-    ``bytes_per_second`` (token buckets holding one second's worth). ``faults``: see
-    :class:`Faults`. ``max_record_size`` (data + partition key) and ``max_request_size``
-    bound PutRecords entries and requests like Kinesis (larger ones: HTTP 400).
-    ``server`` (a :class:`ServerModel`): requests queue for a number of workers and take
-    a service time each, as in a busy server.
+    ``bytes_per_second`` (token buckets holding one second's worth; the bytes bucket at
+    least the stream's max record size). ``faults``: see :class:`Faults`.
+    ``max_record_size`` (data + partition key, bytes) is the max record size of streams
+    created without one of their own; ``max_request_size`` bounds a whole PutRecords
+    request (larger ones: HTTP 400). ``server`` (a :class:`ServerModel`): requests queue
+    for a number of workers and take a service time each, as in a busy server.
+    ``honor_dry_run`` (default True): answer a write with ``DryRun: true`` with
+    ``DryRunOperationException`` once it passes every check; False serves it as a normal
+    write, like endpoints that ignore DryRun.
     All of these are attributes that may be changed at any time.
     """
 
@@ -64,8 +88,9 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         bytes_per_second: float = _MIB,
         faults: Faults | None = None,
         max_record_size: int = _MIB,
-        max_request_size: int = 5 * _MIB,
+        max_request_size: int = 10 * _MIB,
         server: ServerModel | None = None,
+        honor_dry_run: bool = True,
     ) -> None:
         if records_per_second <= 0 or bytes_per_second <= 0:
             raise ValueError("records_per_second and bytes_per_second must be > 0")
@@ -73,6 +98,10 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         self.hook = hook
         #: The operation of every request received, in order.
         self.calls: list[str] = []
+        #: (operation, body) of every request received, in order; a PutRecords body's
+        #: ``Records`` is replaced by its entry count.
+        self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.honor_dry_run = honor_dry_run
         self.enforce_limits = enforce_limits
         self.records_per_second = records_per_second
         self.bytes_per_second = bytes_per_second
@@ -123,6 +152,10 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         if not isinstance(body, dict):
             return self._error(400, "SerializationException", "the body is not a JSON object")
         self.calls.append(operation)
+        logged = dict(body)
+        if isinstance(logged.get("Records"), list):
+            logged["Records"] = len(logged["Records"])
+        self.requests.append((operation, logged))
         if self.hook is not None:
             injected = await self.hook(operation, body)
             if injected is not None:
@@ -133,22 +166,22 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         if faults.latency or faults.latency_jitter:
             jitter = self.rng.uniform(0.0, faults.latency_jitter) if faults.latency_jitter else 0
             await anyio.sleep(faults.latency + jitter)
-        put = operation == "PutRecords"
+        write = operation in _WRITES
         method = getattr(self, f"_op_{operation}", None)
-        if method is None and not put:
+        if method is None and not write:
             return self._error(400, "UnknownOperationException", operation)
         name = _stream_name(body)
-        if put:
+        if write:
             self.stats.requests += 1
-        code = faults.fatal.get(name) if name is not None else None
-        if code is not None and operation in faults.fatal_operations:
+        code = self._fatal(operation, name)
+        if code is not None:
             status = _STATUS.get(code, 400)
-            if put:
+            if write:
                 self._event(code, name or "")
                 self.stats.requests_by_status[status] += 1
             return self._error(status, code, f"{code} (injected)")
-        if put or method is None:
-            return await self._serve_put_records(request, body, name or "")
+        if write or method is None:
+            return await self._serve_write(request, operation, body, name or "")
         try:
             result: dict[str, Any] = method(body)
         except _Fail as fail:
@@ -165,17 +198,39 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         except anyio.get_cancelled_exc_class():
             # The client gave up (its timeout); the server serves the request anyway.
             server.abandoned += 1
-            if operation == "PutRecords":
+            if operation in _WRITES:
                 self.stats.requests += 1
                 self.stats.requests_unanswered += 1
-                with contextlib.suppress(_Fail):
-                    self._put_records(body, None, [])
+                fatal = self._fatal(operation, _stream_name(body))
+                if fatal is None and not self._dry_run(body):
+                    with contextlib.suppress(_Fail):
+                        self._write(operation, body, None, [])
             raise
 
-    async def _serve_put_records(
-        self, request: httpx.Request, body: dict[str, Any], name: str
+    def _fatal(self, operation: str, name: str | None) -> str | None:
+        """The ``Faults.fatal`` error code answering this request, if any."""
+        faults = self._faults
+        if name is None or operation not in faults.fatal_operations:
+            return None
+        return faults.fatal.get(name)
+
+    def _dry_run(self, body: dict[str, Any]) -> bool:
+        return self.honor_dry_run and body.get("DryRun") is True
+
+    async def _serve_write(
+        self, request: httpx.Request, operation: str, body: dict[str, Any], name: str
     ) -> httpx.Response:
         stats = self.stats
+        if self._dry_run(body):
+            # Checked like a real write; nothing stored, no tokens taken, no fault drawn.
+            stats.dry_runs += 1
+            try:
+                self._check_write(operation, body)
+                response = self._error(400, "DryRunOperationException", _DRY_RUN_MESSAGE)
+            except _Fail as fail:
+                response = self._error(fail.status, fail.code, fail.message)
+            stats.requests_by_status[response.status_code] += 1
+            return response
         kind = self._take_fault(name)
         if kind is not None and kind not in ENTRY_FAULTS and kind not in AMBIGUOUS_FAULTS:
             self._event(kind, name)
@@ -192,8 +247,8 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
             return self._error(status, code, message)
         stored: list[tuple[str, str]] = []
         try:
-            result = self._put_records(body, kind if kind in ENTRY_FAULTS else None, stored)
-            response = self._respond(200, result)
+            result = self._write(operation, body, kind if kind in ENTRY_FAULTS else None, stored)
+            response = self._answer(operation, result)
         except _Fail as fail:
             response = self._error(fail.status, fail.code, fail.message)
         if kind in AMBIGUOUS_FAULTS:
@@ -206,35 +261,68 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         stats.requests_by_status[response.status_code] += 1
         return response
 
-    def _put_records(
-        self, body: dict[str, Any], forced: str | None, stored: list[tuple[str, str]]
-    ) -> dict[str, Any]:
+    def _answer(self, operation: str, result: dict[str, Any]) -> httpx.Response:
+        """A PutRecords result as is; PutRecord's one slot as its answer or its error."""
+        if operation == "PutRecords":
+            return self._respond(200, result)
+        [slot] = result["Records"]
+        if "ErrorCode" in slot:
+            code = slot["ErrorCode"]
+            return self._error(_STATUS.get(code, 400), code, slot["ErrorMessage"])
+        return self._respond(
+            200, {"ShardId": slot["ShardId"], "SequenceNumber": slot["SequenceNumber"]}
+        )
+
+    def _check_write(self, operation: str, body: dict[str, Any]) -> tuple[_Stream, list[_Entry]]:
+        """Validate a PutRecords or PutRecord request as Kinesis does; store nothing."""
         stream = self._stream(body)
-        entries = body.get("Records")
-        if not isinstance(entries, list) or not 1 <= len(entries) <= 500:
-            raise _Fail(
-                400,
-                "ValidationException",
-                "1 validation error detected: Value at 'records' failed to satisfy "
-                "constraint: Member must have length between 1 and 500",
-            )
-        parsed = [self._parse_entry(i, entry) for i, entry in enumerate(entries)]
-        total = sum(len(data) + len(pk_bytes) for data, _, pk_bytes, _, _ in parsed)
+        if operation == "PutRecord":
+            parsed = [self._parse_entry("", 0, body, stream)]
+        else:
+            entries = body.get("Records")
+            if not isinstance(entries, list) or not 1 <= len(entries) <= 500:
+                raise _Fail(
+                    400,
+                    "ValidationException",
+                    "1 validation error detected: Value at 'records' failed to satisfy "
+                    "constraint: Member must have length between 1 and 500",
+                )
+            parsed = [
+                self._parse_entry(f"records.{i + 1}.member.", i, entry, stream)
+                for i, entry in enumerate(entries)
+            ]
+        total = sum(e.size for e in parsed)
         if total > self.max_request_size:
             raise _Fail(
                 400,
                 "InvalidArgumentException",
                 f"Records size {total} exceeds the limit of {self.max_request_size} bytes",
             )
+        return stream, parsed
+
+    def _write(
+        self,
+        operation: str,
+        body: dict[str, Any],
+        forced: str | None,
+        stored: list[tuple[str, str]],
+    ) -> dict[str, Any]:
+        """Serve a write (as PutRecords, one slot per entry); ``stored`` gets its records."""
+        stream, parsed = self._check_write(operation, body)
         now = anyio.current_time()
         faults, stats, rng = self._faults, self.stats, self.rng
         open_shards = stream.open_shards()
         results: list[dict[str, str]] = []
         failed = 0
-        for data, pk, pk_bytes, ehk, hash_key in parsed:
+        for entry in parsed:
             stats.entries += 1
-            shard = next(s for s in open_shards if s.holds(hash_key))
-            size = len(data) + len(pk_bytes)
+            if entry.hash_key is None:  # AUTO: an open shard picked uniformly at random
+                shard = open_shards[rng.randrange(len(open_shards))]
+                hash_key = shard.start
+            else:
+                hash_key = entry.hash_key
+                shard = next(s for s in open_shards if s.holds(hash_key))
+            size = entry.size
             code = forced
             draw = rng.random()
             if code is None:
@@ -244,7 +332,7 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
                     code = "internal_failure_entries"
             if code is not None:
                 stats.faults[code] += 1
-            elif self.enforce_limits and not self._take_tokens(stream.name, shard, size, now):
+            elif self.enforce_limits and not self._take_tokens(stream, shard, size, now):
                 code = "throttle_entries"
             if code == "throttle_entries":
                 failed += 1
@@ -266,7 +354,17 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
                 )
                 continue
             seq = self._next_seq()
-            shard.records.append(FakeRecord(data, pk, ehk, hash_key, seq, shard.shard_id, now))
+            shard.records.append(
+                FakeRecord(
+                    entry.data,
+                    entry.partition_key,
+                    entry.explicit_hash_key,
+                    hash_key,
+                    seq,
+                    shard.shard_id,
+                    now,
+                )
+            )
             stored.append((shard.shard_id, seq))
             stats.entries_ok += 1
             shard_stats = stats.shard(stream.name, shard.shard_id)
@@ -278,51 +376,78 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
             results.append({"ShardId": shard.shard_id, "SequenceNumber": seq})
         return {"FailedRecordCount": failed, "Records": results}
 
-    def _parse_entry(self, i: int, entry: Any) -> tuple[bytes, str, bytes, str | None, int]:
-        where = f"'records.{i + 1}.member"
+    def _parse_entry(self, where: str, i: int, entry: Any, stream: _Stream) -> _Entry:
+        """One entry (``where``: its path in messages, ``records.N.member.`` or empty).
+
+        PutRecordsRequestEntry: PartitionKey is required on a USER_PARTITION_KEY stream and
+        optional on an AUTO one, where it and ExplicitHashKey are ignored for placement
+        (both still validated as the shapes say; the hash key range is not checked).
+        """
         if not isinstance(entry, dict):
-            raise _Fail(400, "SerializationException", f"{where}' is not an object")
+            raise _Fail(400, "SerializationException", f"'{where[:-1]}' is not an object")
         pk = entry.get("PartitionKey")
-        # 256 UTF-16 code units, as Kinesis and both emulators count: an emoji counts as two
-        if not isinstance(pk, str) or not 1 <= len(pk) + _astral(pk) <= 256:
+        if pk is None:
+            if not stream.auto:
+                raise _Fail(
+                    400,
+                    "ValidationException",
+                    f"1 validation error detected: Value null at '{where}partitionKey' "
+                    "failed to satisfy constraint: Member must not be null",
+                )
+            pk_bytes = b""
+        else:
+            # 256 UTF-16 code units, as Kinesis and both emulators count: an emoji counts
+            # as two
+            if not isinstance(pk, str) or not 1 <= len(pk) + _astral(pk) <= 256:
+                raise _Fail(
+                    400,
+                    "ValidationException",
+                    f"1 validation error detected: Value at '{where}partitionKey' failed to "
+                    "satisfy constraint: Member must have length between 1 and 256",
+                )
+            try:
+                pk_bytes = pk.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _Fail(
+                    400, "ValidationException", f"'{where}partitionKey' is not valid Unicode"
+                ) from None
+        raw = entry.get("Data")
+        if raw is None:
             raise _Fail(
                 400,
                 "ValidationException",
-                f"1 validation error detected: Value at {where}.partitionKey' failed to "
-                "satisfy constraint: Member must have length between 1 and 256",
+                f"1 validation error detected: Value null at '{where}data' failed to satisfy "
+                "constraint: Member must not be null",
             )
-        try:
-            pk_bytes = pk.encode("utf-8")
-        except UnicodeEncodeError:
-            raise _Fail(
-                400, "ValidationException", f"{where}.partitionKey' is not valid Unicode"
-            ) from None
-        raw = entry.get("Data")
         try:
             data = base64.b64decode(raw, validate=True) if isinstance(raw, str) else None
         except (binascii.Error, ValueError):
             data = None
         if data is None:
-            raise _Fail(400, "SerializationException", f"{where}.data' is not base64")
-        if len(data) + len(pk_bytes) > self.max_record_size:
+            raise _Fail(400, "SerializationException", f"'{where}data' is not base64")
+        size = len(data) + len(pk_bytes)
+        if size > stream.max_record_size:
             raise _Fail(
                 400,
                 "InvalidArgumentException",
-                f"Record {i} has a size (data + partition key) of {len(data) + len(pk_bytes)} "
-                f"bytes, over the limit of {self.max_record_size}",
+                f"Record {i} has a size (data + partition key) of {size} bytes, over the "
+                f"limit of {stream.max_record_size} of stream {stream.name}",
             )
         ehk = entry.get("ExplicitHashKey")
-        if ehk is None:
+        if ehk is not None and (not isinstance(ehk, str) or not _EHK.fullmatch(ehk)):
+            raise _Fail(
+                400,
+                "ValidationException",
+                f"1 validation error detected: Value at '{where}explicitHashKey' failed "
+                "to satisfy constraint: Member must satisfy regular expression pattern: "
+                "0|([1-9]\\d{0,38})",
+            )
+        hash_key: int | None
+        if stream.auto:
+            hash_key = None
+        elif ehk is None:
             hash_key = int.from_bytes(hashlib.md5(pk_bytes).digest(), "big")
         else:
-            if not isinstance(ehk, str) or not _EHK.fullmatch(ehk):
-                raise _Fail(
-                    400,
-                    "ValidationException",
-                    f"1 validation error detected: Value at {where}.explicitHashKey' failed "
-                    "to satisfy constraint: Member must satisfy regular expression pattern: "
-                    "0|([1-9]\\d{0,38})",
-                )
             hash_key = int(ehk)
             if hash_key > _MAX_HASH:
                 raise _Fail(
@@ -331,10 +456,10 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
                     f"Invalid ExplicitHashKey. ExplicitHashKey must be in the range: "
                     f"[0, 2^128-1]. Specified value was {ehk}",
                 )
-        return data, pk, pk_bytes, ehk, hash_key
+        return _Entry(data, pk, ehk, hash_key, size)
 
     def _stream(self, body: dict[str, Any]) -> _Stream:
-        name = _stream_name(body)
+        name = _stream_ref(body)
         if name is None:
             raise _Fail(400, "ValidationException", "StreamName or StreamARN is required")
         return self._get(name)
@@ -348,7 +473,23 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         mode = (body.get("StreamModeDetails") or {}).get("StreamMode", "PROVISIONED")
         on_demand = mode == "ON_DEMAND"
         count = 4 if on_demand else int(body.get("ShardCount") or 1)
-        self.create_stream(name, count, on_demand=on_demand)
+        self.create_stream(
+            name,
+            count,
+            on_demand=on_demand,
+            max_record_size_kib=body.get("MaxRecordSizeInKiB"),
+            record_distribution_strategy=body.get("RecordDistributionStrategy"),
+        )
+        return {}
+
+    def _op_UpdateMaxRecordSize(self, body: dict[str, Any]) -> dict[str, Any]:
+        kib = _check_record_kib(_required(body, "MaxRecordSizeInKiB"))
+        self.update_max_record_size(self._stream(body).name, kib)
+        return {}
+
+    def _op_UpdateStreamRecordDistributionStrategy(self, body: dict[str, Any]) -> dict[str, Any]:
+        strategy = _check_strategy(_required(body, "RecordDistributionStrategy"))
+        _set_strategy(self._stream(body), strategy)
         return {}
 
     def _op_DeleteStream(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -360,20 +501,22 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
 
     def _op_DescribeStreamSummary(self, body: dict[str, Any]) -> dict[str, Any]:
         stream = self._stream(body)
-        return {
-            "StreamDescriptionSummary": {
-                "StreamName": stream.name,
-                "StreamARN": stream.arn,
-                "StreamStatus": "ACTIVE",
-                "StreamModeDetails": {"StreamMode": stream.mode},
-                "RetentionPeriodHours": 24,
-                "EncryptionType": "NONE",
-                "EnhancedMonitoring": [{"ShardLevelMetrics": []}],
-                "OpenShardCount": len(stream.open_shards()),
-                "ConsumerCount": 0,
-                "MaxRecordSizeInKiB": self.max_record_size // 1024,
-            }
+        summary: dict[str, Any] = {
+            "StreamName": stream.name,
+            "StreamARN": stream.arn,
+            "StreamStatus": "ACTIVE",
+            "StreamModeDetails": {"StreamMode": stream.mode},
+            "RetentionPeriodHours": 24,
+            "EncryptionType": "NONE",
+            "EnhancedMonitoring": [{"ShardLevelMetrics": []}],
+            "OpenShardCount": len(stream.open_shards()),
+            "ConsumerCount": 0,
+            "MaxRecordSizeInKiB": stream.max_record_size // 1024,
+            "ChannelCount": stream.channel_count,
         }
+        if stream.on_demand:  # "only present for streams that use the on-demand capacity mode"
+            summary["RecordDistributionStrategy"] = stream.record_distribution_strategy
+        return {"StreamDescriptionSummary": summary}
 
     def _op_ListShards(self, body: dict[str, Any]) -> dict[str, Any]:
         max_results = body.get("MaxResults", 1000)
@@ -454,7 +597,21 @@ def _reset(request: httpx.Request) -> NoReturn:
     raise httpx.ReadError("connection reset by peer", request=request)
 
 
+def _required(body: dict[str, Any], member: str) -> Any:
+    value = body.get(member)
+    if value is None:
+        where = member[0].lower() + member[1:]
+        raise _Fail(
+            400,
+            "ValidationException",
+            f"1 validation error detected: Value null at '{where}' failed to satisfy "
+            "constraint: Member must not be null",
+        )
+    return value
+
+
 def _stream_name(body: dict[str, Any]) -> str | None:
+    """The stream a request names, leniently (for ``fatal`` and ``fail_next`` targeting)."""
     name = body.get("StreamName")
     if isinstance(name, str) and name:
         return name
