@@ -96,7 +96,7 @@ async def rate_run(
             continue
         span = max(r.arrival for r in records) - (start + warmup)
         kin_records = len(records)
-        kin_bytes = sum(len(r.data) + len(r.partition_key.encode()) for r in records)
+        kin_bytes = sum(len(r.data) + len((r.partition_key or "").encode()) for r in records)
         share = max(kin_records / span / 1000, kin_bytes / span / 1_048_576)
         per_shard_rates.append(share)
         user_records += kin_records

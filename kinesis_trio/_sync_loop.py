@@ -46,7 +46,7 @@ class _Item:
     def __init__(
         self,
         data: bytes | None,
-        partition_key: str,
+        partition_key: str | None,
         explicit_hash_key: str | None,
         stream_name: str | None,
         size: int,
