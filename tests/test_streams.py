@@ -174,7 +174,7 @@ def test_an_auto_stream_has_one_service_placed_buffer_for_all_its_shards() -> No
 
 def test_a_keyed_stream_refuses_a_record_without_a_key() -> None:
     eng, _shell, stream = engine()
-    with pytest.raises(ValueError, match="partition_key is required.*USER_PARTITION_KEY"):
+    with pytest.raises(ValueError, match=r"partition_key is required.*USER_PARTITION_KEY"):
         eng.accept(stream, b"x", None, None, 0.0)
     assert eng.ledger.records == 0
 
@@ -193,7 +193,7 @@ def test_a_record_that_could_never_fit_in_memory_is_refused() -> None:
     eng, _shell, stream = engine(
         StreamFacts("s", max_record_size=10 * MIB), max_outstanding_bytes=4 * MIB
     )
-    with pytest.raises(ValueError, match="over max_outstanding_bytes .* could never"):
+    with pytest.raises(ValueError, match=r"over max_outstanding_bytes .* could never"):
         eng.accept(stream, b"x" * (5 * MIB), "k", None, 0.0)
     eng.accept(stream, b"x" * (3 * MIB), "k", None, 0.0)
 
