@@ -201,7 +201,7 @@ def write(large: list[dict[str, Any]], auto: list[dict[str, Any]], command: str)
         "# The 2026 service: large records and AUTO streams",
         "",
         f"Command: `{command}`. Machine: {info.get('cpu_model', '')}, "
-        f"{info.get('cores', '')} cores; commit {info.get('commit', '')}; "
+        f"{info.get('cores', '')} cores; commit {info.get('git_commit', '')}; "
         f"Python {info.get('python', '')}.",
         "",
     ]
