@@ -271,3 +271,28 @@ async def test_a_limit_raised_mid_run_takes_effect_at_the_refresh() -> None:
             await producer.flush()
         outcome = await producer.put(b"x" * (2 * MIB), "k")
     assert (await outcome.wait()).ok
+
+
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
+def test_sync_producer_puts_without_keys_to_an_auto_stream_only(backend: str) -> None:
+    from kinesis_trio import SyncProducer
+
+    fake = FakeKinesis()
+    fake.create_stream("auto", 2, on_demand=True, record_distribution_strategy="AUTO")
+    fake.create_stream("keyed", 2)
+    for name in ("auto", "keyed"):
+        with SyncProducer(
+            name,
+            region_name="us-east-1",
+            endpoint_url="http://fake.local",
+            credentials=CREDS,
+            transport=fake.transport(),
+            backend=backend,
+        ) as producer:
+            if name == "auto":
+                assert producer.put(b"x").result(timeout=30).ok
+            else:  # the stream is loaded at open: refused at once, in the caller's thread
+                with pytest.raises(ValueError, match="partition_key is required"):
+                    producer.put(b"x")
+                assert producer.put(b"y", "k").result(timeout=30).ok
+    assert len(fake.records("auto")) == 1 and len(fake.records("keyed")) == 1
