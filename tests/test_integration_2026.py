@@ -66,7 +66,7 @@ async def test_records_up_to_10_mib_by_arn_on_kinesis_local(
             config=ProducerConfig(request_timeout=60.0, check_access=True),
         ) as producer:
             assert producer.record_limit() == 10 * MIB
-            outcomes = [await producer.put(data, "big-%d" % i) for i, data in enumerate(big)]
+            outcomes = [await producer.put(data, f"big-{i}") for i, data in enumerate(big)]
             outcomes += [await producer.put(data, f"k{i % 16}") for i, data in enumerate(small)]
             with pytest.raises(ValueError, match="over max_record_size"):
                 await producer.put(b"x" * (10 * MIB), "k")
