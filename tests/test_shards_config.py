@@ -132,7 +132,7 @@ def test_config_defaults_are_the_kpl_defaults() -> None:
         ("request_timeout", "6"),
         ("connect_timeout", float("nan")),
         ("max_outstanding_records", 0),
-        ("max_outstanding_bytes", 1000),
+        ("max_outstanding_bytes", 0),
         ("max_record_size", 11 * 1024 * 1024),
         ("close_timeout", -5),
         ("aggregation_enabled", "yes"),
