@@ -294,8 +294,9 @@ class ConcurrencyLimit:
         # A size first answered while round trips are high (cut for, not yet over) met the
         # queue or the slow endpoint: no floor (the backlog of a slowdown is sent as new,
         # larger requests; taken for floors, they would hold the ones after the recovery
-        # back). It is learned from a round trip after it.
-        if known or self._stuck_since is None:
+        # back). It is learned from a round trip after it, unless it is below what the
+        # floor says already (it queued less than that: the floor is never above a sample).
+        if known or self._stuck_since is None or rtt < floor(nbytes):
             floor.learn(nbytes, rtt)
         if known and rtt < known * 0.8:
             # a proof in units of the old floor: a floor learned lower makes it smaller

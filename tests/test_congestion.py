@@ -483,3 +483,17 @@ def test_second_long_requests_on_a_parallel_server_go_side_by_side(per_byte: flo
     run = simulate(sizes, server, ConcurrencyLimit(24))
     assert run.timeouts == 0
     assert run.elapsed <= fixed.elapsed * 1.5, (fixed.elapsed, run.elapsed)
+
+
+def test_a_first_sample_below_the_floor_is_learned_even_while_stuck() -> None:
+    """The example hypothesis found in CI: after a slow answer (round trips high, cut for)
+    a new size answered faster than the floor extrapolated for it is learned at once (the
+    floor is never above what was seen); a slower first sample still is not."""
+    gate = ConcurrencyLimit(1)
+    now = 0.0
+    for rtt, nbytes in ((1.0, 1), (2.0, 1), (0.0, 0)):
+        assert gate.try_acquire()
+        now += 0.01
+        gate.observe(now + rtt, now, nbytes, Signal.ANSWER)
+        gate.release()
+    assert gate.expected(0) == 0.0
