@@ -380,24 +380,39 @@ class Engine:
             self.metrics.request_time(stream.name, end - start)
             self.metrics.errors(stream.name, None, code, len(krecs))
         if verdict.named is not None:
+            rekeyed: set[int] = set()
             for i in verdict.named:
                 krec = krecs[i]
+                if krec.partition_key is None and code == "ValidationException":
+                    # Put without a key while the stream was AUTO; Kinesis wants one now
+                    # (switched back before a refresh showed it): a key, and a reload.
+                    self.maps.give_key(krec, self.rand)
+                    rekeyed.add(i)
+                    continue
                 self.fail(
                     krec.members,
                     failed(code, attempt.error_message or "", end, attempt, krec.aggregated),
                     krec.shard.shard_id,
                 )
-            named = set(verdict.named)
+            if rekeyed:
+                self.shell.refresh(stream)
+            named = set(verdict.named) - rekeyed
             note = resent_without(attempt)
-            again = [(k, note) for i, k in enumerate(krecs) if i not in named]
-            _log.info(
-                "records_resent_without_invalid_entry",
-                stream=stream.name,
-                error_code=code,
-                failed=len(named),
-                records=len(again),
-            )
-            self.retries.schedule(stream, again, end)
+            # a re-keyed record's history shows its own rejection; the others', another's
+            again = [
+                (k, attempt if i in rekeyed else note)
+                for i, k in enumerate(krecs)
+                if i not in named
+            ]
+            if again:
+                _log.info(
+                    "records_resent_without_invalid_entry",
+                    stream=stream.name,
+                    error_code=code,
+                    failed=len(named),
+                    records=len(again),
+                )
+                self.retries.schedule(stream, again, end)
             return
         if verdict.bisect:
             note = resent_in_halves(attempt)

@@ -159,15 +159,14 @@ def interpret_error(
     attempt = Attempt(start, 0.0, end - start, False, code, message, decision.ambiguous)
     if decision.action is Action.REFRESH_CREDENTIALS and not refreshable:
         decision = Decision(Action.FAIL)  # static credentials cannot be refreshed
-    if (
-        decision.action is Action.FAIL
-        and len(krecs) > 1
-        and code in ("ValidationException", "InvalidArgumentException")
+    if decision.action is Action.FAIL and code in (
+        "ValidationException",
+        "InvalidArgumentException",
     ):
         named = invalid_entries(message, len(krecs))
         if named is not None:
             return RequestFailure(decision.action, False, attempt, named=named)
-        if "stream" not in message.lower():
+        if len(krecs) > 1 and "stream" not in message.lower():
             # It names no entry (kinesis-local's messages don't): find the bad record by
             # halves, each sent as its own request, so its neighbours still go.
             return RequestFailure(decision.action, False, attempt, bisect=True)

@@ -296,3 +296,20 @@ def test_sync_producer_puts_without_keys_to_an_auto_stream_only(backend: str) ->
                     producer.put(b"x")
                 assert producer.put(b"y", "k").result(timeout=30).ok
     assert len(fake.records("auto")) == 1 and len(fake.records("keyed")) == 1
+
+
+async def test_keyless_records_of_a_stream_switched_back_before_a_refresh_get_keys() -> None:
+    """Records put without a key while the stream was AUTO, sent after it went back to
+    USER_PARTITION_KEY and before a refresh noticed: Kinesis rejects each such entry (the
+    fake, from the model: with USER_PARTITION_KEY "a partition key is required for each
+    record"); the producer gives it a key, reloads the stream's facts and sends it again."""
+    fake = FakeKinesis()
+    fake.create_stream("s", 2, on_demand=True, record_distribution_strategy="AUTO")
+    async with fake_producer(fake, record_max_buffered_time=5.0) as producer:
+        outcomes = [await producer.put(b"r%d" % i) for i in range(20)]
+        fake.update_record_distribution_strategy("s", "USER_PARTITION_KEY")
+        await producer.flush()
+    results = [o.result() for o in outcomes]
+    assert all(r.ok for r in results), [r.error_code for r in results if not r.ok][:3]
+    assert all(r.partition_key and len(r.partition_key) == 32 for r in results)
+    assert sorted(r.data for r in fake.records("s")) == sorted(b"r%d" % i for i in range(20))
