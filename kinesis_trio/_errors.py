@@ -56,6 +56,7 @@ __all__ = [
     "TransportError",
     "ValidationError",
     "error_from_response",
+    "malformed_answer",
 ]
 
 _MAX_MESSAGE = 512
@@ -329,6 +330,20 @@ def _one_line(text: str) -> str:
     if len(text) > _MAX_MESSAGE:
         text = text[: _MAX_MESSAGE - 3] + "..."
     return text
+
+
+def malformed_answer(operation: str, what: str) -> ServiceError:
+    """A 200 answer of ``operation`` that cannot be read (``MalformedResponse``), saying
+    what is wrong with it."""
+    return ServiceError(
+        "MalformedResponse",
+        f"{operation} answered with a malformed {_ANSWER_OF.get(operation, 'answer')}: {what}",
+        status_code=200,
+        operation=operation,
+    )
+
+
+_ANSWER_OF = {"ListShards": "shard list", "DescribeStreamSummary": "summary"}
 
 
 def error_from_response(

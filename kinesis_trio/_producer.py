@@ -434,11 +434,7 @@ class Producer:
         assert engine is not None and pipeline is not None
         if ref in engine.streams:
             return
-        arn = None
-        name = ref
-        if is_arn(ref):
-            name = parse_stream_arn(ref, self.client.region_name).name
-            arn = ref
+        name, arn = self._name_and_arn(ref)
         lock = self._stream_locks.setdefault(ref, anyio.Lock())
         async with lock:
             if ref in engine.streams:
@@ -458,6 +454,13 @@ class Producer:
             pipeline.start_stream(ref, name, arn, facts, shard_map)
             _log.debug("stream_loaded", stream=name, shards=len(shard_map))
 
+    def _name_and_arn(self, ref: str) -> tuple[str, str | None]:
+        """A stream reference (a name, or an ARN checked against the client's region) as
+        the stream's name and its ARN (``None`` for a name)."""
+        if is_arn(ref):
+            return parse_stream_arn(ref, self.client.region_name).name, ref
+        return ref, None
+
     # -- access ---------------------------------------------------------------------------
 
     async def check_access(self, stream_name: str | None = None) -> None:
@@ -474,11 +477,7 @@ class Producer:
         """
         ref = self._require_default() if stream_name is None else stream_name
         check_stream_name(ref)
-        arn = None
-        name = ref
-        if is_arn(ref):
-            name = parse_stream_arn(ref, self.client.region_name).name
-            arn = ref
+        name, arn = self._name_and_arn(ref)
         try:
             await self.client.call_raw("PutRecords", dry_run_body(name, arn))
         except KinesisError as exc:

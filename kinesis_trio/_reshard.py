@@ -84,9 +84,9 @@ class ShardMaps:
         for shard in shard_map.shards:
             stream.known[shard.shard_id] = (shard.start, shard.end)
         self.apply_map(stream, AUTO_MAP if policy.auto else shard_map, now)
+        records, size = self._rates(stream)
         for state in stream.shards:
             state.anywhere = policy.auto
-            records, size = self._rates(stream)
             state.limiter.resize(records, size, policy.max_record_size, now)
         if first or policy != before:
             self._say(stream, first)

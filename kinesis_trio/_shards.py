@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import ServiceError
+from ._errors import ServiceError, malformed_answer
 
 __all__ = ["MAX_HASH_KEY", "Shard", "ShardMap", "hash_key_for", "parse_explicit_hash_key"]
 
@@ -20,12 +20,7 @@ _EHK_RE = re.compile(r"0|[1-9][0-9]{0,38}")
 
 
 def _malformed(what: str) -> ServiceError:
-    return ServiceError(
-        "MalformedResponse",
-        f"ListShards answered with a malformed shard list: {what}",
-        status_code=200,
-        operation="ListShards",
-    )
+    return malformed_answer("ListShards", what)
 
 
 def _preview(value: object) -> str:

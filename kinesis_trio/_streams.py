@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import ServiceError
+from ._errors import ServiceError, malformed_answer
 
 __all__ = [
     "AUTO",
@@ -116,12 +116,7 @@ def parse_stream_arn(arn: object, region: str | None = None) -> StreamArn:
 
 
 def _malformed(what: str) -> ServiceError:
-    return ServiceError(
-        "MalformedResponse",
-        f"DescribeStreamSummary answered with a malformed summary: {what}",
-        status_code=200,
-        operation="DescribeStreamSummary",
-    )
+    return malformed_answer("DescribeStreamSummary", what)
 
 
 @dataclass(frozen=True, slots=True)
