@@ -9,12 +9,23 @@ operation documentation it models.
 
 from __future__ import annotations
 
+import base64
+import json
+import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from datetime import timezone
 from typing import Any
 
+import anyio
+import anyio.from_thread
+import botocore.awsrequest
+import botocore.parsers
+import botocore.session
+import httpx
 import pytest
+from trio.testing import MockClock
 
 from kinesis_trio import KinesisClient, KinesisError, StaticCredentials, deaggregate
 from kinesis_trio._aggregation import encode_aggregate
@@ -418,6 +429,15 @@ OPERATIONS: list[tuple[str, str, dict[str, Any], Callable[[FakeKinesis, dict[str
         {"RecordDistributionStrategy": "AUTO"},
         lambda fake, out: fake.streams["od"].record_distribution_strategy == "AUTO",
     ),
+    (
+        "DescribeStream",
+        "s",
+        {},
+        lambda fake, out: (
+            out["StreamDescription"]["StreamARN"] == fake.stream_arn("s")
+            and len(out["StreamDescription"]["Shards"]) == 2
+        ),
+    ),
     ("DeleteStream", "s", {}, lambda fake, out: "s" not in fake.streams),
 ]
 
@@ -724,3 +744,296 @@ def test_fake_level_default_max_record_size_applies_to_new_streams() -> None:
     assert fake.streams["a"].max_record_size == 4 * MIB
     assert fake.streams["b"].max_record_size == 2 * MIB
     assert FakeKinesis().max_record_size == MIB
+
+
+# -- DescribeStream, ListStreams ---------------------------------------------------------
+
+
+def service_model() -> Any:
+    return botocore.session.get_session().get_service_model("kinesis")
+
+
+def off_model(shape: Any, value: Any, where: str = "$") -> list[str]:
+    """Where ``value`` lacks a member the botocore ``shape`` requires, or has one it does
+    not define (empty: it follows the shape's member names)."""
+    problems: list[str] = []
+    if shape.type_name == "structure" and isinstance(value, dict):
+        problems += [f"{where}.{m} missing" for m in shape.required_members if m not in value]
+        problems += [f"{where}.{m} unknown" for m in value if m not in shape.members]
+        for name, member in shape.members.items():
+            if name in value:
+                problems += off_model(member, value[name], f"{where}.{name}")
+    elif shape.type_name == "list" and isinstance(value, list):
+        for i, item in enumerate(value):
+            problems += off_model(shape.member, item, f"{where}[{i}]")
+    return problems
+
+
+def parsed_by_botocore(operation: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """The answer as botocore's JSON parser reads it (timestamps become datetimes)."""
+    output = service_model().operation_model(operation).output_shape
+    raw = {"body": json.dumps(answer).encode(), "headers": {}, "status_code": 200}
+    parsed: dict[str, Any] = botocore.parsers.create_parser("json").parse(raw, output)
+    return parsed
+
+
+async def test_describe_stream_follows_the_model_and_pages_the_shards() -> None:
+    """DescribeStreamOutput.StreamDescription (required: StreamName, StreamARN,
+    StreamStatus, Shards, HasMoreShards, RetentionPeriodHours, StreamCreationTimestamp,
+    EnhancedMonitoring; Shards of the Shard shape ListShards uses); DescribeStreamInput:
+    Limit ("The default value is 100. If you specify a value greater than 100, at most 100
+    results are returned", DescribeStreamInputLimit 1 to 10000), ExclusiveStartShardId
+    ("the shard whose ID immediately follows"); the paginator's HasMoreShards."""
+    fake = FakeKinesis()
+    before = time.time()
+    fake.create_stream("s", 3)
+    after = time.time()
+    fake.split_shard("s", "shardId-000000000001", fake.streams["s"].shards[1].start + 1)
+    fake.create_stream("wide", 120)
+    fake.create_stream("od", 2, on_demand=True)
+    async with connect(fake) as client:
+        out = await client.call("DescribeStream", {"StreamName": "s"})
+        assert off_model(service_model().operation_model("DescribeStream").output_shape, out) == []
+        desc = out["StreamDescription"]
+        listed = (await client.call("ListShards", {"StreamName": "s"}))["Shards"]
+        assert desc["Shards"] == listed and len(listed) == 5  # closed parents included
+        assert desc["HasMoreShards"] is False
+        assert {
+            k: v for k, v in desc.items() if k not in ("Shards", "StreamCreationTimestamp")
+        } == {
+            "StreamName": "s",
+            "StreamARN": arn("s"),
+            "StreamStatus": "ACTIVE",
+            "StreamModeDetails": {"StreamMode": "PROVISIONED"},
+            "HasMoreShards": False,
+            "RetentionPeriodHours": 24,
+            "EnhancedMonitoring": [{"ShardLevelMetrics": []}],
+            "EncryptionType": "NONE",
+        }
+        # an epoch-seconds number, fixed at creation, the same in DescribeStreamSummary
+        created = desc["StreamCreationTimestamp"]
+        assert isinstance(created, float) and before - 0.001 <= created <= after + 0.001
+        assert (await summary(client, "s"))["StreamCreationTimestamp"] == created
+        parsed = parsed_by_botocore("DescribeStream", out)["StreamDescription"]
+        assert parsed["StreamCreationTimestamp"].tzinfo is not None
+        assert parsed["StreamCreationTimestamp"].timestamp() == pytest.approx(created)
+        od = await client.call("DescribeStream", {"StreamARN": fake.stream_arn("od")})
+        assert od["StreamDescription"]["StreamModeDetails"] == {"StreamMode": "ON_DEMAND"}
+
+        # pages of Limit shards, each after the last one's id
+        ids, start = [], None
+        for expect_more in (True, True, False):
+            body: dict[str, Any] = {"StreamName": "s", "Limit": 2}
+            if start is not None:
+                body["ExclusiveStartShardId"] = start
+            page = (await client.call("DescribeStream", body))["StreamDescription"]
+            assert page["HasMoreShards"] is expect_more
+            ids += [shard["ShardId"] for shard in page["Shards"]]
+            start = ids[-1]
+        assert ids == [shard["ShardId"] for shard in listed]
+        # at most 100 a page, whatever the Limit
+        for limit in (None, 100, 10_000):
+            body = (
+                {"StreamName": "wide"} if limit is None else {"StreamName": "wide", "Limit": limit}
+            )
+            page = (await client.call("DescribeStream", body))["StreamDescription"]
+            assert (len(page["Shards"]), page["HasMoreShards"]) == (100, True)
+        body = {"StreamName": "wide", "ExclusiveStartShardId": "shardId-000000000099"}
+        page = (await client.call("DescribeStream", body))["StreamDescription"]
+        assert (len(page["Shards"]), page["HasMoreShards"]) == (20, False)
+
+        fake.split_shard("s", "shardId-000000000000", 1)  # the timestamp stays put
+        again = await client.call("DescribeStream", {"StreamName": "s"})
+        assert again["StreamDescription"]["StreamCreationTimestamp"] == created
+        assert len(again["StreamDescription"]["Shards"]) == 7
+
+        for bad in (
+            {"StreamName": "s", "Limit": 0},
+            {"StreamName": "s", "Limit": 10_001},
+            {"StreamName": "s", "Limit": True},
+            {"StreamName": "s", "Limit": "5"},
+            {"StreamName": "s", "ExclusiveStartShardId": ""},
+            {"StreamName": "s", "ExclusiveStartShardId": "shard 1"},
+            {"StreamName": "s", "ExclusiveStartShardId": "x" * 129},
+            {"StreamName": "s", "StreamId": "not-a-stream-id"},
+            {},
+        ):
+            assert (await fails(client.call("DescribeStream", bad))).code == (
+                "ValidationException"
+            ), bad
+        missing = await fails(client.call("DescribeStream", {"StreamName": "nope"}))
+        assert missing.code == "ResourceNotFoundException"
+
+
+async def test_list_streams_pages_names_in_order_with_summaries() -> None:
+    """ListStreamsOutput (required StreamNames, HasMoreStreams; NextToken; StreamSummaries
+    of StreamName, StreamARN, StreamStatus, StreamModeDetails, StreamCreationTimestamp);
+    ListStreamsInput: Limit (default 100, "at most 100 results are returned", 1 to 10000),
+    ExclusiveStartStreamName ("the name of the stream to start the list with", the
+    StreamName shape), NextToken (the paginator's input token)."""
+    fake = FakeKinesis()
+    async with connect(fake) as client:
+        assert await client.call("ListStreams", {}) == {
+            "StreamNames": [],
+            "HasMoreStreams": False,
+            "StreamSummaries": [],
+        }
+        for name in ("charlie", "alpha", "echo", "bravo"):
+            fake.create_stream(name)
+        fake.create_stream("delta", 2, on_demand=True)
+        names = ["alpha", "bravo", "charlie", "delta", "echo"]
+
+        out = await client.call("ListStreams", {})
+        assert off_model(service_model().operation_model("ListStreams").output_shape, out) == []
+        assert out["StreamNames"] == names and out["HasMoreStreams"] is False
+        assert "NextToken" not in out
+        for name, item in zip(names, out["StreamSummaries"], strict=True):
+            assert item == {
+                "StreamName": name,
+                "StreamARN": fake.stream_arn(name),
+                "StreamStatus": "ACTIVE",
+                "StreamModeDetails": {
+                    "StreamMode": "ON_DEMAND" if name == "delta" else "PROVISIONED"
+                },
+                "StreamCreationTimestamp": (await summary(client, name))["StreamCreationTimestamp"],
+            }
+        parsed = parsed_by_botocore("ListStreams", out)["StreamSummaries"][0]
+        assert parsed["StreamCreationTimestamp"].tzinfo is not None
+
+        # NextToken pages
+        got, body = [], {"Limit": 2}
+        while True:
+            page = await client.call("ListStreams", body)
+            got.append(page["StreamNames"])
+            assert [s["StreamName"] for s in page["StreamSummaries"]] == page["StreamNames"]
+            if not page["HasMoreStreams"]:
+                assert "NextToken" not in page
+                break
+            body = {"Limit": 2, "NextToken": page["NextToken"]}
+        assert got == [["alpha", "bravo"], ["charlie", "delta"], ["echo"]]
+        # ExclusiveStartStreamName pages; a NextToken takes precedence (a paginator sends both)
+        page = await client.call("ListStreams", {"ExclusiveStartStreamName": "bravo", "Limit": 2})
+        assert (page["StreamNames"], page["HasMoreStreams"]) == (["charlie", "delta"], True)
+        follow = {"ExclusiveStartStreamName": "bravo", "Limit": 2, "NextToken": page["NextToken"]}
+        assert (await client.call("ListStreams", follow))["StreamNames"] == ["echo"]
+        after_all = await client.call("ListStreams", {"ExclusiveStartStreamName": "zulu"})
+        assert (after_all["StreamNames"], after_all["HasMoreStreams"]) == ([], False)
+
+        shards = await client.call("ListShards", {"StreamName": "delta", "MaxResults": 1})
+        for bad, code in (
+            ({"Limit": 0}, "ValidationException"),
+            ({"Limit": 10_001}, "ValidationException"),
+            ({"Limit": "2"}, "ValidationException"),
+            ({"Limit": False}, "ValidationException"),
+            ({"ExclusiveStartStreamName": ""}, "ValidationException"),
+            ({"ExclusiveStartStreamName": "a b"}, "ValidationException"),
+            ({"ExclusiveStartStreamName": 5}, "ValidationException"),
+            ({"NextToken": "garbage"}, "InvalidArgumentException"),
+            ({"NextToken": base64.b64encode(b"[1, 2]").decode()}, "InvalidArgumentException"),
+            ({"NextToken": shards["NextToken"]}, "InvalidArgumentException"),
+        ):
+            assert (await fails(client.call("ListStreams", bad))).code == code, bad
+
+        for i in range(100):
+            fake.create_stream(f"z{i:03d}")
+        for limit in (None, 100, 10_000):
+            body = {} if limit is None else {"Limit": limit}
+            page = await client.call("ListStreams", body)
+            assert (len(page["StreamNames"]), page["HasMoreStreams"]) == (100, True)
+            assert page["StreamNames"][-1] == "z094"
+        rest = await client.call("ListStreams", {"NextToken": page["NextToken"]})
+        assert rest["StreamNames"] == [f"z{i:03d}" for i in range(95, 100)]
+
+
+@pytest.mark.parametrize("anyio_backend", [("trio", {"clock": MockClock(autojump_threshold=0)})])
+async def test_a_list_streams_next_token_expires(anyio_backend: Any) -> None:
+    """ListStreams errors: ExpiredNextTokenException ("The pagination token passed to the
+    operation is expired"); the fake's tokens last 300 s, as ListShards' do."""
+    fake = FakeKinesis()
+    for name in ("a", "b", "c"):
+        fake.create_stream(name)
+    async with connect(fake) as client:
+        page = await client.call("ListStreams", {"Limit": 1})
+        await anyio.sleep(299)
+        assert (await client.call("ListStreams", {"NextToken": page["NextToken"]}))[
+            "StreamNames"
+        ] == ["b", "c"]
+        await anyio.sleep(2)
+        error = await fails(client.call("ListStreams", {"NextToken": page["NextToken"]}))
+        assert error.code == "ExpiredNextTokenException"
+
+
+class _Body:
+    """The ``raw`` of a botocore ``AWSResponse``: its content, all at once."""
+
+    def __init__(self, content: bytes) -> None:
+        self.content = content
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self.content
+
+
+def botocore_client(fake: FakeKinesis) -> Any:
+    """A stock botocore Kinesis client whose requests the fake serves (call it from a
+    worker thread of the event loop the fake runs in)."""
+    transport = fake.transport()
+    client = botocore.session.get_session().create_client(
+        "kinesis",
+        region_name=REGION,
+        endpoint_url="http://fake.local",
+        aws_access_key_id="k",
+        aws_secret_access_key="s",
+    )
+
+    async def serve(request: httpx.Request) -> tuple[int, dict[str, str], bytes]:
+        response = await transport.handle_async_request(request)
+        return response.status_code, dict(response.headers), await response.aread()
+
+    def send(request: Any, **_: Any) -> Any:
+        headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()}
+        body = request.body or b""
+        content = body.encode() if isinstance(body, str) else bytes(body)
+        ask = httpx.Request(request.method, request.url, headers=headers, content=content)
+        status, got, raw = anyio.from_thread.run(serve, ask)
+        return botocore.awsrequest.AWSResponse(request.url, status, got, _Body(raw))
+
+    client.meta.events.register("before-send.kinesis", send)
+    return client
+
+
+async def test_botocore_waiters_and_paginators_run_against_the_fake() -> None:
+    """botocore's Kinesis waiters (StreamExists: DescribeStream until
+    StreamDescription.StreamStatus is ACTIVE; StreamNotExists: until
+    ResourceNotFoundException) and paginators (DescribeStream by ExclusiveStartShardId and
+    HasMoreShards; ListStreams by NextToken), through the stock client and parser."""
+    fake = FakeKinesis()
+    for name in ("s", "b", "a", "c", "d"):
+        fake.create_stream(name, 3)
+    fake.split_shard("s", "shardId-000000000002", fake.streams["s"].shards[2].start + 1)
+
+    def use() -> tuple[Any, Any, Any]:
+        client = botocore_client(fake)
+        fast = {"Delay": 0, "MaxAttempts": 1}
+        client.get_waiter("stream_exists").wait(StreamName="s", WaiterConfig=fast)
+        client.get_waiter("stream_not_exists").wait(StreamName="gone", WaiterConfig=fast)
+        streams = client.get_paginator("list_streams").paginate(PaginationConfig={"PageSize": 2})
+        shards = client.get_paginator("describe_stream").paginate(
+            StreamName="s", PaginationConfig={"PageSize": 2}
+        )
+        described = client.describe_stream_summary(StreamName="s")
+        return streams.build_full_result(), shards.build_full_result(), described
+
+    streams, shards, described = await anyio.to_thread.run_sync(use)
+    assert streams["StreamNames"] == ["a", "b", "c", "d", "s"]
+    assert [s["StreamARN"] for s in streams["StreamSummaries"]] == [
+        arn(n) for n in streams["StreamNames"]
+    ]
+    description = shards["StreamDescription"]
+    assert [s["ShardId"] for s in description["Shards"]] == [
+        f"shardId-00000000000{i}" for i in range(5)
+    ]
+    created = fake.streams["s"].created
+    assert description["StreamCreationTimestamp"].timestamp() == pytest.approx(created)
+    stamp = described["StreamDescriptionSummary"]["StreamCreationTimestamp"]
+    assert stamp.astimezone(timezone.utc).timestamp() == pytest.approx(created)
+    assert [op for op in fake.calls if op == "ListStreams"] == ["ListStreams"] * 3

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,13 @@ _STRATEGIES = ("USER_PARTITION_KEY", "AUTO")
 _ARN_PATTERN = r"arn:aws.*:kinesis:.*:\d{12}:stream/\S+"
 _ARN = re.compile(_ARN_PATTERN)
 _ARN_PARTS = re.compile(r"arn:([^:]+):kinesis:(.*):(\d{12}):stream/(\S+)")
+#: The StreamName and ShardId shapes: 1 to 128 of these characters
+_NAME = re.compile(r"[a-zA-Z0-9_.-]{1,128}")
+#: The StreamId shape ("Not Implemented. Reserved for future use."): validated, ignored
+_STREAM_ID = re.compile(r"[a-z0-9]{20}-[a-z0-9]{3}")
+#: DescribeStream and ListStreams: Limit 1 to 10000, "If you specify a value greater than
+#: 100, at most 100 results are returned"
+_MAX_LIMIT, _PAGE_CAP = 10_000, 100
 
 
 def _arn(name: str) -> str:
@@ -99,6 +107,8 @@ class _Stream:
     #: default, which DescribeStreamSummary does not show)
     record_distribution_strategy: str = "USER_PARTITION_KEY"
     channel_count: int = 0
+    #: StreamCreationTimestamp: wall-clock seconds since the epoch, fixed at creation
+    created: float = 0.0
 
     @property
     def arn(self) -> str:
@@ -156,6 +166,9 @@ class _Streams:
     max_record_size: int
     _buckets: dict[tuple[str, str], _Bucket]
     _last_seq: int
+    #: State changes so far (streams created, deleted, resharded or updated; records
+    #: stored): a server snapshots the fake only when this moved since its last snapshot
+    changes: int
 
     # -- set-up and inspection ------------------------------------------------------------
 
@@ -185,7 +198,12 @@ class _Streams:
         else:
             size = _check_record_kib(max_record_size_kib) * 1024
         stream = _Stream(
-            name, [], 0, "ON_DEMAND" if on_demand else "PROVISIONED", max_record_size=size
+            name,
+            [],
+            0,
+            "ON_DEMAND" if on_demand else "PROVISIONED",
+            max_record_size=size,
+            created=round(time.time(), 3),
         )
         if record_distribution_strategy is not None:
             _set_strategy(stream, record_distribution_strategy)
@@ -193,6 +211,7 @@ class _Streams:
         for start, end in _even_ranges(shard_count):
             self._open(stream, start, end)
         self.streams[name] = stream
+        self.changes += 1
 
     def stream_arn(self, name: str) -> str:
         """The ARN of stream ``name`` in the fake's region and account (it need not exist)."""
@@ -202,6 +221,7 @@ class _Streams:
         """Set the stream's max record size (1024 to 10240 KiB), at once (UpdateMaxRecordSize)."""
         stream = self._get(name)
         stream.max_record_size = _check_record_kib(kib) * 1024
+        self.changes += 1
 
     def update_record_distribution_strategy(self, name: str, strategy: str) -> None:
         """Switch an on-demand stream to ``"AUTO"`` or ``"USER_PARTITION_KEY"``.
@@ -212,10 +232,12 @@ class _Streams:
         """
         _check_strategy(strategy)
         _set_strategy(self._get(name), strategy)
+        self.changes += 1
 
     def set_channel_count(self, name: str, n: int) -> None:
         """Set the ``ChannelCount`` DescribeStreamSummary reports (0 to 1,000,000)."""
         self._get(name).channel_count = _check_channels(n)
+        self.changes += 1
 
     def open_shards(self, name: str) -> list[FakeShard]:
         """The stream's open shards, in hash key order."""
@@ -243,6 +265,7 @@ class _Streams:
         self._close(parent)
         low = self._open(stream, parent.start, new_starting_hash_key - 1, parent.shard_id)
         high = self._open(stream, new_starting_hash_key, parent.end, parent.shard_id)
+        self.changes += 1
         return low, high
 
     def merge_shards(
@@ -265,13 +288,15 @@ class _Streams:
             )
         self._close(first)
         self._close(second)
-        return self._open(
+        child = self._open(
             stream,
             min(first.start, second.start),
             max(first.end, second.end),
             first.shard_id,
             second.shard_id,
         )
+        self.changes += 1
+        return child
 
     def update_shard_count(self, name: str, target_shard_count: int) -> list[FakeShard]:
         """UNIFORM_SCALING, simplified: close every open shard; open ``target`` even shards.
@@ -305,6 +330,7 @@ class _Streams:
                     adjacent.shard_id if adjacent is not parent else None,
                 )
             )
+        self.changes += 1
         return children
 
     # -- internals ----------------------------------------------------------------------------
@@ -465,6 +491,60 @@ def _check_channels(n: object) -> int:
     return n
 
 
+def _check_limit(body: dict[str, Any], member: str, default: int) -> int:
+    """An optional integer member of 1 to 10000 (``default`` when absent)."""
+    value = body.get(member)
+    if value is None:
+        return default
+    where = member[0].lower() + member[1:]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Fail(
+            400,
+            "ValidationException",
+            f"1 validation error detected: Value '{value}' at '{where}' failed to satisfy "
+            "constraint: Member must be an integer",
+        )
+    if not 1 <= value <= _MAX_LIMIT:
+        bound = "greater than or equal to 1" if value < 1 else f"less than or equal to {_MAX_LIMIT}"
+        raise _Fail(
+            400,
+            "ValidationException",
+            f"1 validation error detected: Value '{value}' at '{where}' failed to satisfy "
+            f"constraint: Member must have value {bound}",
+        )
+    return value
+
+
+def _check_name(body: dict[str, Any], member: str) -> str | None:
+    """An optional member of the StreamName or ShardId shape (1 to 128 of
+    ``[a-zA-Z0-9_.-]``)."""
+    value = body.get(member)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        where = member[0].lower() + member[1:]
+        raise _Fail(
+            400,
+            "ValidationException",
+            f"1 validation error detected: Value '{value}' at '{where}' failed to satisfy "
+            "constraint: Member must satisfy regular expression pattern: [a-zA-Z0-9_.-]+ "
+            "and have length between 1 and 128",
+        )
+    return value
+
+
+def _check_stream_id(body: dict[str, Any]) -> None:
+    value = body.get("StreamId")
+    if value is not None and (not isinstance(value, str) or not _STREAM_ID.fullmatch(value)):
+        raise _Fail(
+            400,
+            "ValidationException",
+            f"1 validation error detected: Value '{value}' at 'streamId' failed to satisfy "
+            "constraint: Member must satisfy regular expression pattern: "
+            "[a-z0-9]{20}-[a-z0-9]{3}",
+        )
+
+
 def _even_ranges(count: int) -> list[tuple[int, int]]:
     step = (_MAX_HASH + 1) // count
     return [(i * step, _MAX_HASH if i == count - 1 else (i + 1) * step - 1) for i in range(count)]
@@ -508,11 +588,11 @@ class ServerModel:
         self.workers = workers
         self.per_request = per_request
         self.per_byte = per_byte
-        self.slowdown = 1.0
+        self.slowdown: float = 1.0
         self._free = [0.0] * workers  # when each worker is next free (a heap)
         #: requests served in all, and of those, how many the client had given up on
-        self.served = 0
-        self.abandoned = 0
+        self.served: int = 0
+        self.abandoned: int = 0
 
     def admit(self, now: float, nbytes: int) -> float:
         """Queue a request of ``nbytes`` arriving at ``now``; returns when it is done."""

@@ -18,6 +18,8 @@ class _Reading:
 
         def _get(self, name: str) -> _Stream: ...
 
+        clock_offset: float
+
     def _op_GetShardIterator(self, body: dict[str, Any]) -> dict[str, Any]:
         stream = self._stream(body)
         shard = stream.shard(str(body.get("ShardId")))
@@ -37,7 +39,7 @@ class _Reading:
             ):
                 pos += 1
         elif kind == "AT_TIMESTAMP":
-            ts = float(body.get("Timestamp", 0))
+            ts = float(body.get("Timestamp", 0)) - self.clock_offset
             pos = next((i for i, r in enumerate(records) if r.arrival >= ts), len(records))
         else:
             raise _Fail(400, "ValidationException", f"unknown ShardIteratorType {kind!r}")
@@ -54,7 +56,7 @@ class _Reading:
         page = shard.records[pos : pos + limit]
         end = pos + len(page)
         result: dict[str, Any] = {
-            "Records": [_record(r) for r in page],
+            "Records": [_record(r, self.clock_offset) for r in page],
             "MillisBehindLatest": 0,
         }
         if shard.closed and end >= len(shard.records):
@@ -75,14 +77,14 @@ class _Reading:
         return result
 
 
-def _record(record: FakeRecord) -> dict[str, Any]:
+def _record(record: FakeRecord, offset: float) -> dict[str, Any]:
     """A record as GetRecords returns it: like Kinesis, without its ExplicitHashKey, and
     without a PartitionKey when it was written without one (the model's ``Record``: "this
     value is not returned if the producer did not provide a partition key")."""
     out: dict[str, Any] = {
         "Data": base64.b64encode(record.data).decode(),
         "SequenceNumber": record.sequence_number,
-        "ApproximateArrivalTimestamp": record.arrival,
+        "ApproximateArrivalTimestamp": record.arrival + offset,
     }
     if record.partition_key is not None:
         out["PartitionKey"] = record.partition_key

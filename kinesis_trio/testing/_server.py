@@ -20,6 +20,7 @@ from ._model import (
     _EHK,
     _MAX_HASH,
     _MIB,
+    _PAGE_CAP,
     _PTE,
     _STATUS,
     _TOKEN_TTL,
@@ -30,11 +31,13 @@ from ._model import (
     ServerModel,
     _astral,
     _Bucket,
+    _check_limit,
+    _check_name,
     _check_record_kib,
     _check_strategy,
+    _check_stream_id,
     _describe_shard,
     _Fail,
-    _set_strategy,
     _Stream,
     _stream_ref,
     _Streams,
@@ -109,16 +112,24 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         self.max_request_size = max_request_size
         #: a busy server's queue and service times (``None``: every request served at once)
         self.server = server
-        self.stats = FakeStats()
+        self.stats: FakeStats = FakeStats()
         #: Request-level faults injected so far, in order.
         self.fault_events: list[FaultEvent] = []
-        self.rng = random.Random()
+        self.rng: random.Random = random.Random()
         self._faults = Faults()
         self.faults = faults or Faults()
         self._pending: list[_Pending] = []
         self._buckets: dict[tuple[str, str], _Bucket] = {}
         self._last_seq = 0
         self._request_ids = 0
+        #: State changes so far (streams created, deleted, resharded or updated; records
+        #: stored); reads, failed writes and DryRuns leave it as is. A server persisting
+        #: the fake snapshots it when this moved since its last snapshot.
+        self.changes: int = 0
+        #: Seconds added to ``anyio.current_time()`` for the timestamps clients see
+        #: (GetRecords' ``ApproximateArrivalTimestamp``, ``AT_TIMESTAMP`` iterators, saved
+        #: state): 0 by default (virtual time); the served engine sets wall-clock time.
+        self.clock_offset: float = 0.0
 
     def transport(self) -> httpx.AsyncBaseTransport:
         """An httpx transport serving this fake (pass it as ``Producer(transport=...)``)."""
@@ -366,6 +377,7 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
                 )
             )
             stored.append((shard.shard_id, seq))
+            self.changes += 1
             stats.entries_ok += 1
             shard_stats = stats.shard(stream.name, shard.shard_id)
             shard_stats.records += 1
@@ -489,7 +501,7 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
 
     def _op_UpdateStreamRecordDistributionStrategy(self, body: dict[str, Any]) -> dict[str, Any]:
         strategy = _check_strategy(_required(body, "RecordDistributionStrategy"))
-        _set_strategy(self._stream(body), strategy)
+        self.update_record_distribution_strategy(self._stream(body).name, strategy)
         return {}
 
     def _op_DeleteStream(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -497,6 +509,7 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         del self.streams[name]
         for key in [k for k in self._buckets if k[0] == name]:
             del self._buckets[key]
+        self.changes += 1
         return {}
 
     def _op_DescribeStreamSummary(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -507,6 +520,7 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
             "StreamStatus": "ACTIVE",
             "StreamModeDetails": {"StreamMode": stream.mode},
             "RetentionPeriodHours": 24,
+            "StreamCreationTimestamp": stream.created,
             "EncryptionType": "NONE",
             "EnhancedMonitoring": [{"ShardLevelMetrics": []}],
             "OpenShardCount": len(stream.open_shards()),
@@ -517,6 +531,68 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         if stream.on_demand:  # "only present for streams that use the on-demand capacity mode"
             summary["RecordDistributionStrategy"] = stream.record_distribution_strategy
         return {"StreamDescriptionSummary": summary}
+
+    def _op_DescribeStream(self, body: dict[str, Any]) -> dict[str, Any]:
+        """DescribeStreamInput (StreamName/StreamARN, Limit, ExclusiveStartShardId, StreamId)
+        and StreamDescription: shards in ListShards' shape, at most 100 a page, after
+        ``ExclusiveStartShardId``; ``HasMoreShards`` when more follow."""
+        limit = min(_check_limit(body, "Limit", _PAGE_CAP), _PAGE_CAP)
+        after = _check_name(body, "ExclusiveStartShardId")
+        _check_stream_id(body)
+        stream = self._stream(body)
+        shards = [s for s in stream.shards if after is None or s.shard_id > after]
+        page = shards[:limit]
+        description: dict[str, Any] = {
+            "StreamName": stream.name,
+            "StreamARN": stream.arn,
+            "StreamStatus": "ACTIVE",
+            "StreamModeDetails": {"StreamMode": stream.mode},
+            "Shards": [_describe_shard(s) for s in page],
+            "HasMoreShards": len(page) < len(shards),
+            "RetentionPeriodHours": 24,
+            "StreamCreationTimestamp": stream.created,
+            "EnhancedMonitoring": [{"ShardLevelMetrics": []}],
+            "EncryptionType": "NONE",
+        }
+        return {"StreamDescription": description}
+
+    def _op_ListStreams(self, body: dict[str, Any]) -> dict[str, Any]:
+        """ListStreamsInput (Limit, ExclusiveStartStreamName, NextToken): stream names in
+        order, at most 100 a page. A ``NextToken`` (valid 300 s) continues where its page
+        ended and takes precedence over ``ExclusiveStartStreamName`` (a paginator resends
+        the first request's members with it)."""
+        limit = min(_check_limit(body, "Limit", _PAGE_CAP), _PAGE_CAP)
+        after = _check_name(body, "ExclusiveStartStreamName")
+        now = anyio.current_time()
+        token = body.get("NextToken")
+        if token is not None:
+            try:
+                after, issued = json.loads(base64.b64decode(token))
+                if not isinstance(after, str) or not isinstance(issued, (int, float)):
+                    raise TypeError(token)
+            except (ValueError, TypeError, binascii.Error):
+                raise _Fail(400, "InvalidArgumentException", "Invalid NextToken.") from None
+            if now - issued > _TOKEN_TTL:
+                raise _Fail(400, "ExpiredNextTokenException", "The NextToken has expired.")
+        names = sorted(n for n in self.streams if after is None or n > after)
+        page = names[:limit]
+        result: dict[str, Any] = {
+            "StreamNames": page,
+            "HasMoreStreams": len(page) < len(names),
+            "StreamSummaries": [
+                {
+                    "StreamName": stream.name,
+                    "StreamARN": stream.arn,
+                    "StreamStatus": "ACTIVE",
+                    "StreamModeDetails": {"StreamMode": stream.mode},
+                    "StreamCreationTimestamp": stream.created,
+                }
+                for stream in (self.streams[n] for n in page)
+            ],
+        }
+        if result["HasMoreStreams"]:
+            result["NextToken"] = base64.b64encode(json.dumps([page[-1], now]).encode()).decode()
+        return result
 
     def _op_ListShards(self, body: dict[str, Any]) -> dict[str, Any]:
         max_results = body.get("MaxResults", 1000)

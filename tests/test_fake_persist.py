@@ -1,0 +1,470 @@
+"""kinesis_trio.testing's persistence: ``save_state`` / ``load_state`` and ``fake.changes``.
+
+A snapshot taken after writes (key-less ones on an AUTO stream too), splits, merges and
+rescaling loads into a new fake that answers every read operation as the first did and
+keeps handing out larger sequence numbers; writes are atomic; a corrupt file is a
+ValueError naming the file and the problem.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kinesis_trio import KinesisClient, KinesisError, StaticCredentials
+from kinesis_trio.testing import FakeKinesis, Faults, load_state, save_state
+
+pytestmark = pytest.mark.anyio
+
+MAX_HASH = 2**128 - 1
+STATE = "kinesis-state.json"
+
+
+@asynccontextmanager
+async def connect(fake: FakeKinesis) -> AsyncIterator[KinesisClient]:
+    async with KinesisClient(
+        region_name="us-east-1",
+        endpoint_url="http://fake.local",
+        credentials=StaticCredentials("k", "s"),
+        transport=fake.transport(),
+    ) as client:
+        yield client
+
+
+def entry(data: bytes, pk: str | None = "k", ehk: int | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"Data": data}
+    if pk is not None:
+        out["PartitionKey"] = pk
+    if ehk is not None:
+        out["ExplicitHashKey"] = str(ehk)
+    return out
+
+
+async def populated() -> FakeKinesis:
+    """Streams of each kind, written to, split, merged and rescaled, written to again."""
+    fake = FakeKinesis(faults=Faults(seed=4))
+    fake.create_stream("prov", 3, max_record_size_kib=2048, channel_count=2)
+    fake.create_stream("od", 2, on_demand=True)
+    fake.create_stream("auto", 2, on_demand=True, record_distribution_strategy="AUTO")
+    fake.create_stream("empty")
+    async with connect(fake) as client:
+        await client.put_records("prov", [entry(b"p%d" % i, f"k{i}") for i in range(30)])
+        edges = [entry(b"", "low", ehk=0), entry(b"\x00\xff" * 9, "high", ehk=MAX_HASH)]
+        await client.put_records("prov", edges)
+        await client.put_records("od", [entry(b"o%d" % i, f"k{i}") for i in range(10)])
+        key_less = [entry(b"a%d" % i, None) for i in range(12)]
+        await client.put_records("auto", [*key_less, entry(b"kept", "pk", ehk=7)])
+        low = fake.streams["prov"].shards[0]
+        await client.split_shard("prov", low.shard_id, str((low.start + low.end) // 2))
+        await client.merge_shards("prov", "shardId-000000000001", "shardId-000000000002")
+        await client.update_shard_count("od", 4)
+        await client.put_records("prov", [entry(b"q%d" % i, f"k{i}") for i in range(20)])
+        await client.put_records("od", [entry(b"r%d" % i, f"k{i}") for i in range(10)])
+        await client.put_records("auto", [entry(b"b%d" % i, None) for i in range(6)])
+    return fake
+
+
+async def answers(fake: FakeKinesis) -> dict[str, Any]:
+    """What the read operations answer, for every stream."""
+    out: dict[str, Any] = {}
+    async with connect(fake) as client:
+        out["ListStreams"] = await client.call("ListStreams", {})
+        for name in sorted(fake.streams):
+            ref = {"StreamName": name}
+            out[name] = {
+                "DescribeStream": await client.call("DescribeStream", ref),
+                "DescribeStreamSummary": await client.call("DescribeStreamSummary", ref),
+                "ListShards": await client.call("ListShards", ref),
+                "GetRecords": await client.read_all(name),
+            }
+    return out
+
+
+def largest_sequence(fake: FakeKinesis) -> int:
+    return max(int(r.sequence_number) for name in fake.streams for r in fake.records(name))
+
+
+async def test_a_snapshot_loads_into_a_new_fake_that_answers_alike(tmp_path: Path) -> None:
+    fake = await populated()
+    assert len(fake.streams["prov"].shards) == 6 and len(fake.streams["od"].shards) == 6
+    path = tmp_path / STATE
+    save_state(fake, path)
+    assert os.listdir(tmp_path) == [STATE]  # no temporary file left behind
+    document = json.loads(path.read_text())
+    assert document["format"] == 1
+    assert [s["name"] for s in document["streams"]] == ["auto", "empty", "od", "prov"]
+
+    loaded = FakeKinesis()
+    assert load_state(loaded, path) is True
+    assert await answers(loaded) == await answers(fake)
+    for name, stream in fake.streams.items():
+        again = loaded.streams[name]
+        assert loaded.records(name) == fake.records(name)  # data, keys, hash keys, arrival
+        assert again.shards == stream.shards
+        assert (
+            again.mode,
+            again.max_record_size,
+            again.record_distribution_strategy,
+            again.channel_count,
+            again.created,
+            again.next_shard,
+        ) == (
+            stream.mode,
+            stream.max_record_size,
+            stream.record_distribution_strategy,
+            stream.channel_count,
+            stream.created,
+            stream.next_shard,
+        )
+    key_less = [r for r in loaded.records("auto") if r.partition_key is None]
+    assert len(key_less) == 18
+    assert [r.explicit_hash_key for r in loaded.records("auto") if r.data == b"kept"] == ["7"]
+    assert loaded.streams["prov"].max_record_size == 2048 * 1024
+    assert loaded.streams["prov"].channel_count == 2
+
+    # saved again unchanged, the file is the same
+    second = tmp_path / "again.json"
+    save_state(loaded, second)
+    assert second.read_bytes() == path.read_bytes()
+
+    # new sequence numbers follow the stored ones; new shards take the next ids
+    stored = largest_sequence(fake)
+    async with connect(loaded) as client:
+        for name in loaded.streams:
+            key = None if name == "auto" else "k"
+            result = await client.put_records(name, [entry(b"new", key)])
+            assert int(result["Records"][0]["SequenceNumber"]) > stored
+        opened = loaded.open_shards("prov")[0]
+        await client.split_shard("prov", opened.shard_id, str(opened.start + 1))
+    assert [s.shard_id for s in loaded.streams["prov"].shards[-2:]] == [
+        "shardId-000000000006",
+        "shardId-000000000007",
+    ]
+    low = loaded.streams["prov"].shards[-2]
+    assert int(low.starting_sequence_number) > stored + len(loaded.streams)
+
+
+async def test_a_loaded_fake_keeps_closed_shards_closed_and_reads_their_children(
+    tmp_path: Path,
+) -> None:
+    """A parent closed before the snapshot stays closed: writes go to its children, and
+    GetRecords at its end names them (ChildShards)."""
+    fake = await populated()
+    save_state(fake, tmp_path / STATE)
+    loaded = FakeKinesis()
+    load_state(loaded, tmp_path / STATE)
+    parent = loaded.streams["prov"].shards[0]
+    assert parent.closed and parent.ending_sequence_number is not None
+    async with connect(loaded) as client:
+        result = await client.put_records("prov", [entry(b"x", "low", ehk=0)])
+        assert result["Records"][0]["ShardId"] == "shardId-000000000003"
+        iterator = await client.get_shard_iterator("prov", parent.shard_id)
+        page = await client.get_records(iterator)
+    assert page["NextShardIterator"] is None
+    assert [c["ShardId"] for c in page["ChildShards"]] == [
+        "shardId-000000000003",
+        "shardId-000000000004",
+    ]
+    assert len(page["Records"]) == len(parent.records) > 0
+
+
+async def test_a_missing_file_loads_nothing(tmp_path: Path) -> None:
+    fake = FakeKinesis()
+    assert load_state(fake, tmp_path / STATE) is False
+    assert fake.streams == {} and fake.changes == 0
+    fake.create_stream("s")
+    assert load_state(fake, tmp_path / "missing" / STATE) is False  # no conflict either
+    assert list(fake.streams) == ["s"] and not (tmp_path / "missing").exists()
+    async with connect(fake) as client:
+        result = await client.put_records("s", [entry(b"x")])
+    assert result["Records"][0]["SequenceNumber"] == f"{1:056d}"
+
+
+def valid_state() -> dict[str, Any]:
+    """A snapshot of stream ``s`` (shard 0 split into 2 and 3), one key-less record added
+    to shard 1."""
+    fake = FakeKinesis()
+    fake.create_stream("s", 2)
+    fake.split_shard("s", "shardId-000000000000", 5)
+    with tempfile.TemporaryDirectory() as where:
+        save_state(fake, Path(where) / STATE)
+        state: dict[str, Any] = json.loads((Path(where) / STATE).read_text())
+    shard = state["streams"][0]["shards"][1]
+    shard["records"] = [
+        {
+            "data": "eA==",
+            "partition_key": None,
+            "explicit_hash_key": None,
+            "hash_key": shard["start"],
+            "sequence_number": f"{2:056d}",
+            "arrival": 1.5,
+        }
+    ]
+    state["last_sequence"] = 3
+    return state
+
+
+def corrupt(change: Any) -> bytes:
+    state = valid_state()
+    change(state)
+    return json.dumps(state).encode()
+
+
+def _set(path: str, value: Any) -> Any:
+    """A change setting ``path`` (keys and indexes, separated by dots) to ``value``."""
+
+    def change(state: Any) -> None:
+        *parents, last = (int(p) if p.isdigit() else p for p in path.split("."))
+        for step in parents:
+            state = state[step]
+        state[last] = value
+
+    return change
+
+
+def _drop(path: str) -> Any:
+    def change(state: Any) -> None:
+        *parents, last = (int(p) if p.isdigit() else p for p in path.split("."))
+        for step in parents:
+            state = state[step]
+        del state[last]
+
+    return change
+
+
+CORRUPT: list[tuple[str, bytes, str]] = [
+    ("truncated", json.dumps(valid_state()).encode()[:-20], "invalid JSON"),
+    ("not-json", b"\xff\xfe\x00garbage", "invalid JSON"),
+    ("a-list", b"[]", "not a JSON object"),
+    ("future-format", corrupt(_set("format", 2)), "unsupported format 2"),
+    ("no-format", corrupt(_drop("format")), "missing 'format'"),
+    ("no-streams", corrupt(_drop("streams")), "missing 'streams'"),
+    ("bad-counter", corrupt(_set("last_sequence", "3")), "$.last_sequence: '3' is not an integer"),
+    ("bad-mode", corrupt(_set("streams.0.mode", "FAST")), "$.streams[0].mode: 'FAST' is not one"),
+    (
+        "bad-base64",
+        corrupt(_set("streams.0.shards.1.records.0.data", "%%%")),
+        "$.streams[0].shards[1].records[0].data: not base64",
+    ),
+    (
+        "bad-hash-key",
+        corrupt(_set("streams.0.shards.2.start", "12abc")),
+        "$.streams[0].shards[2].start: '12abc' is not a decimal number",
+    ),
+    (
+        "hash-key-too-big",
+        corrupt(_set("streams.0.shards.2.end", str(2**128))),
+        "$.streams[0].shards[2].end: is over 2^128-1",
+    ),
+    (
+        "no-sequence-number",
+        corrupt(_drop("streams.0.shards.1.records.0.sequence_number")),
+        "$.streams[0].shards[1].records[0]: missing 'sequence_number'",
+    ),
+    (
+        "orphan",
+        corrupt(_set("streams.0.shards.2.parent_shard_id", "shardId-000000000099")),
+        "names parent 'shardId-000000000099'",
+    ),
+    (
+        "twice",
+        corrupt(lambda s: s["streams"].append(s["streams"][0])),
+        "$.streams[1]: stream 's' appears twice",
+    ),
+    (
+        "auto-on-provisioned",
+        corrupt(_set("streams.0.record_distribution_strategy", "AUTO")),
+        "AUTO record distribution on a provisioned stream",
+    ),
+]
+
+
+@pytest.mark.parametrize(("raw", "problem"), [c[1:] for c in CORRUPT], ids=[c[0] for c in CORRUPT])
+def test_a_corrupt_file_is_a_value_error_naming_file_and_problem(
+    tmp_path: Path, raw: bytes, problem: str
+) -> None:
+    path = tmp_path / STATE
+    path.write_bytes(raw)
+    fake = FakeKinesis()
+    with pytest.raises(ValueError) as info:
+        load_state(fake, path)
+    assert str(path) in str(info.value) and problem in str(info.value)
+    assert fake.streams == {} and fake.changes == 0 and fake._last_seq == 0  # nothing loaded
+
+
+def test_the_valid_base_of_the_corrupt_cases_loads(tmp_path: Path) -> None:
+    path = tmp_path / STATE
+    path.write_text(json.dumps(valid_state()))
+    fake = FakeKinesis()
+    assert load_state(fake, path) is True
+    assert [r.data for r in fake.records("s")] == [b"x"]
+    assert fake.changes == 1
+    assert fake.records("s")[0].partition_key is None
+    fake.split_shard("s", "shardId-000000000002", 3)
+    assert [s.shard_id for s in fake.streams["s"].shards[-2:]] == [
+        "shardId-000000000004",
+        "shardId-000000000005",
+    ]
+    assert fake.streams["s"].shards[-1].starting_sequence_number == f"{4:056d}"
+
+
+async def test_a_counter_behind_the_stored_numbers_is_caught_up(tmp_path: Path) -> None:
+    """A hand-edited snapshot whose counters lag what it holds still never repeats a
+    sequence number or a shard id."""
+    state = valid_state()
+    state["last_sequence"] = 0
+    state["streams"][0]["next_shard"] = 1
+    path = tmp_path / STATE
+    path.write_text(json.dumps(state))
+    fake = FakeKinesis()
+    load_state(fake, path)
+    async with connect(fake) as client:
+        result = await client.put_records("s", [entry(b"y", ehk=MAX_HASH)])
+        await client.split_shard("s", "shardId-000000000002", 3)
+    assert result["Records"][0]["SequenceNumber"] == f"{3:056d}"  # after the stored 2
+    assert [s.shard_id for s in fake.streams["s"].shards[-2:]] == [
+        "shardId-000000000004",
+        "shardId-000000000005",
+    ]
+
+
+def test_loading_into_a_fake_with_streams_is_refused(tmp_path: Path) -> None:
+    source = FakeKinesis()
+    source.create_stream("a")
+    save_state(source, tmp_path / STATE)
+    fake = FakeKinesis()
+    fake.create_stream("b")
+    with pytest.raises(ValueError, match="already has streams"):
+        load_state(fake, tmp_path / STATE)
+    assert list(fake.streams) == ["b"]
+
+
+def test_a_save_is_fsynced_before_the_rename_and_a_failed_one_keeps_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeKinesis()
+    fake.create_stream("s")
+    path = tmp_path / STATE
+    save_state(fake, path)
+    old = path.read_bytes()
+
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        kind = "dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file"
+        events.append(("fsync", kind))
+        real_fsync(fd)
+
+    def replace(src: Any, dst: Any) -> None:
+        events.append(("replace", str(Path(src).parent)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    fake.create_stream("t")
+    save_state(fake, path)
+    assert events == [("fsync", "file"), ("replace", str(tmp_path)), ("fsync", "dir")]
+    assert [s["name"] for s in json.loads(path.read_text())["streams"]] == ["s", "t"]
+    assert os.listdir(tmp_path) == [STATE]
+
+    def full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    fake.create_stream("u")
+    with pytest.raises(OSError, match="No space left"):
+        save_state(fake, path)
+    assert os.listdir(tmp_path) == [STATE]  # the temporary file is gone
+    assert [s["name"] for s in json.loads(path.read_text())["streams"]] == ["s", "t"]
+    assert path.read_bytes() != old
+
+
+async def test_changes_counts_state_changes_only() -> None:
+    """``fake.changes`` moves on every change a snapshot would hold, and on nothing else."""
+    fake = FakeKinesis(faults=Faults(seed=2))
+    assert fake.changes == 0
+    seen = [0]
+
+    def moved() -> bool:
+        changed = fake.changes > seen[0]
+        seen[0] = fake.changes
+        return changed
+
+    fake.create_stream("s", 2)
+    assert moved()
+    with pytest.raises(ValueError):
+        fake.create_stream("s")
+    assert not moved()
+    for change in (
+        lambda: fake.update_max_record_size("s", 2048),
+        lambda: fake.set_channel_count("s", 3),
+        lambda: fake.split_shard("s", "shardId-000000000000", 1),
+        lambda: fake.merge_shards("s", "shardId-000000000002", "shardId-000000000003"),
+        lambda: fake.update_shard_count("s", 2),
+        lambda: fake.create_stream("od", 2, on_demand=True),
+        lambda: fake.update_record_distribution_strategy("od", "AUTO"),
+    ):
+        change()
+        assert moved()
+
+    async with connect(fake) as client:
+        reads: list[tuple[str, dict[str, Any]]] = [
+            ("ListStreams", {}),
+            ("ListShards", {"StreamName": "s"}),
+            ("DescribeStream", {"StreamName": "s"}),
+            ("DescribeStreamSummary", {"StreamName": "s"}),
+            ("PutRecords", {"StreamName": "s", "Records": [entry(b"x")], "DryRun": True}),
+            ("PutRecords", {"StreamName": "s", "Records": [entry(b"x", "")]}),
+            ("SplitShard", {"StreamName": "s", "ShardToSplit": "nope", "NewStartingHashKey": "1"}),
+        ]
+        for operation, body in reads:
+            with suppress(KinesisError):
+                await client.call(operation, body)
+            assert not moved(), operation
+        fake.fail_next(1, "throttle_entries")  # the entry fails: nothing stored
+        await client.put_records("s", [entry(b"x")])
+        assert not moved()
+        await client.read_all("s")
+        assert not moved()
+
+        await client.put_records("s", [entry(b"x"), entry(b"y")])
+        assert moved()
+        await client.call("PutRecord", {"StreamName": "od", **entry(b"z", None)})
+        assert moved()
+        for operation, body in (
+            ("CreateStream", {"StreamName": "c", "ShardCount": 1}),
+            ("UpdateMaxRecordSize", {"StreamName": "c", "MaxRecordSizeInKiB": 4096}),
+            (
+                "UpdateStreamRecordDistributionStrategy",
+                {"StreamName": "od", "RecordDistributionStrategy": "USER_PARTITION_KEY"},
+            ),
+            (
+                "SplitShard",
+                {
+                    "StreamName": "c",
+                    "ShardToSplit": "shardId-000000000000",
+                    "NewStartingHashKey": "7",
+                },
+            ),
+            (
+                "MergeShards",
+                {
+                    "StreamName": "c",
+                    "ShardToMerge": "shardId-000000000001",
+                    "AdjacentShardToMerge": "shardId-000000000002",
+                },
+            ),
+            ("UpdateShardCount", {"StreamName": "c", "TargetShardCount": 2}),
+            ("DeleteStream", {"StreamName": "c"}),
+        ):
+            await client.call(operation, body)
+            assert moved(), operation
