@@ -1,7 +1,9 @@
-"""Local Kinesis emulators (kinesalite, kinesis-local) for tests and the demo command.
+"""Local Kinesis engines (kinesalite, kinesis-local, python) for tests and the CLI.
 
-Both emulators are npm packages: :func:`ensure_installed` installs a pinned version into a
-per-user cache, and :class:`LocalKinesis` runs one as a child process on a free port.
+kinesalite and kinesis-local are npm packages: :func:`ensure_installed` installs a pinned
+version into a per-user cache. ``python`` is this package's own fake served over HTTP
+(``kinesis-trio local --emulator python``; no Node needed). :class:`LocalKinesis` runs any of
+them as a child process on a free port.
 
 Notes on the emulators (measured with kinesalite 3.3.3 and kinesis-local 0.6.2):
 
@@ -26,20 +28,44 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Literal
 
-__all__ = ["EMULATORS", "EmulatorKind", "LocalKinesis", "cache_dir", "ensure_installed"]
+__all__ = [
+    "EMULATORS",
+    "ENGINES",
+    "EmulatorKind",
+    "LocalKinesis",
+    "cache_dir",
+    "default_engine",
+    "ensure_installed",
+    "node_available",
+]
 
-EmulatorKind = Literal["kinesalite", "kinesis-local"]
+EmulatorKind = Literal["kinesalite", "kinesis-local", "python"]
 
 EMULATORS: dict[str, str] = {"kinesalite": "3.3.3", "kinesis-local": "0.6.2"}
 """npm package name -> pinned version."""
+
+ENGINES: tuple[EmulatorKind, ...] = ("kinesalite", "kinesis-local", "python")
+"""Every local engine: the two npm emulators and the Python one."""
+
+
+def node_available() -> bool:
+    """True when ``node`` and ``npm`` are on PATH (the npm emulators can run)."""
+    return shutil.which("node") is not None and shutil.which("npm") is not None
+
+
+def default_engine() -> EmulatorKind:
+    """kinesalite when Node.js is installed, else the Python engine."""
+    return "kinesalite" if node_available() else "python"
+
 
 # kinesis-local's state-transition delays (all default to 500ms).
 _KINESIS_LOCAL_DURATIONS = (
@@ -198,17 +224,22 @@ class LocalKinesis:
         startup_timeout: float = 60.0,
         initialize_streams: str | None = None,
         extra_env: Mapping[str, str] | None = None,
+        args: Sequence[str] = (),
     ) -> None:
-        """Describe an emulator; nothing runs until :meth:`start`.
+        """Describe an engine; nothing runs until :meth:`start`.
 
         ``port=None`` picks a free port. ``initialize_streams`` (kinesis-local only) is its
         ``INITIALIZE_STREAMS`` value, e.g. ``"a:2,b:1"``. ``extra_env`` overrides the
-        child's environment (kinesis-local reads its settings from there).
+        child's environment (kinesis-local reads its settings from there). ``args``
+        (python only): more options of ``kinesis-trio local``, e.g. ``["--limits", "aws"]``.
         """
-        if kind not in EMULATORS:
-            raise ValueError(f"unknown emulator {kind!r}; expected one of {sorted(EMULATORS)}")
+        if kind not in ENGINES:
+            raise ValueError(f"unknown emulator {kind!r}; expected one of {list(ENGINES)}")
         if initialize_streams is not None and kind != "kinesis-local":
             raise ValueError("initialize_streams is only supported by kinesis-local")
+        if args and kind != "python":
+            raise ValueError("args are only supported by the python engine")
+        self.args = list(args)
         self._kind: EmulatorKind = kind
         self._requested_port = port
         self._port: int | None = port
@@ -226,7 +257,7 @@ class LocalKinesis:
 
     @property
     def kind(self) -> EmulatorKind:
-        """``"kinesalite"`` or ``"kinesis-local"``."""
+        """``"kinesalite"``, ``"kinesis-local"`` or ``"python"``."""
         return self._kind
 
     @property
@@ -237,9 +268,20 @@ class LocalKinesis:
         return self._port
 
     @property
+    def tls(self) -> bool:
+        """True when the engine serves HTTPS (the python engine with ``--tls``)."""
+        return "--tls" in self.args
+
+    @property
+    def certificate(self) -> Path | None:
+        """The self-signed certificate of a running python engine with ``--tls`` (to trust)."""
+        found = re.search(r"self-signed certificate: (\S+)", self.output_tail(10))
+        return Path(found[1]) if self.tls and found else None
+
+    @property
     def endpoint_url(self) -> str:
-        """``http://<host>:<port>``."""
-        return f"http://{self.host}:{self.port}"
+        """``http://<host>:<port>`` (``https://`` with ``--tls``)."""
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     @property
     def pid(self) -> int | None:
@@ -274,8 +316,11 @@ class LocalKinesis:
         """Install if needed, launch, and wait until the emulator answers API calls."""
         if self._proc is not None:
             raise RuntimeError(f"{self._kind} emulator already started (pid {self._proc.pid})")
-        pkg_dir = ensure_installed(self._kind)
-        node = _require_tool("node")
+        if self._kind == "python":
+            pkg_dir, node = Path.cwd(), sys.executable
+        else:
+            pkg_dir = ensure_installed(self._kind)
+            node = _require_tool("node")
         attempts = 3  # retried only when a port we picked was taken before node bound it
         for attempt in range(1, attempts + 1):
             try:
@@ -296,7 +341,16 @@ class LocalKinesis:
         picked = _free_ports(self.host, wanted)
         self._port = self._requested_port if self._requested_port is not None else picked.pop(0)
         env = dict(os.environ)
-        if self._kind == "kinesalite":
+        if self._kind == "python":
+            cmd = [
+                node,  # this interpreter
+                "-m", "kinesis_trio", "local", "--emulator", "python",
+                "--host", self.host,
+                "--port", str(self._port),
+                "--quiet",
+                *self.args,
+            ]  # fmt: skip
+        elif self._kind == "kinesalite":
             cmd = [
                 node,
                 str(pkg_dir / "cli.js"),
@@ -350,6 +404,8 @@ class LocalKinesis:
             if code is not None:
                 out = self.output_tail()
                 taken = {int(p) for p in re.findall(r"EADDRINUSE\D*?:(\d+)", out)}
+                if "Address already in use" in out and self._kind == "python":
+                    taken.add(self.port)
                 if taken and self._requested_port not in taken:  # a port we picked
                     raise _PortTaken
                 raise RuntimeError(f"{self._kind} exited during startup (code {code}):\n{out}")
@@ -364,7 +420,12 @@ class LocalKinesis:
 
     def _answers(self) -> bool:
         """True once a ListStreams call gets any HTTP response (even 4xx)."""
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=1.0)
+        conn: http.client.HTTPConnection
+        if self.tls:  # the engine's own self-signed certificate: only "does it answer"
+            context = ssl._create_unverified_context()
+            conn = http.client.HTTPSConnection(self.host, self.port, timeout=1.0, context=context)
+        else:
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=1.0)
         try:
             conn.request(
                 "POST",

@@ -895,11 +895,11 @@ async def test_expired_token_with_static_credentials_raises() -> None:
 
 
 @pytest.mark.integration
-async def test_kinesalite_roundtrip(kinesalite: Any) -> None:
+async def test_kinesalite_roundtrip(local_engine: Any) -> None:
     name = f"client-smoke-{time.time_ns()}"
     async with KinesisClient(
         region_name="us-east-1",
-        endpoint_url=kinesalite.endpoint_url,
+        endpoint_url=local_engine.endpoint_url,
         credentials=StaticCredentials("AKIDTEST", "test-secret"),
     ) as client:
         await client.create_stream(name, 2)

@@ -74,15 +74,15 @@ async def read_back(endpoint: str, name: str) -> Counter[bytes]:
 
 
 @pytest.fixture
-def stream(kinesalite: EmulatorEndpoint) -> str:
-    return anyio.run(create_stream, kinesalite.endpoint_url)
+def stream(local_engine: EmulatorEndpoint) -> str:
+    return anyio.run(create_stream, local_engine.endpoint_url)
 
 
 @pytest.fixture
-def aws_env(kinesalite: EmulatorEndpoint, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def aws_env(local_engine: EmulatorEndpoint, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """The variables a user sets, in this process (for the apps) and for subprocesses."""
     values = {
-        "AWS_ENDPOINT_URL_KINESIS": kinesalite.endpoint_url,
+        "AWS_ENDPOINT_URL_KINESIS": local_engine.endpoint_url,
         "AWS_REGION": "us-east-1",
         "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
         "AWS_SECRET_ACCESS_KEY": "example-secret",

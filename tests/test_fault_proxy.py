@@ -110,8 +110,8 @@ def _written(results: list[dict[str, Any]], entries: list[dict[str, str]]) -> di
 
 
 @pytest.fixture
-def proxy(kinesalite: EmulatorEndpoint) -> Iterator[FaultProxy]:
-    with FaultProxy(kinesalite.endpoint_url, seed=1) as p:
+def proxy(local_engine: EmulatorEndpoint) -> Iterator[FaultProxy]:
+    with FaultProxy(local_engine.endpoint_url, seed=1) as p:
         yield p
         assert p.errors == []
 
@@ -119,7 +119,7 @@ def proxy(kinesalite: EmulatorEndpoint) -> Iterator[FaultProxy]:
 # -- pass-through --------------------------------------------------------------------------
 
 
-def test_passthrough_unchanged(proxy: FaultProxy, kinesalite: EmulatorEndpoint) -> None:
+def test_passthrough_unchanged(proxy: FaultProxy, local_engine: EmulatorEndpoint) -> None:
     name = _create_stream(proxy.url, shards=2)  # CreateStream etc. through the proxy
     entries = _entries("plain", 10)
     with httpx.Client(timeout=10) as client:
@@ -132,7 +132,7 @@ def test_passthrough_unchanged(proxy: FaultProxy, kinesalite: EmulatorEndpoint) 
         bad = _call(client, proxy.url, "DescribeStreamSummary", {"StreamName": "missing"})
         assert bad.status_code == 400
         assert bad.json()["__type"] == "ResourceNotFoundException"
-    assert _read_all(kinesalite.endpoint_url, name) == _written(doc["Records"], entries)
+    assert _read_all(local_engine.endpoint_url, name) == _written(doc["Records"], entries)
     assert proxy.events == [ProxyEvent("forward", 10, doc["Records"])]
     stats = proxy.stats
     assert stats["forward"] == 1 and stats["passthrough"] >= 3
@@ -156,7 +156,7 @@ def test_faults_validation(proxy: FaultProxy) -> None:
     ("status", "error_type"), [(500, "InternalFailure"), (503, "ServiceUnavailable")]
 )
 def test_http_error_writes_nothing(
-    proxy: FaultProxy, kinesalite: EmulatorEndpoint, status: int, error_type: str
+    proxy: FaultProxy, local_engine: EmulatorEndpoint, status: int, error_type: str
 ) -> None:
     name = _create_stream(proxy.url)
     proxy.set_faults(**{f"http_{status}": 1.0})
@@ -168,17 +168,17 @@ def test_http_error_writes_nothing(
             assert r.headers["content-type"] == "application/x-amz-json-1.1"
         # Other operations are never faulted.
         _ok(client, proxy.url, "ListShards", {"StreamName": name})
-        assert _read_all(kinesalite.endpoint_url, name) == {}
+        assert _read_all(local_engine.endpoint_url, name) == {}
         # The connection survived the injected errors.
         proxy.clear_faults()
         entries = _entries("after", 2)
         doc = _ok(client, proxy.url, "PutRecords", _put_body(name, entries))
-    assert _read_all(kinesalite.endpoint_url, name) == _written(doc["Records"], entries)
+    assert _read_all(local_engine.endpoint_url, name) == _written(doc["Records"], entries)
     assert [e.kind for e in proxy.events] == [f"http_{status}"] * 3 + ["forward"]
     assert proxy.stats["connections"] == 2  # _create_stream's and this client's
 
 
-def test_throttle_entries(proxy: FaultProxy, kinesalite: EmulatorEndpoint) -> None:
+def test_throttle_entries(proxy: FaultProxy, local_engine: EmulatorEndpoint) -> None:
     name = _create_stream(proxy.url, shards=2)
     proxy.set_faults(throttle_entries=0.4)
     entries = _entries("thr", 60)
@@ -195,7 +195,7 @@ def test_throttle_entries(proxy: FaultProxy, kinesalite: EmulatorEndpoint) -> No
     for i in throttled:
         assert records[i] == {"ErrorCode": PTE, "ErrorMessage": "injected"}
     # Exactly the non-throttled entries were written, at the places their slots name.
-    stored = _read_all(kinesalite.endpoint_url, name)
+    stored = _read_all(local_engine.endpoint_url, name)
     assert stored == _written(records, entries)
     assert len(stored) == 60 - len(throttled)
     [event] = proxy.events
@@ -204,7 +204,7 @@ def test_throttle_entries(proxy: FaultProxy, kinesalite: EmulatorEndpoint) -> No
 
 
 def test_throttle_every_entry_forwards_nothing(
-    proxy: FaultProxy, kinesalite: EmulatorEndpoint
+    proxy: FaultProxy, local_engine: EmulatorEndpoint
 ) -> None:
     name = _create_stream(proxy.url)
     proxy.set_faults(throttle_entries=1.0)
@@ -212,10 +212,10 @@ def test_throttle_every_entry_forwards_nothing(
         doc = _ok(client, proxy.url, "PutRecords", _put_body(name, _entries("all", 7)))
     assert doc["FailedRecordCount"] == 7
     assert {rec["ErrorCode"] for rec in doc["Records"]} == {PTE}
-    assert _read_all(kinesalite.endpoint_url, name) == {}
+    assert _read_all(local_engine.endpoint_url, name) == {}
 
 
-def test_chunked_request_bodies(proxy: FaultProxy, kinesalite: EmulatorEndpoint) -> None:
+def test_chunked_request_bodies(proxy: FaultProxy, local_engine: EmulatorEndpoint) -> None:
     """A generator body makes httpx send ``Transfer-Encoding: chunked``: relayed as is, or
     re-framed with Content-Length when entries are dropped."""
     name = _create_stream(proxy.url)
@@ -233,11 +233,11 @@ def test_chunked_request_bodies(proxy: FaultProxy, kinesalite: EmulatorEndpoint)
             assert r.status_code == 200, r.text
             written.update(_written(r.json()["Records"], entries))
     assert [e.kind for e in proxy.events] == ["forward", "throttle_entries"]
-    assert _read_all(kinesalite.endpoint_url, name) == written
+    assert _read_all(local_engine.endpoint_url, name) == written
     assert 20 < len(written) < 40
 
 
-def test_reset_before_writes_nothing(proxy: FaultProxy, kinesalite: EmulatorEndpoint) -> None:
+def test_reset_before_writes_nothing(proxy: FaultProxy, local_engine: EmulatorEndpoint) -> None:
     name = _create_stream(proxy.url)
     proxy.set_faults(reset_before=1.0)
     with httpx.Client(timeout=10) as client:
@@ -247,12 +247,12 @@ def test_reset_before_writes_nothing(proxy: FaultProxy, kinesalite: EmulatorEndp
         # The client recovers on a new connection.
         proxy.clear_faults()
         _ok(client, proxy.url, "ListShards", {"StreamName": name})
-    assert _read_all(kinesalite.endpoint_url, name) == {}
+    assert _read_all(local_engine.endpoint_url, name) == {}
     assert proxy.events == [ProxyEvent("reset_before", 5, None)]
     assert proxy.stats["connections"] == 3  # _create_stream's, the reset one, its successor
 
 
-def test_reset_after_writes_and_logs(proxy: FaultProxy, kinesalite: EmulatorEndpoint) -> None:
+def test_reset_after_writes_and_logs(proxy: FaultProxy, local_engine: EmulatorEndpoint) -> None:
     name = _create_stream(proxy.url, shards=2)
     proxy.set_faults(reset_after=1.0)
     entries = _entries("ra", 8)
@@ -263,14 +263,14 @@ def test_reset_after_writes_and_logs(proxy: FaultProxy, kinesalite: EmulatorEndp
     [event] = proxy.events
     assert event.kind == "reset_after" and event.n_entries == 8 and event.records is not None
     # The records ARE written, and the event names every one of them.
-    stored = _read_all(kinesalite.endpoint_url, name)
+    stored = _read_all(local_engine.endpoint_url, name)
     assert stored == _written(event.records, entries)
     assert len(stored) == 8
     assert {r["SequenceNumber"] for r in proxy.ambiguous_records()} == set(stored)
 
 
 def test_hang_after_times_out_with_records_written(
-    proxy: FaultProxy, kinesalite: EmulatorEndpoint
+    proxy: FaultProxy, local_engine: EmulatorEndpoint
 ) -> None:
     name = _create_stream(proxy.url)
     proxy.set_faults(hang_after=1.0)
@@ -301,7 +301,7 @@ def test_hang_after_times_out_with_records_written(
     assert 0.9 < elapsed < 5
     [event] = proxy.events
     assert event.kind == "hang_after" and event.records is not None
-    assert _read_all(kinesalite.endpoint_url, name) == _written(event.records, entries)
+    assert _read_all(local_engine.endpoint_url, name) == _written(event.records, entries)
     assert len(proxy.ambiguous_records()) == 4
 
 
@@ -322,9 +322,9 @@ def test_delay(proxy: FaultProxy) -> None:
 
 
 def test_keep_alive_many_requests_one_connection(
-    proxy: FaultProxy, kinesalite: EmulatorEndpoint
+    proxy: FaultProxy, local_engine: EmulatorEndpoint
 ) -> None:
-    name = _create_stream(kinesalite.endpoint_url)
+    name = _create_stream(local_engine.endpoint_url)
     proxy.set_faults(http_503=0.2, throttle_entries=0.2)
     written: dict[str, bytes] = {}
     with httpx.Client(timeout=10) as client:
@@ -340,7 +340,7 @@ def test_keep_alive_many_requests_one_connection(
     stats = proxy.stats
     assert stats["connections"] == 1
     assert stats["http_503"] > 0 and stats["throttle_entries"] > 0 and stats["forward"] > 0
-    assert _read_all(kinesalite.endpoint_url, name) == written
+    assert _read_all(local_engine.endpoint_url, name) == written
 
 
 class _ClosingUpstream:
@@ -420,8 +420,8 @@ def test_upstream_closing_keep_alive_connections(mode: str) -> None:
         upstream.close()
 
 
-def test_twenty_concurrent_clients(proxy: FaultProxy, kinesalite: EmulatorEndpoint) -> None:
-    name = _create_stream(kinesalite.endpoint_url, shards=4)
+def test_twenty_concurrent_clients(proxy: FaultProxy, local_engine: EmulatorEndpoint) -> None:
+    name = _create_stream(local_engine.endpoint_url, shards=4)
     proxy.set_faults(http_500=0.1, throttle_entries=0.2, delay=0.005, delay_jitter=0.01)
     barrier = threading.Barrier(20)
 
@@ -444,19 +444,21 @@ def test_twenty_concurrent_clients(proxy: FaultProxy, kinesalite: EmulatorEndpoi
     stats = proxy.stats
     assert stats["connections"] == 20
     assert sum(stats[k] for k in ("forward", "http_500", "throttle_entries")) == 200
-    assert _read_all(kinesalite.endpoint_url, name) == written
+    assert _read_all(local_engine.endpoint_url, name) == written
 
 
 # -- async clients (trio and asyncio) ------------------------------------------------------
 
 
 @pytest.mark.anyio
-async def test_async_client_through_proxy(proxy: FaultProxy, kinesalite: EmulatorEndpoint) -> None:
+async def test_async_client_through_proxy(
+    proxy: FaultProxy, local_engine: EmulatorEndpoint
+) -> None:
     """24 concurrent connections from an AsyncClient, retrying every entry until accepted.
 
     Without ambiguous faults every record must land exactly once.
     """
-    name = await anyio.to_thread.run_sync(_create_stream, kinesalite.endpoint_url, 4)
+    name = await anyio.to_thread.run_sync(_create_stream, local_engine.endpoint_url, 4)
     proxy.set_faults(http_503=0.1, reset_before=0.05, throttle_entries=0.2, delay_jitter=0.01)
     written: dict[str, bytes] = {}
     failures: list[str] = []
@@ -497,7 +499,7 @@ async def test_async_client_through_proxy(proxy: FaultProxy, kinesalite: Emulato
             tg.start_soon(producer, client, w)
     assert len(written) == 24 * 30
     assert failures  # some faults were hit
-    stored = await anyio.to_thread.run_sync(_read_all, kinesalite.endpoint_url, name)
+    stored = await anyio.to_thread.run_sync(_read_all, local_engine.endpoint_url, name)
     assert stored == written
     assert sorted(stored.values()) == sorted(
         f"a{w}-{i}".encode() for w in range(24) for i in range(30)
@@ -506,11 +508,11 @@ async def test_async_client_through_proxy(proxy: FaultProxy, kinesalite: Emulato
 
 @pytest.mark.anyio
 async def test_async_ambiguous_faults_only_duplicate_logged_records(
-    proxy: FaultProxy, kinesalite: EmulatorEndpoint
+    proxy: FaultProxy, local_engine: EmulatorEndpoint
 ) -> None:
     """reset_after / hang_after: retried entries may land twice, but every extra copy is one
     the proxy logged as written-but-unanswered."""
-    name = await anyio.to_thread.run_sync(_create_stream, kinesalite.endpoint_url, 2)
+    name = await anyio.to_thread.run_sync(_create_stream, local_engine.endpoint_url, 2)
     proxy.set_faults(reset_after=0.15, hang_after=0.15, throttle_entries=0.1)
     confirmed: dict[str, bytes] = {}
     seen: set[str] = set()
@@ -547,7 +549,7 @@ async def test_async_ambiguous_faults_only_duplicate_logged_records(
         for w in range(8):
             tg.start_soon(producer, client, w)
     assert seen == {"ReadError", "ReadTimeout"}  # at least 64 requests: each fault came up
-    stored = await anyio.to_thread.run_sync(_read_all, kinesalite.endpoint_url, name)
+    stored = await anyio.to_thread.run_sync(_read_all, local_engine.endpoint_url, name)
     ambiguous = {r["SequenceNumber"] for r in proxy.ambiguous_records()}
     assert ambiguous and not ambiguous & set(confirmed)
     # Each entry confirmed exactly once; anything else in the stream is a logged ambiguous write.
@@ -569,8 +571,8 @@ def test_upstream_down_answers_502() -> None:
         assert proxy.stats["upstream_error"] == 2
 
 
-def test_close_with_a_hanging_connection(kinesalite: EmulatorEndpoint) -> None:
-    proxy = FaultProxy(kinesalite.endpoint_url, seed=0, hang_after=1.0).start()
+def test_close_with_a_hanging_connection(local_engine: EmulatorEndpoint) -> None:
+    proxy = FaultProxy(local_engine.endpoint_url, seed=0, hang_after=1.0).start()
     name = _create_stream(proxy.url)
     errors: list[BaseException] = []
 

@@ -22,19 +22,19 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_through_a_fault_proxy_in_front_of_kinesalite(
-    kinesalite: EmulatorEndpoint, double_resolutions: list[Outcome]
+    local_engine: EmulatorEndpoint, double_resolutions: list[Outcome]
 ) -> None:
     name = f"faults-{uuid.uuid4().hex[:10]}"
     creds = StaticCredentials("AKIDLOCAL", "local-secret")
     direct = KinesisClient(
-        region_name="us-east-1", endpoint_url=kinesalite.endpoint_url, credentials=creds
+        region_name="us-east-1", endpoint_url=local_engine.endpoint_url, credentials=creds
     )
     async with direct:
         await direct.create_stream(name, 4)
         await direct.wait_for_stream(name)
     n = 20_000
     sent: list[tuple[bytes, str, str | None, Outcome]] = []
-    with FaultProxy(kinesalite.endpoint_url, seed=3) as proxy:
+    with FaultProxy(local_engine.endpoint_url, seed=3) as proxy:
         proxy.set_faults(
             http_500=0.03,
             http_503=0.03,
@@ -67,7 +67,7 @@ async def test_through_a_fault_proxy_in_front_of_kinesalite(
     for kind in FORCED:
         assert stats[kind] > 0, stats
     async with KinesisClient(
-        region_name="us-east-1", endpoint_url=kinesalite.endpoint_url, credentials=creds
+        region_name="us-east-1", endpoint_url=local_engine.endpoint_url, credentials=creds
     ) as client:
         rows = await read_stream(client, name)
     summary = check_landed_kcl(rows, sent)

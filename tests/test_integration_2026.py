@@ -1,8 +1,9 @@
-"""The 2026 features an emulator has, against kinesis-local (kinesis-mock 0.6.x):
-``UpdateMaxRecordSize`` / ``MaxRecordSizeInKiB`` (records up to 10 MiB) and ``StreamARN``
-addressing. It ignores ``DryRun`` (the probe is written), which is what the producer's
-warning is for. kinesalite has none of these; AUTO streams and a DryRun that is honoured
-exist on no emulator (tests/test_service_2026.py runs them on the fake).
+"""The 2026 features over HTTP: kinesis-local (kinesis-mock 0.6.x) and the Python engine.
+
+Both have ``UpdateMaxRecordSize`` / ``MaxRecordSizeInKiB`` (records up to 10 MiB) and
+``StreamARN`` addressing. kinesis-local ignores ``DryRun`` (the probe is written), which is
+what the producer's warning is for; the Python engine honours it. ``AUTO`` streams exist on
+the Python engine only (of the local engines; kinesalite has none of these features).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 
 from kinesis_trio import KinesisClient, Producer, ProducerConfig, StaticCredentials, deaggregate
 
-from .emulator_fixtures import EmulatorEndpoint
+from .emulator_fixtures import EMULATOR_FIXTURES, EmulatorEndpoint
 
 pytestmark = pytest.mark.anyio
 
@@ -50,9 +51,18 @@ async def read_users(emulator: EmulatorEndpoint, name: str) -> list[bytes]:
     ]
 
 
-async def test_records_up_to_10_mib_by_arn_on_kinesis_local(
-    kinesis_local: EmulatorEndpoint, caplog: pytest.LogCaptureFixture
+@pytest.fixture(params=["kinesis-local", "python"])
+def engine(request: pytest.FixtureRequest) -> EmulatorEndpoint:
+    """kinesis-local and the Python engine: the local engines with the 2026 features."""
+    endpoint = request.getfixturevalue(EMULATOR_FIXTURES[request.param])
+    assert isinstance(endpoint, EmulatorEndpoint)
+    return endpoint
+
+
+async def test_records_up_to_10_mib_by_arn(
+    engine: EmulatorEndpoint, caplog: pytest.LogCaptureFixture
 ) -> None:
+    kinesis_local = engine
     arn = await new_stream(kinesis_local, 2, kib=10240)
     name = arn.rpartition("/")[2]
     big = [bytes([65 + i]) * (9 * MIB) for i in range(2)]
@@ -77,14 +87,16 @@ async def test_records_up_to_10_mib_by_arn_on_kinesis_local(
     stored = await read_users(kinesis_local, name)
     probe = [d for d in stored if d == b""]
     assert sorted(d for d in stored if d) == sorted(big + small)
-    # kinesis-local ignores DryRun: the probe was written, and the producer said so
-    assert len(probe) == 1
-    assert any("dry_run_ignored" in r.getMessage() for r in caplog.records)
+    ignored = any("dry_run_ignored" in r.getMessage() for r in caplog.records)
+    if engine.kind == "kinesis-local":
+        # kinesis-local ignores DryRun: the probe was written, and the producer said so
+        assert len(probe) == 1 and ignored
+    else:  # the Python engine answers DryRunOperationException: nothing written
+        assert probe == [] and not ignored
 
 
-async def test_a_stream_of_1_mib_refuses_larger_records_at_put(
-    kinesis_local: EmulatorEndpoint,
-) -> None:
+async def test_a_stream_of_1_mib_refuses_larger_records_at_put(engine: EmulatorEndpoint) -> None:
+    kinesis_local = engine
     arn = await new_stream(kinesis_local, 1)
     name = arn.rpartition("/")[2]
     async with Producer(
@@ -98,3 +110,37 @@ async def test_a_stream_of_1_mib_refuses_larger_records_at_put(
             await producer.put(b"x" * (3 * MIB // 2), "k")
         outcome = await producer.put(b"fits", "k")
     assert (await outcome.wait()).ok
+
+
+async def test_an_auto_stream_on_the_python_engine(python_engine: EmulatorEndpoint) -> None:
+    """CreateStream with ``RecordDistributionStrategy: AUTO`` (botocore's CreateStreamInput
+    member): records without keys are accepted and placed by the service; aggregation off."""
+    name = f"auto-{uuid.uuid4().hex[:12]}"
+    async with client_for(python_engine) as client:
+        await client.call(
+            "CreateStream",
+            {
+                "StreamName": name,
+                "StreamModeDetails": {"StreamMode": "ON_DEMAND"},
+                "RecordDistributionStrategy": "AUTO",
+            },
+        )
+        summary = await client.wait_for_stream(name)
+        assert summary["RecordDistributionStrategy"] == "AUTO"
+    async with Producer(
+        name,
+        region_name="us-east-1",
+        endpoint_url=python_engine.endpoint_url,
+        credentials=CREDS,
+        config=ProducerConfig(check_access=True),
+    ) as producer:
+        outcomes = [await producer.put(b"auto-%d" % i) for i in range(400)]
+        await producer.flush()
+    results = [await o.wait() for o in outcomes]
+    assert all(r.ok for r in results)
+    assert len({r.shard_id for r in results}) > 1  # placed across the open shards
+    async with client_for(python_engine) as client:
+        shards = await client.read_all(name)
+    stored = [r for records in shards.values() for r in records]
+    assert sorted(r["Data"] for r in stored) == sorted(b"auto-%d" % i for i in range(400))
+    assert all("PartitionKey" not in r for r in stored)  # not aggregated, sent without keys

@@ -1,4 +1,4 @@
-"""Resharding under load on a real emulator (kinesis-local): split, merge, update count.
+"""Resharding under load over HTTP (kinesis-local, the Python engine): split, merge, update count.
 
 Records are written throughout; the stream is resharded three times in the middle. Every
 shard (closed ones too) is read back and checked as a KCL consumer would: nothing lost,
@@ -14,7 +14,7 @@ import pytest
 
 from kinesis_trio import KinesisClient, Outcome, Producer, ProducerConfig, StaticCredentials
 
-from .emulator_fixtures import EmulatorEndpoint
+from .emulator_fixtures import EMULATOR_FIXTURES, EmulatorEndpoint
 from .helpers import check_landed_kcl, read_stream
 
 pytestmark = pytest.mark.anyio
@@ -22,7 +22,15 @@ pytestmark = pytest.mark.anyio
 CREDS = StaticCredentials("AKIDLOCAL", "local-secret")
 
 
-async def test_split_merge_and_update_shard_count_mid_run(kinesis_local: EmulatorEndpoint) -> None:
+@pytest.fixture(params=["kinesis-local", "python"])
+def engine(request: pytest.FixtureRequest) -> EmulatorEndpoint:
+    endpoint = request.getfixturevalue(EMULATOR_FIXTURES[request.param])
+    assert isinstance(endpoint, EmulatorEndpoint)
+    return endpoint
+
+
+async def test_split_merge_and_update_shard_count_mid_run(engine: EmulatorEndpoint) -> None:
+    kinesis_local = engine
     name = f"reshard-{uuid.uuid4().hex[:10]}"
     client = KinesisClient(
         region_name="us-east-1", endpoint_url=kinesis_local.endpoint_url, credentials=CREDS

@@ -375,13 +375,13 @@ def test_open_errors_and_callback_put(backend: str) -> None:
     assert "own thread" in str(errors[0])
 
 
-def test_kinesalite(kinesalite: EmulatorEndpoint) -> None:
+def test_kinesalite(local_engine: EmulatorEndpoint) -> None:
     name = f"sync-{uuid.uuid4().hex[:10]}"
     creds = StaticCredentials("AKIDLOCAL", "local-secret")
 
     async def client_call(fn: Callable[[KinesisClient], Any]) -> Any:
         async with KinesisClient(
-            region_name="us-east-1", endpoint_url=kinesalite.endpoint_url, credentials=creds
+            region_name="us-east-1", endpoint_url=local_engine.endpoint_url, credentials=creds
         ) as client:
             return await fn(client)
 
@@ -392,7 +392,7 @@ def test_kinesalite(kinesalite: EmulatorEndpoint) -> None:
     anyio.run(client_call, create)
     threads, per_thread = 4, 250
     with SyncProducer(
-        name, region_name="us-east-1", endpoint_url=kinesalite.endpoint_url, credentials=creds
+        name, region_name="us-east-1", endpoint_url=local_engine.endpoint_url, credentials=creds
     ) as producer:
         with concurrent.futures.ThreadPoolExecutor(threads) as pool:
             batches = list(

@@ -1,9 +1,10 @@
-"""``local``: a local emulator until Ctrl-C."""
+"""``local``: a local Kinesis until Ctrl-C (the Python engine in this process, or an npm one)."""
 
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import anyio
 import anyio.abc
@@ -11,13 +12,13 @@ import anyio.to_thread
 
 from .._client import KinesisClient
 from .._emulator import LocalKinesis
-from ._options import _LOCAL_CREDENTIALS, _Failure, _UsageError
+from ._options import _LOCAL_CREDENTIALS, _engine, _Failure, _UsageError
 from ._output import _signals_ignored
 
 
-def _run_local(args: argparse.Namespace) -> int:
+def _streams(spec: str) -> list[tuple[str, int]]:
     streams: list[tuple[str, int]] = []
-    for part in filter(None, (p.strip() for p in args.streams.split(","))):
+    for part in filter(None, (p.strip() for p in spec.split(","))):
         name, _, shards = part.partition(":")
         try:
             count = int(shards or "1")
@@ -26,6 +27,27 @@ def _run_local(args: argparse.Namespace) -> int:
         if not name or count < 1:
             raise _UsageError(f"--streams: bad entry {part!r}, expected name:shards")
         streams.append((name, count))
+    return streams
+
+
+def _run_local(args: argparse.Namespace) -> int:
+    streams = _streams(args.streams)
+    kind = _engine(args)
+    if kind == "python":
+        return _run_python(args, streams)
+    python_only = [
+        flag
+        for flag, given in (
+            ("--limits", args.limits != "none"),
+            ("--faults", args.faults is not None),
+            ("--data", args.data is not None),
+            ("--tls", args.tls),
+            ("--host", args.host != "127.0.0.1"),
+        )
+        if given
+    ]
+    if python_only:
+        raise _UsageError(f"{', '.join(python_only)}: only with --emulator python")
 
     async def create(endpoint: str) -> None:
         async with KinesisClient(
@@ -36,13 +58,13 @@ def _run_local(args: argparse.Namespace) -> int:
                 await client.wait_for_stream(name)
                 print(f"  created stream {name} with {shards} shards", flush=True)
 
-    emulator = LocalKinesis(args.emulator, port=args.port or None)
+    emulator = LocalKinesis(kind, port=args.port or None)
     try:
-        print(f"starting {args.emulator} ...", flush=True)
+        print(f"starting {kind} ...", flush=True)
         emulator.start()
         if streams:
             anyio.run(create, emulator.endpoint_url)
-        print(f"{args.emulator} running at {emulator.endpoint_url} (Ctrl-C to stop)", flush=True)
+        print(f"{kind} running at {emulator.endpoint_url} (Ctrl-C to stop)", flush=True)
         print(
             f"  export AWS_ENDPOINT_URL_KINESIS={emulator.endpoint_url} AWS_REGION=us-east-1",
             flush=True,
@@ -53,11 +75,58 @@ def _run_local(args: argparse.Namespace) -> int:
             code = proc.poll() if proc is not None else None
             if code is not None:
                 tail = emulator.output_tail(5).replace("\n", " | ")
-                raise _Failure(f"{args.emulator} exited unexpectedly (code {code}): {tail}")
+                raise _Failure(f"{kind} exited unexpectedly (code {code}): {tail}")
     except KeyboardInterrupt:
-        print(f"stopping {args.emulator} ...", flush=True)
+        print(f"stopping {kind} ...", flush=True)
     finally:
         with _signals_ignored():
             emulator.stop()
     print("stopped", flush=True)
+    return 0
+
+
+def _run_python(args: argparse.Namespace, streams: list[tuple[str, int]]) -> int:
+    from ..testing._http import LocalEndpoint
+    from ..testing._local import LocalSettings, StateFileError, make_fake, parse_faults, run_local
+
+    try:
+        faults = parse_faults(args.faults) if args.faults else None
+    except ValueError as exc:
+        raise _UsageError(str(exc)) from None
+    data = Path(args.data).expanduser() if args.data else None
+    settings = LocalSettings(
+        host=args.host,
+        port=args.port,
+        limits=args.limits,
+        faults=faults,
+        data_dir=data,
+        tls=args.tls,
+        streams=streams,
+    )
+    fake = make_fake(settings)
+
+    def ready(endpoint: LocalEndpoint, cert: Path | None) -> None:
+        say = print
+        url = endpoint.endpoint_url
+        say(f"python engine running at {url} (Ctrl-C to stop)", flush=True)
+        if cert is not None:
+            say(f"  self-signed certificate: {cert} (AWS_CA_BUNDLE={cert})", flush=True)
+        if not args.quiet:
+            for name in sorted(fake.streams):
+                n = len(fake.streams[name].open_shards())
+                say(f"  stream {name}: {n} open shard{'s' if n != 1 else ''}", flush=True)
+            limits = "AWS per-shard write limits" if settings.limits == "aws" else "no limits"
+            say(f"  {limits}; faults: {args.faults or 'none'}", flush=True)
+            if data is not None:
+                say(f"  data kept in {data / 'kinesis-state.json'} (saved within 1 s)", flush=True)
+            else:
+                say("  data in memory only (--data DIR keeps it across restarts)", flush=True)
+            say(f"  export AWS_ENDPOINT_URL_KINESIS={url} AWS_REGION=us-east-1", flush=True)
+
+    try:
+        anyio.run(run_local, settings, ready, fake)
+    except KeyboardInterrupt:
+        print("stopped", flush=True)
+    except StateFileError as exc:  # names the file and the problem
+        raise _Failure(str(exc)) from None
     return 0

@@ -19,15 +19,16 @@ Point a Producer at it
 
 The fake speaks Kinesis' JSON 1.1 protocol (``X-Amz-Target: Kinesis_20131202.<Op>``; an
 ``Authorization`` header is required, any value passes) through an ``httpx.MockTransport``:
-PutRecords, PutRecord, ListShards, DescribeStreamSummary, CreateStream, DeleteStream,
-SplitShard, MergeShards, UpdateShardCount, UpdateMaxRecordSize,
+PutRecords, PutRecord, ListShards, DescribeStreamSummary, DescribeStream, ListStreams,
+CreateStream, DeleteStream, SplitShard, MergeShards, UpdateShardCount, UpdateMaxRecordSize,
 UpdateStreamRecordDistributionStrategy, GetShardIterator and GetRecords. It routes every
 entry to the open shard whose hash key range holds the entry's explicit hash key (or the MD5
 of its partition key), answers entries in request order, and validates entries and requests
 like Kinesis (1 to 500 entries, partition keys of 1 to 256 characters counted in UTF-16
 code units, explicit hash keys in ASCII digits, records up to the stream's max record size,
 requests up to ``max_request_size``, 10 MiB, partition keys included). It runs inside the
-event loop, on trio or asyncio, and reads time only with ``anyio.current_time()``.
+event loop, on trio or asyncio, and reads time only with ``anyio.current_time()`` (but for
+a stream's ``StreamCreationTimestamp``: the wall clock when it was created, fixed).
 ``fake.calls`` lists the operation of every request received and ``fake.requests`` its
 ``(operation, body)``, a PutRecords ``Records`` replaced by its entry count (so a test can
 check, say, that writes name the stream by ARN).
@@ -132,10 +133,49 @@ there by a series of splits and merges). Every shard, open or closed, stays in
 sends only ``NextToken``, which expires after 300 s) and honours ``ShardFilter`` type
 ``AT_LATEST`` (open shards only; otherwise all shards).
 
+DescribeStream answers a ``StreamDescription`` (status ``ACTIVE``, so boto3's
+``stream_exists`` waiter passes at once) whose ``Shards`` are all shards, open or closed, in
+ListShards' shape, at most 100 a page (``Limit``, 1 to 10000, default 100; the next page
+starts after ``ExclusiveStartShardId``; ``HasMoreShards``). ListStreams lists stream names
+and ``StreamSummaries`` in name order, at most 100 a page (``Limit``; continue with
+``ExclusiveStartStreamName`` or the ``NextToken`` of a page with ``HasMoreStreams``, which
+expires after 300 s). Out-of-range or ill-typed members: ``ValidationException``; a bad
+``NextToken``: ``InvalidArgumentException``.
+
+Persistence
+===========
+
+``save_state(fake, path)`` writes the fake's streams (settings, creation time, every shard
+with its hash key range, lineage and sequence number range, every record with its data,
+keys, sequence number and arrival time) and its sequence counter to a versioned JSON file
+(``{"format": 1, ...}``), atomically (a temporary file in the same directory, fsynced, then
+renamed over ``path``). ``load_state(fake, path)`` loads it into a fake without streams
+(returns False if ``path`` does not exist; a corrupt file raises ``ValueError`` naming the
+file and the problem, and loads nothing); new sequence numbers then follow the stored ones.
+Shard iterators, NextTokens, token buckets, statistics and fault settings are not kept.
+``fake.changes`` counts state changes (streams created, deleted, resharded or updated;
+records stored; a load), so a server can snapshot only when it moved; changes made by
+editing ``fake.streams`` directly are not counted.
+
+Over HTTP: a local Kinesis for any client
+=========================================
+
+``async with serve(fake, host="127.0.0.1", port=0) as local:`` serves the fake on a socket
+in the caller's event loop (trio or asyncio; h11 parses HTTP/1.1) until the block exits;
+``local.endpoint_url`` is what any Kinesis client (boto3, the AWS CLI, a Producer without a
+transport) is given. ``ssl_context=`` serves HTTPS. A ``hang_*`` fault keeps the request
+open until the client hangs up; ``reset_*`` resets the connection (TCP RST); a CBOR request
+(the Java SDKs' default) is refused with a hint. ``LocalKinesis("python", args=[...])`` runs
+``kinesis-trio local --emulator python`` in a child process instead (``--limits aws``,
+``--faults SPEC``, ``--data DIR``, ``--tls``; see the docs' local engine page). Served,
+``fake.clock_offset`` turns the fake's clock into wall-clock time for the timestamps clients
+see (``ApproximateArrivalTimestamp``, ``AT_TIMESTAMP``, the saved state); it is 0 otherwise.
+
 Virtual time
 ============
 
-The fake waits only with ``anyio.sleep`` and reads only ``anyio.current_time()``, so under
+The fake waits only with ``anyio.sleep`` and reads only ``anyio.current_time()`` (creation
+timestamps aside, which are wall-clock), so under
 trio's ``MockClock(autojump_threshold=0)`` an hour of throttling, backoff, latency and hung
 requests takes seconds of real time. With the anyio pytest plugin::
 
@@ -151,10 +191,13 @@ requests takes seconds of real time. With the anyio pytest plugin::
         ...  # anyio.current_time() and anyio.sleep() follow the virtual clock
 """
 
+from .._emulator import LocalKinesis as LocalKinesis
 from ._faults import FakeStats as FakeStats
 from ._faults import FaultEvent as FaultEvent
 from ._faults import Faults as Faults
 from ._faults import ShardStats as ShardStats
+from ._http import LocalEndpoint as LocalEndpoint
+from ._http import serve as serve
 from ._model import ACCOUNT_ID as ACCOUNT_ID
 from ._model import AMBIGUOUS_FAULTS as AMBIGUOUS_FAULTS
 from ._model import ENTRY_FAULTS as ENTRY_FAULTS
@@ -163,6 +206,8 @@ from ._model import REQUEST_FAULTS as REQUEST_FAULTS
 from ._model import FakeRecord as FakeRecord
 from ._model import FakeShard as FakeShard
 from ._model import ServerModel as ServerModel
+from ._persist import load_state as load_state
+from ._persist import save_state as save_state
 from ._server import FakeKinesis as FakeKinesis
 
 __all__ = [
@@ -177,6 +222,11 @@ __all__ = [
     "FakeStats",
     "FaultEvent",
     "Faults",
+    "LocalEndpoint",
+    "LocalKinesis",
     "ServerModel",
     "ShardStats",
+    "load_state",
+    "save_state",
+    "serve",
 ]
