@@ -12,6 +12,7 @@ import base64
 import hashlib
 import http.server
 import json
+import math
 import os
 import queue
 import re
@@ -31,6 +32,8 @@ import anyio
 import pytest
 
 import kinesis_trio
+from kinesis_trio._emulator import default_engine, node_available
+from kinesis_trio.cli._load import _key_bytes, _limit_note, _steady_rate
 
 from .emulator_fixtures import EmulatorEndpoint
 
@@ -259,14 +262,14 @@ def stub() -> Iterator[Stub]:
 # -- produce -----------------------------------------------------------------------------------
 
 
-def test_produce_raw_lines_from_stdin_with_uuid_keys(kinesalite: EmulatorEndpoint) -> None:
-    stream = create_stream(kinesalite.endpoint_url)
+def test_produce_raw_lines_from_stdin_with_uuid_keys(local_engine: EmulatorEndpoint) -> None:
+    stream = create_stream(local_engine.endpoint_url)
     out = run_cli(
         "produce",
         "--stream",
         stream,
         "--endpoint-url",
-        kinesalite.endpoint_url,
+        local_engine.endpoint_url,
         stdin="alpha\nbeta\n\ngamma\r\ndelta",
     )
     assert out.returncode == 0, out.stderr
@@ -275,15 +278,15 @@ def test_produce_raw_lines_from_stdin_with_uuid_keys(kinesalite: EmulatorEndpoin
     assert rows["lines"] == "5 (1 blank skipped)"
     assert (rows["records sent"], rows["ok"], rows["failed"]) == ("4", "4", "0")
     assert "latency p99" in rows
-    landed = read_back(kinesalite.endpoint_url, stream)
+    landed = read_back(local_engine.endpoint_url, stream)
     assert sorted(r.data for r in landed) == [b"alpha", b"beta", b"delta", b"gamma"]
     keys = [r.partition_key for r in landed]
     assert len(set(keys)) == 4
     assert all(uuid.UUID(k).version == 4 for k in keys)
 
 
-def test_produce_json_lines_with_a_dotted_key_field(kinesalite: EmulatorEndpoint) -> None:
-    stream = create_stream(kinesalite.endpoint_url, shards=2)
+def test_produce_json_lines_with_a_dotted_key_field(local_engine: EmulatorEndpoint) -> None:
+    stream = create_stream(local_engine.endpoint_url, shards=2)
     lines = [
         json.dumps({"user": {"id": f"user-{i % 7}"}, "n": i, "text": "é ✓"}, ensure_ascii=False)
         for i in range(50)
@@ -293,7 +296,7 @@ def test_produce_json_lines_with_a_dotted_key_field(kinesalite: EmulatorEndpoint
         "--stream",
         stream,
         "--endpoint-url",
-        kinesalite.endpoint_url,
+        local_engine.endpoint_url,
         "--json",
         "--key-field",
         "user.id",
@@ -301,7 +304,7 @@ def test_produce_json_lines_with_a_dotted_key_field(kinesalite: EmulatorEndpoint
     )
     assert out.returncode == 0, out.stderr
     assert summary(out.stdout)["ok"] == "50"
-    landed = read_back(kinesalite.endpoint_url, stream)
+    landed = read_back(local_engine.endpoint_url, stream)
     assert sorted(r.data for r in landed) == sorted(line.encode() for line in lines)
     for record in landed:
         assert record.partition_key == json.loads(record.data)["user"]["id"]
@@ -310,9 +313,9 @@ def test_produce_json_lines_with_a_dotted_key_field(kinesalite: EmulatorEndpoint
 
 
 def test_produce_from_a_file_with_a_key_template_and_explicit_hash_keys(
-    kinesalite: EmulatorEndpoint, tmp_path: Path
+    local_engine: EmulatorEndpoint, tmp_path: Path
 ) -> None:
-    stream = create_stream(kinesalite.endpoint_url, shards=2)
+    stream = create_stream(local_engine.endpoint_url, shards=2)
     documents = [
         {"tenant": "acme", "ehk": "0"},
         {"tenant": "globex", "ehk": str(_MAX_HASH_KEY)},
@@ -325,7 +328,7 @@ def test_produce_from_a_file_with_a_key_template_and_explicit_hash_keys(
         "--stream",
         stream,
         "--endpoint-url",
-        kinesalite.endpoint_url,
+        local_engine.endpoint_url,
         "--json",
         "--key-template",
         "{tenant}-{line_no:03d}",
@@ -336,7 +339,7 @@ def test_produce_from_a_file_with_a_key_template_and_explicit_hash_keys(
     )
     assert out.returncode == 0, out.stderr
     assert f"produce: {path} -> {stream}" in out.stdout
-    landed = {r.partition_key: r for r in read_back(kinesalite.endpoint_url, stream)}
+    landed = {r.partition_key: r for r in read_back(local_engine.endpoint_url, stream)}
     assert sorted(landed) == ["acme-001", "acme-003", "globex-002"]
     assert landed["acme-001"].shard_start == 0  # explicit hash key 0: the first shard
     assert landed["acme-003"].shard_start == 0
@@ -344,13 +347,13 @@ def test_produce_from_a_file_with_a_key_template_and_explicit_hash_keys(
     assert json.loads(landed["globex-002"].data) == documents[1]
 
 
-def test_produce_to_a_missing_stream_is_a_one_line_error(kinesalite: EmulatorEndpoint) -> None:
+def test_produce_to_a_missing_stream_is_a_one_line_error(local_engine: EmulatorEndpoint) -> None:
     out = run_cli(
         "produce",
         "--stream",
         f"missing-{uuid.uuid4().hex[:8]}",
         "--endpoint-url",
-        kinesalite.endpoint_url,
+        local_engine.endpoint_url,
         stdin="a\n",
     )
     assert out.returncode == 1
@@ -408,12 +411,12 @@ def test_produce_writes_failed_records_and_exits_1(stub: Stub, tmp_path: Path) -
 # -- perf --------------------------------------------------------------------------------------
 
 
-def test_perf_with_a_count_creates_the_stream(kinesalite: EmulatorEndpoint) -> None:
+def test_perf_with_a_count_creates_the_stream(local_engine: EmulatorEndpoint) -> None:
     stream = f"cli-perf-{uuid.uuid4().hex[:8]}"
     out = run_cli(
         "perf",
         "--endpoint-url",
-        kinesalite.endpoint_url,
+        local_engine.endpoint_url,
         "--stream",
         stream,
         "--shards",
@@ -438,7 +441,7 @@ def test_perf_with_a_count_creates_the_stream(kinesalite: EmulatorEndpoint) -> N
     assert number(rows["MB/s"]) > 0
     assert number(rows["CPU us/record"]) > 0
     assert rows["throttles"] == "0 attempts (0 records)"
-    landed = read_back(kinesalite.endpoint_url, stream)
+    landed = read_back(local_engine.endpoint_url, stream)
     assert len(landed) == 2000
     assert {len(r.data) for r in landed} == {100}
     assert len({r.shard_id for r in landed}) == 2
@@ -450,10 +453,10 @@ def test_perf_with_a_count_creates_the_stream(kinesalite: EmulatorEndpoint) -> N
     ids=["count-and-rate", "rate-and-duration"],
 )
 def test_perf_with_a_rate_reports_latency_from_the_schedule(
-    kinesalite: EmulatorEndpoint, args: tuple[str, ...], expected: int
+    local_engine: EmulatorEndpoint, args: tuple[str, ...], expected: int
 ) -> None:
-    stream = create_stream(kinesalite.endpoint_url)
-    out = run_cli("perf", "--endpoint-url", kinesalite.endpoint_url, "--stream", stream, *args)
+    stream = create_stream(local_engine.endpoint_url)
+    out = run_cli("perf", "--endpoint-url", local_engine.endpoint_url, "--stream", stream, *args)
     assert out.returncode == 0, out.stderr
     rows = summary(out.stdout)
     assert number(rows["records"]) == expected
@@ -462,7 +465,7 @@ def test_perf_with_a_rate_reports_latency_from_the_schedule(
     assert rows["latency from"].startswith("each record's scheduled time")
     p50, p99, p999 = (number(rows[f"latency {p}"]) for p in ("p50", "p99", "p99.9"))
     assert 0 < p50 <= p99 <= p999
-    assert len(read_back(kinesalite.endpoint_url, stream)) == expected
+    assert len(read_back(local_engine.endpoint_url, stream)) == expected
 
 
 def test_perf_counts_throttled_attempts(stub: Stub) -> None:
@@ -511,17 +514,245 @@ def test_perf_fails_with_exit_1_when_records_fail(stub: Stub) -> None:
 def test_perf_without_an_endpoint_starts_the_embedded_emulator() -> None:
     out = run_cli("perf", "-n", "500", "-s", "64", "--shards", "1")
     assert out.returncode == 0, out.stderr
-    assert "no endpoint configured: starting an embedded kinesalite emulator" in out.stdout
+    kind = default_engine()
+    assert f"no endpoint configured: starting an embedded {kind} emulator" in out.stdout
+    if kind == "python":
+        assert "Node.js not found: using the Python local engine" in out.stdout
     assert summary(out.stdout)["records"] == "500"
 
 
-def test_perf_on_a_missing_stream_without_shards_is_an_error(kinesalite: EmulatorEndpoint) -> None:
+def test_perf_on_a_missing_stream_without_shards_is_an_error(
+    local_engine: EmulatorEndpoint,
+) -> None:
     out = run_cli(
-        "perf", "--endpoint-url", kinesalite.endpoint_url, "--stream", f"nope-{uuid.uuid4().hex}"
+        "perf", "--endpoint-url", local_engine.endpoint_url, "--stream", f"nope-{uuid.uuid4().hex}"
     )
     assert out.returncode == 1
     (line,) = out.stderr.strip().splitlines()
     assert line.startswith("kinesis-trio: error: stream ") and "--shards" in line
+
+
+# -- demo --------------------------------------------------------------------------------------
+
+_MIB = 1_048_576
+_DEMO_HEADER = "| phase | records | records/s | MB/s | p50 ms | p99 ms | CPU µs/record | failed |"
+
+
+def demo_table(stdout: str) -> dict[str, list[str]]:
+    """The demo's table: phase -> its cells (records, records/s, MB/s, p50, p99, CPU, failed)."""
+    lines = stdout.splitlines()
+    start = lines.index(_DEMO_HEADER)
+    assert lines[start + 1] == "|:---|---:|---:|---:|---:|---:|---:|---:|"
+    rows: dict[str, list[str]] = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("| "):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert len(cells) == 8, line
+        rows[cells[0]] = cells[1:]
+    return rows
+
+
+def demo_notes(stdout: str) -> dict[str, str]:
+    """The explanation lines after the table, by their label (``latency (steady)``, ...)."""
+    notes: dict[str, str] = {}
+    for line in stdout.splitlines():
+        label, sep, text = line.partition(": ")
+        if sep and label in (
+            "records/s, MB/s",
+            "latency (steady)",
+            "latency (burst)",
+            "CPU",
+            "failed",
+            "peak RSS",
+        ):
+            notes[label] = text
+    return notes
+
+
+def test_demo_key_bytes_is_the_mean_length_of_key_n() -> None:
+    assert _key_bytes(1) == len("key-0") == 5
+    assert _key_bytes(10) == 5
+    assert _key_bytes(11) == (10 * 5 + 6) / 11
+    assert _key_bytes(256) == (10 * 5 + 90 * 6 + 156 * 7) / 256  # about 6.6
+
+
+@pytest.mark.parametrize(("shards", "size", "keys"), [(4, 200, 256), (1, 200, 1), (3, 5000, 10)])
+def test_demo_rate_aggregated_is_80_percent_of_the_bytes_limit(
+    shards: int, size: int, keys: int
+) -> None:
+    record = size + _key_bytes(keys)
+    rate, bytes_bind = _steady_rate(shards, record, aggregated=True)
+    # the records limit counts aggregates, so 1 MiB/s binds even for small records
+    assert bytes_bind
+    assert rate == pytest.approx(0.8 * shards * _MIB / record)
+    assert _steady_rate(shards, record, aggregated=True, load=1.0)[0] == pytest.approx(rate / 0.8)
+
+
+def test_demo_default_rate_is_16244_records_per_second() -> None:
+    """The README's command: 4 shards, 200-byte records over 256 keys, aggregated."""
+    rate, _ = _steady_rate(4, 200 + _key_bytes(256), aggregated=True)
+    assert f"{rate:,.0f}" == "16,244"
+
+
+def test_demo_rate_not_aggregated_takes_the_lower_limit() -> None:
+    # small records: 1,000 records/s per shard binds
+    assert _steady_rate(4, 206.6, aggregated=False) == pytest.approx((3200, False))
+    assert _steady_rate(1, 1000, aggregated=False) == pytest.approx((800, False))
+    # records over 1,048.576 bytes: 1 MiB/s binds first
+    rate, bytes_bind = _steady_rate(3, 4096, aggregated=False)
+    assert bytes_bind
+    assert rate == pytest.approx(0.8 * 3 * _MIB / 4096)  # 614.4
+    # rates scale with the shards
+    assert _steady_rate(10, 4096, aggregated=False)[0] == pytest.approx(rate * 10 / 3)
+
+
+def test_demo_limit_note_says_which_limit_binds() -> None:
+    assert _limit_note(4, 206.6, aggregated=True) == (
+        "4 shards' limits: 1 MiB/s each; records are aggregated, so bytes bind"
+    )
+    assert _limit_note(1, 206.6, aggregated=False) == (
+        "1 shard's limits: 1,000 records/s each; records are not aggregated, so records/s binds"
+    )
+    assert _limit_note(2, 4096, aggregated=False) == (
+        "2 shards' limits: 1 MiB/s each; records are not aggregated but 4,096 bytes each, "
+        "so bytes bind"
+    )
+
+
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
+def test_demo_writes_a_steady_phase_at_80_percent_of_the_limits(
+    local_engine: EmulatorEndpoint, backend: str
+) -> None:
+    out = run_cli(
+        "demo",
+        "--endpoint-url",
+        local_engine.endpoint_url,
+        "--shards",
+        "2",
+        "--duration",
+        "0.5",
+        "--backend",
+        backend,
+    )
+    assert out.returncode == 0, out.stderr
+    rate, _ = _steady_rate(2, 200 + _key_bytes(256), aggregated=True)
+    assert (
+        f"steady phase: {rate:,.0f} records/s for 0.5 s (80 % of 2 shards' limits: 1 MiB/s "
+        "each; records are aggregated, so bytes bind)"
+    ) in out.stdout.splitlines()
+    assert "then a burst" not in out.stdout
+    table = demo_table(out.stdout)
+    assert list(table) == ["steady"]
+    records, per_s, mb_s, p50, p99, cpu, failed = table["steady"]
+    assert number(records) == math.ceil(0.5 * rate)
+    assert failed == "0"
+    assert number(per_s) > 0 and number(mb_s) > 0 and number(cpu) > 0
+    assert 0 < number(p50) <= number(p99)
+    notes = demo_notes(out.stdout)
+    assert set(notes) == {"records/s, MB/s", "latency (steady)", "CPU", "failed", "peak RSS"}
+    assert notes["latency (steady)"].startswith(
+        "from each record's scheduled arrival (start + i/rate) to its confirmed write; the "
+        "producer holds a record up to the linger (0.1 s) to fill an aggregate"
+    )
+    assert notes["CPU"].startswith("this process's CPU time (producer and load loop)")
+    assert notes["failed"] == (
+        "0 failed: every record was confirmed by the service (a sequence number for each)."
+    )
+    assert notes["peak RSS"].endswith(" MiB (this process's peak resident memory).")
+    stream = re.search(r"created stream (\S+) with 2 shards", out.stdout)
+    assert stream is not None
+    assert len(read_back(local_engine.endpoint_url, stream[1])) == number(records)
+
+
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
+def test_demo_rate_and_burst_on_an_existing_stream(
+    local_engine: EmulatorEndpoint, backend: str
+) -> None:
+    stream = create_stream(local_engine.endpoint_url, shards=3)
+    out = run_cli(
+        "demo",
+        "--endpoint-url",
+        local_engine.endpoint_url,
+        "--stream",
+        stream,
+        "--rate",
+        "400",
+        "--duration",
+        "0.5",
+        "--burst",
+        "1500",
+        "--no-aggregation",
+        "--linger",
+        "50ms",
+        "--backend",
+        backend,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    # the existing stream's 3 open shards set the limits: 400 is 13 % of 3,000 records/s
+    assert (
+        "steady phase: 400 records/s for 0.5 s (--rate: 13 % of 3 shards' limits: 1,000 "
+        "records/s each; records are not aggregated, so records/s binds)"
+    ) in lines
+    assert "then a burst: 1,500 records as fast as put() allows" in lines
+    table = demo_table(out.stdout)
+    assert list(table) == ["steady", "burst"]
+    assert (table["steady"][0], table["steady"][-1]) == ("200", "0")
+    assert (table["burst"][0], table["burst"][-1]) == ("1,500", "0")
+    notes = demo_notes(out.stdout)
+    assert "to fill a request" in notes["latency (steady)"]
+    assert "(0.05 s)" in notes["latency (steady)"]
+    assert notes["latency (burst)"].startswith("from each put() call to its confirmed write")
+    assert len(read_back(local_engine.endpoint_url, stream)) == 1700
+
+
+def test_demo_explains_failures_and_exits_1(stub: Stub) -> None:
+    stub.state.throttle_every = 1  # every request throttled...
+    out = run_cli(
+        "demo",
+        "--endpoint-url",
+        stub.endpoint_url,
+        "--stream",
+        "s",
+        "--rate",
+        "100",
+        "--duration",
+        "1",
+        "-n",
+        "20",
+        "--fail-if-throttled",  # ...and throttled records fail at once
+    )
+    assert out.returncode == 1, out.stderr
+    lines = out.stdout.splitlines()
+    steady = next(line for line in lines if line.startswith("steady phase: "))
+    # the stub's stream has one open shard
+    assert steady.startswith(
+        "steady phase: 100 records/s for 1 s, at most 20 records by --count (--rate: 2 % of "
+        "1 shard's limits: 1 MiB/s each"
+    )
+    assert demo_table(out.stdout)["steady"][0] == "20"
+    assert demo_table(out.stdout)["steady"][-1] == "20"
+    assert demo_notes(out.stdout)["failed"] == "20 records not written; by error code:"
+    (code_line,) = (line for line in lines if line.startswith("  Provisioned"))
+    assert code_line.startswith(
+        "  ProvisionedThroughputExceededException: 20: a shard refused the write because it "
+        "was over its limits"
+    )
+    assert "--fail-if-throttled" in code_line
+
+
+def test_demo_on_a_missing_stream_is_a_one_line_error(local_engine: EmulatorEndpoint) -> None:
+    out = run_cli(
+        "demo",
+        "--endpoint-url",
+        local_engine.endpoint_url,
+        "--stream",
+        f"nope-{uuid.uuid4().hex}",
+    )
+    assert out.returncode == 1
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("kinesis-trio: error: stream ") and "does not exist" in line
 
 
 # -- bad arguments ------------------------------------------------------------------------------
@@ -542,6 +773,9 @@ BAD_ARGUMENTS: list[tuple[list[str], str]] = [
     (["perf", "-s", "big"], "argument -s/--size: not a size"),
     (["perf", "-r", "-5"], "argument -r/--rate: must be a positive number"),
     (["perf", "--linger", "soon"], "argument --linger: not a duration"),
+    (["demo", "--burst", "0"], "argument --burst: must be at least 1, got 0"),
+    (["demo", "--duration", "0"], "argument --duration: must be a positive duration"),
+    (["demo", "--rate", "0"], "argument --rate: must be a positive number"),
     (["perf", "--rate-limit", "0"], "ProducerConfig.rate_limit must be a positive percentage"),
     (["perf", "--max-connections", "0"], "ProducerConfig.max_connections must be a positive int"),
     (
@@ -629,10 +863,15 @@ def _port_open(port: int) -> bool:
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("engine", ["kinesalite", "python"])
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_local_runs_until_interrupted_and_stops_the_emulator(signum: signal.Signals) -> None:
+def test_local_runs_until_interrupted_and_stops_the_emulator(
+    signum: signal.Signals, engine: str
+) -> None:
+    if engine != "python" and not node_available():
+        pytest.skip(f"{engine} is an npm package and needs Node.js 18+")
     proc = subprocess.Popen(
-        cli_command("local", "--port", "0", "--streams", "orders:2,events"),
+        cli_command("local", "--emulator", engine, "--port", "0", "--streams", "orders:2,events"),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -645,7 +884,7 @@ def test_local_runs_until_interrupted_and_stops_the_emulator(signum: signal.Sign
     try:
         assert proc.stdout is not None
         lines = _lines(proc.stdout)
-        match = _wait_for_line(lines, r"kinesalite running at (http://127\.0\.0\.1:(\d+))", 120)
+        match = _wait_for_line(lines, rf"{engine}.* running at (http://127\.0\.0\.1:(\d+))", 120)
         endpoint, port = match[1], int(match[2])
 
         async def shard_counts() -> dict[str, int]:

@@ -8,6 +8,8 @@ import os
 import resource
 import sys
 import time
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -15,11 +17,14 @@ import anyio.abc
 import anyio.to_thread
 
 from .._config import RECORD_MAX_SIZE_CEILING, ProducerConfig
+from .._errors import ResourceNotFoundError
+from .._limiter import SHARD_BYTES_PER_SECOND, SHARD_RECORDS_PER_SECOND
 from .._producer import Producer
 from ._options import (
     _config,
     _configured_endpoint,
     _ensure_stream,
+    _Failure,
     _Target,
     _UsageError,
     _with_target,
@@ -86,6 +91,17 @@ async def _generate(
             i += 1
 
 
+@dataclass(frozen=True)
+class _Phase:
+    """One stretch of load: ``count`` records, paced at ``rate`` (None: as fast as put()
+    allows), stopping after ``duration`` seconds if given."""
+
+    label: str
+    count: int
+    rate: float | None
+    duration: float | None
+
+
 async def _run_load(
     args: argparse.Namespace,
     target: _Target,
@@ -97,46 +113,83 @@ async def _run_load(
     rate: float | None,
     duration: float | None,
 ) -> _LoadResult:
-    tracker = _Tracker()
-    progress = _Progress(
-        label,
-        count if count < sys.maxsize else None,
-        quiet=args.quiet,
-        interval=args.progress_interval,
+    (result,) = await _run_phases(
+        args, target, stream, config, [_Phase(label, count, rate, duration)]
     )
+    return result
+
+
+async def _run_phases(
+    args: argparse.Namespace,
+    target: _Target,
+    stream: str,
+    config: ProducerConfig,
+    phases: Sequence[_Phase],
+) -> list[_LoadResult]:
+    """Run ``phases`` one after the other through one producer; each is flushed before the
+    next starts and has its own tracker, elapsed time and CPU time. After a first Ctrl-C
+    the current phase stops (its records in flight are waited for) and the later ones are
+    skipped; a second one aborts."""
+    done: list[tuple[_Tracker, float, float]] = []
+    progress = _phase_progress(args, phases[0])
+    tracker = _Tracker()
+    started: tuple[float, float] | None = None  # the current phase's (t0, cpu0) until done
     interrupts = _Interrupts(progress)
-    t0 = t1 = cpu0 = 0.0
     try:
         async with interrupts.watching():
             with interrupts.abort_scope:
-                async with (
-                    target.producer(stream, config) as producer,
-                    anyio.create_task_group() as tg,
-                ):
-                    tg.start_soon(_tick, tracker, progress, producer)
-                    cpu0 = time.process_time()
-                    t0 = anyio.current_time()
-                    with interrupts.stop_scope:
-                        await _generate(
-                            producer,
-                            tracker,
-                            t0=t0,
-                            count=count,
-                            size=args.size,
-                            keys=args.keys,
-                            rate=rate,
-                            duration=duration,
-                        )
-                    await producer.flush()
-                    t1 = anyio.current_time()
-                    tg.cancel_scope.cancel()
-        if not t1:
+                async with target.producer(stream, config) as producer:
+                    for index, phase in enumerate(phases):
+                        if interrupts.count:
+                            break
+                        if index:
+                            tracker = _Tracker()
+                            progress = _phase_progress(args, phase)
+                            # a cancel scope is entered once: a fresh one for this phase
+                            interrupts.stop_scope = anyio.CancelScope()
+                            interrupts._progress = progress
+                        async with anyio.create_task_group() as tg:
+                            tg.start_soon(_tick, tracker, progress, producer)
+                            cpu0 = time.process_time()
+                            t0 = anyio.current_time()
+                            started = (t0, cpu0)
+                            with interrupts.stop_scope:
+                                await _generate(
+                                    producer,
+                                    tracker,
+                                    t0=t0,
+                                    count=phase.count,
+                                    size=args.size,
+                                    keys=args.keys,
+                                    rate=phase.rate,
+                                    duration=phase.duration,
+                                )
+                            await producer.flush()
+                            t1 = anyio.current_time()
+                            cpu = time.process_time() - cpu0
+                            tg.cancel_scope.cancel()
+                        started = None
+                        tracker.reap()
+                        progress.close(tracker)
+                        done.append((tracker, max(t1 - t0, 1e-9), cpu))
+        if started is not None:  # aborted: its records failed as the producer closed
+            t0, cpu0 = started
             t1 = anyio.current_time()
-        cpu = time.process_time() - cpu0
-        tracker.reap()
+            cpu = time.process_time() - cpu0
+            tracker.reap()
+            done.append((tracker, max(t1 - t0, 1e-9), cpu))
     finally:
-        progress.close(tracker)
-    return _LoadResult(tracker, max(t1 - t0, 1e-9), cpu, interrupts.count)
+        progress.close(tracker)  # a no-op if already closed
+    return [_LoadResult(t, elapsed, cpu, interrupts.count) for t, elapsed, cpu in done]
+
+
+def _phase_progress(args: argparse.Namespace, phase: _Phase) -> _Progress:
+    return _Progress(
+        phase.label,
+        phase.count if phase.count < sys.maxsize else None,
+        quiet=args.quiet,
+        interval=args.progress_interval,
+    )
 
 
 def _rss_mib() -> float:
@@ -232,9 +285,138 @@ def _check_record_size(args: argparse.Namespace, config: ProducerConfig) -> None
         )
 
 
+# -- demo: a steady phase the stream can take, then an optional burst -----------------------
+
+#: The demo's default steady rate, as a fraction of the shards' write limits.
+DEMO_LOAD = 0.8
+
+#: What a failed record's error code means, for the demo's failure lines.
+_FAILURE_MEANINGS = {
+    "ProvisionedThroughputExceededException": "a shard refused the write because it was over "
+    "its limits (1,000 records/s, 1 MiB/s); the producer retries such records until "
+    "record_ttl, so a failure with this code means --fail-if-throttled was given",
+    "RecordExpired": "not confirmed within record_ttl: the producer kept retrying "
+    "(throttling, server errors, an unreachable endpoint) until the time ran out; the "
+    "message names the last error",
+    "InternalFailure": "the service failed internally: a transient error the producer "
+    "retries until record_ttl",
+    "ServiceUnavailable": "the service was unavailable (HTTP 503): transient, retried until "
+    "record_ttl",
+    "ProducerAborted": "the run was aborted (a second Ctrl-C) while the record was in flight; "
+    "it may or may not have been written",
+    "ProducerCloseTimeout": "the producer closed (close_timeout) before the record was "
+    "confirmed; it may or may not have been written",
+    "RecordTooLarge": "the stream's record size limit was lowered below this record after "
+    "put() accepted it",
+    "AccessDeniedException": "these credentials may not write to the stream (IAM); retrying "
+    "cannot help",
+    "ResourceNotFoundException": "the stream does not exist (any more)",
+    "ValidationException": "the service rejected the request as invalid; retrying cannot help",
+    "InvalidArgumentException": "the service rejected the request as invalid; retrying cannot help",
+}
+
+
+def _key_bytes(keys: int) -> float:
+    """The mean length of the demo's partition keys, ``key-0`` ... ``key-{keys - 1}``."""
+    return sum(len(f"key-{i}") for i in range(keys)) / keys
+
+
+def _steady_rate(
+    shards: int, record_bytes: float, *, aggregated: bool, load: float = DEMO_LOAD
+) -> tuple[float, bool]:
+    """Records/s at ``load`` of ``shards`` shards' write limits, and whether the bytes limit
+    (1 MiB/s) binds rather than the records limit (1,000/s).
+
+    ``record_bytes`` is a record's data plus its partition key. Aggregated, the records
+    limit counts aggregates, not user records: the bytes limit binds.
+    """
+    by_bytes = SHARD_BYTES_PER_SECOND / record_bytes
+    if aggregated or by_bytes <= SHARD_RECORDS_PER_SECOND:
+        return load * shards * by_bytes, True
+    return load * shards * SHARD_RECORDS_PER_SECOND, False
+
+
+def _limit_note(shards: int, record_bytes: float, *, aggregated: bool) -> str:
+    """E.g. ``4 shards' limits: 1 MiB/s each; records are aggregated, so bytes bind``."""
+    _, bytes_bind = _steady_rate(shards, record_bytes, aggregated=aggregated)
+    whose = "1 shard's limits" if shards == 1 else f"{shards:,} shards' limits"
+    if aggregated:
+        return f"{whose}: 1 MiB/s each; records are aggregated, so bytes bind"
+    if bytes_bind:
+        return (
+            f"{whose}: 1 MiB/s each; records are not aggregated but {record_bytes:,.0f} "
+            "bytes each, so bytes bind"
+        )
+    return f"{whose}: 1,000 records/s each; records are not aggregated, so records/s binds"
+
+
+def _rate_text(rate: float) -> str:
+    return f"{rate:,.0f}" if rate >= 100 else f"{rate:,.3g}"
+
+
+async def _open_shards(target: _Target, stream: str) -> int:
+    """The open shard count of the existing ``stream``."""
+    async with target.client() as client:
+        try:
+            summary = await client.describe_stream_summary(stream)
+        except ResourceNotFoundError:
+            raise _Failure(
+                f"stream {stream!r} does not exist at {client.endpoint_url} "
+                "(leave out --stream to create one)"
+            ) from None
+        count = summary.get("OpenShardCount")
+        if isinstance(count, int) and count > 0:
+            return count
+        return max(1, len(await client.list_shards(stream)))
+
+
+def _phase_row(label: str, result: _LoadResult) -> str:
+    t = result.tracker
+    latencies = sorted(t.latencies)
+    p50, p99 = (_percentile(latencies, q) * 1e3 for q in (0.5, 0.99))
+    cells = [
+        label,
+        f"{t.accepted:,}",
+        f"{t.ok / result.elapsed:,.0f}",
+        f"{t.ok_bytes / result.elapsed / 1e6:,.2f}",
+        "n/a" if math.isnan(p50) else f"{p50:,.1f}",
+        "n/a" if math.isnan(p99) else f"{p99:,.1f}",
+        f"{result.cpu / t.accepted * 1e6:,.1f}" if t.accepted else "n/a",
+        f"{t.failed:,}",
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _failure_lines(results: Sequence[_LoadResult]) -> list[str]:
+    codes: Counter[str] = Counter()
+    messages: dict[str, str] = {}
+    for result in results:
+        codes.update(result.tracker.codes)
+        for code, message in result.tracker.messages.items():
+            messages.setdefault(code, message)
+    failed = sum(codes.values())
+    if not failed:
+        return [
+            "failed: 0 failed: every record was confirmed by the service (a sequence number "
+            "for each)."
+        ]
+    lines = [f"failed: {failed:,} record{'s' if failed != 1 else ''} not written; by error code:"]
+    for code, n in codes.most_common():
+        meaning = _FAILURE_MEANINGS.get(code)
+        if meaning is None and code.startswith("KMS"):
+            meaning = "a problem with the stream's KMS encryption key (disabled, missing, denied)"
+        line = f"  {code}: {n:,}: {meaning or 'see the message'}"
+        if messages.get(code):
+            line += f" (first message: {messages[code][:200]})"
+        lines.append(line)
+    return lines
+
+
 def _run_demo(args: argparse.Namespace) -> int:
     config = _config(args)
     _check_record_size(args, config)
+    aggregated = config.aggregation_enabled is not False
+    record_bytes = args.size + _key_bytes(args.keys)
 
     async def demo(target: _Target) -> int:
         if args.stream is None:
@@ -242,40 +424,85 @@ def _run_demo(args: argparse.Namespace) -> int:
                 stream, created = await _ensure_stream(
                     client, None, args.shards, prefix="kinesis-trio-demo"
                 )
+            shards = args.shards
         else:
-            await target.client().aclose()  # validates region and endpoint
             stream, created = args.stream, False
-        count = args.count
+            shards = await _open_shards(target, stream)
+        full, _ = _steady_rate(shards, record_bytes, aggregated=aggregated, load=1.0)
+        limits = _limit_note(shards, record_bytes, aggregated=aggregated)
+        if args.rate is None:
+            rate = full * DEMO_LOAD
+            why = f"{DEMO_LOAD * 100:.0f} % of {limits}"
+        else:
+            rate = args.rate
+            why = f"--rate: {rate / full * 100:,.0f} % of {limits}"
+        count = max(1, math.ceil(args.duration * rate))
+        if args.count is not None:
+            count = min(count, args.count)
+        linger = config.record_max_buffered_time
         print(
-            f"writing {count:,} records of {args.size} bytes over {args.keys} keys "
-            f"({'not aggregated' if config.aggregation_enabled is False else 'aggregated'}, "
-            f"backend {args.backend}) ...",
+            f"demo: {args.size:,}-byte records over {args.keys:,} keys to {stream} "
+            f"({'aggregated' if aggregated else 'not aggregated'}, linger {linger:g} s, "
+            f"backend {args.backend})",
             flush=True,
         )
-        result = await _run_load(
-            args, target, stream, config, label="demo", count=count, rate=None, duration=None
+        capped = f", at most {count:,} records by --count" if args.count is not None else ""
+        print(
+            f"steady phase: {_rate_text(rate)} records/s for {args.duration:g} s{capped} ({why})",
+            flush=True,
         )
-        t = result.tracker
-        n = t.accepted
-        latencies = sorted(t.latencies)
-        elapsed = result.elapsed
+        phases = [_Phase("steady", count, rate, args.duration)]
+        if args.burst is not None:
+            print(
+                f"then a burst: {args.burst:,} records as fast as put() allows",
+                flush=True,
+            )
+            phases.append(_Phase("burst", args.burst, None, None))
+        results = await _run_phases(args, target, stream, config, phases)
+        print()
+        print("| phase | records | records/s | MB/s | p50 ms | p99 ms | CPU µs/record | failed |")
+        print("|:---|---:|---:|---:|---:|---:|---:|---:|")
+        for phase, result in zip(phases, results, strict=False):  # fewer if interrupted
+            print(_phase_row(phase.label, result))
         print()
         print(
-            "| records | elapsed s | records/s | MB/s | p50 ms | p99 ms | CPU us/record | failed |"
+            "records/s, MB/s: records confirmed per second of the phase, from its first put() "
+            "to its last confirmation, and their data in MB (10^6 bytes)."
         )
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
         print(
-            f"| {n:,} | {elapsed:.2f} | {n / elapsed:,.0f} | "
-            f"{n * args.size / elapsed / 1e6:.2f} | {_percentile(latencies, 0.5) * 1e3:.1f} | "
-            f"{_percentile(latencies, 0.99) * 1e3:.1f} | "
-            f"{result.cpu / max(n, 1) * 1e6:.1f} | {t.failed} |"
+            "latency (steady): from each record's scheduled arrival (start + i/rate) to its "
+            f"confirmed write; the producer holds a record up to the linger ({linger:g} s) to "
+            f"fill {'an aggregate' if aggregated else 'a request'} (less if it fills sooner), so "
+            "a p50 near or below the linger is expected."
         )
-        print(f"\npeak RSS {_rss_mib():.0f} MiB")
-        if t.failed:
-            print("failures by error code: " + ", ".join(f"{k}={v}" for k, v in t.codes.items()))
+        if len(results) > 1:
+            print(
+                "latency (burst): from each put() call to its confirmed write; after a "
+                "first second's worth the producer sends at most rate_limit "
+                f"({config.rate_limit:g} % of the shards' limits), so a record waits behind "
+                "those put before it: this grows with the burst and is the queue, not the "
+                "producer's cost (that is CPU)."
+            )
+        where = (
+            "the local engine runs in another process"
+            if target.local
+            else "the service's own work is not counted"
+        )
+        print(
+            "CPU: this process's CPU time (producer and load loop) per record put; " + where + "."
+        )
+        for line in _failure_lines(results):
+            print(line)
+        print(f"peak RSS: {_rss_mib():,.0f} MiB (this process's peak resident memory).")
+        interrupted = not results or bool(results[0].interrupted)
+        if interrupted and len(results) < len(phases):
+            print("(interrupted: the later phases were skipped)")
+        elif interrupted:
+            print("(interrupted)")
         if created and not target.local:
             print(f"(stream {stream} was left in place; delete it when done)")
-        return _exit_code(t, bool(result.interrupted))
+        failed = [r.tracker for r in results if r.tracker.failed]
+        return _exit_code(failed[0] if failed else _Tracker(), interrupted)
 
     return _with_target(
         args,

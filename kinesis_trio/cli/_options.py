@@ -16,7 +16,7 @@ import anyio
 from .._client import KinesisClient
 from .._config import ProducerConfig
 from .._credentials import StaticCredentials
-from .._emulator import EMULATORS, LocalKinesis
+from .._emulator import ENGINES, EmulatorKind, LocalKinesis, default_engine, node_available
 from .._errors import ResourceNotFoundError
 from .._producer import Producer
 from .._version import __version__
@@ -189,31 +189,110 @@ def _parser() -> argparse.ArgumentParser:
         "--shards", type=_positive_int, help="shards of a stream to create (default 4 locally)"
     )
     perf.add_argument("--duration", type=_positive_seconds, help="stop after this long")
-    perf.add_argument("--emulator", choices=sorted(EMULATORS), default="kinesalite")
+    perf.add_argument(
+        "--emulator",
+        choices=ENGINES,
+        help="local engine when no endpoint is given: kinesalite or kinesis-local (npm, need "
+        "Node.js) or python (this package's; default when Node.js is missing)",
+    )
     _add_common(perf, progress_interval=1.0)
 
     demo = sub.add_parser(
         "demo",
-        help="write records and print records/s, latency and failures",
-        description="Write --count records of --size bytes and report throughput and latency. "
-        "Without an endpoint and without --stream, an embedded local emulator is started.",
+        help="write at a steady rate the stream can take, then optionally a burst; print "
+        "throughput, latency, CPU per record and failures",
+        description="Write records of --size bytes at a steady rate for --duration seconds "
+        "(default: 80 %% of the shards' write limits, 1 MiB/s and 1,000 records/s each), "
+        "then, with --burst N, N records as fast as put() allows. Prints one row per phase "
+        "(records, records/s, MB/s, p50/p99 latency, CPU per record, failed) and a sentence "
+        "on what each figure means. Steady latency counts from each record's scheduled "
+        "arrival (no coordinated omission); burst latency from each put() call. Without an "
+        "endpoint and without --stream, an embedded local emulator is started.",
     )
-    demo.add_argument("--count", "-n", type=_positive_int, default=100_000)
-    demo.add_argument("--size", "-s", type=_positive_int, default=200, help="bytes per record")
-    demo.add_argument("--keys", type=_positive_int, default=256, help="distinct partition keys")
-    demo.add_argument("--shards", type=_positive_int, default=4, help="shards of the new stream")
-    demo.add_argument("--stream", help="use this existing stream instead of creating one")
-    demo.add_argument("--emulator", choices=sorted(EMULATORS), default="kinesalite")
+    demo.add_argument(
+        "--duration",
+        type=_positive_seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="length of the steady phase (default 5)",
+    )
+    demo.add_argument(
+        "--rate",
+        type=_rate,
+        metavar="N",
+        help="records/s of the steady phase (default: 80 %% of the shards' limits)",
+    )
+    demo.add_argument(
+        "--burst",
+        type=_positive_int,
+        metavar="N",
+        help="after the steady phase, N records as fast as put() allows (latency from each "
+        "put() call)",
+    )
+    demo.add_argument(
+        "--count",
+        "-n",
+        type=_positive_int,
+        metavar="N",
+        help="at most N records in the steady phase (default: rate x duration)",
+    )
+    demo.add_argument(
+        "--size", "-s", type=_positive_int, default=200, help="bytes per record (default 200)"
+    )
+    demo.add_argument(
+        "--keys", type=_positive_int, default=256, help="distinct partition keys (default 256)"
+    )
+    demo.add_argument(
+        "--shards", type=_positive_int, default=4, help="shards of the new stream (default 4)"
+    )
+    demo.add_argument(
+        "--stream",
+        help="use this existing stream instead of creating one (its open shards set the rate)",
+    )
+    demo.add_argument(
+        "--emulator",
+        choices=ENGINES,
+        help="local engine when no endpoint is given: kinesalite or kinesis-local (npm, need "
+        "Node.js) or python (this package's; default when Node.js is missing)",
+    )
     _add_common(demo, progress_interval=1.0)
 
     local = sub.add_parser(
         "local",
-        help="start the embedded emulator and keep it running",
-        description="Run a local Kinesis emulator until Ctrl-C (or SIGTERM), then stop it.",
+        help="run a local Kinesis until Ctrl-C",
+        description="Run a local Kinesis until Ctrl-C (or SIGTERM), then stop it. The python "
+        "engine (this package's fake over HTTP) models the service of 2026: on-demand AUTO "
+        "streams, records up to 10 MiB, StreamARN, DryRun; it needs no Node.js.",
     )
     local.add_argument("--port", type=_port, default=4567, help="port (0: any free port)")
-    local.add_argument("--emulator", choices=sorted(EMULATORS), default="kinesalite")
+    local.add_argument(
+        "--emulator",
+        choices=ENGINES,
+        help="kinesalite or kinesis-local (npm, need Node.js) or python (default when "
+        "Node.js is missing)",
+    )
     local.add_argument("--streams", default="", help="name:shards,... to create")
+    py = local.add_argument_group("python engine")
+    py.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    py.add_argument(
+        "--limits",
+        choices=["none", "aws"],
+        default="none",
+        help="aws: per-shard write limits of 1,000 records/s and 1 MiB/s (default none)",
+    )
+    py.add_argument(
+        "--faults",
+        metavar="SPEC",
+        help="faults to inject, e.g. 'http_500=0.01,throttle_entries=0.05,seed=7' or "
+        "'fatal=audit:AccessDeniedException' (see the docs' local engine page)",
+    )
+    py.add_argument(
+        "--data",
+        metavar="DIR",
+        help="keep streams and records in DIR across restarts (saved within 1 s of a change)",
+    )
+    py.add_argument("--tls", action="store_true", help="serve HTTPS with a self-signed certificate")
+    py.add_argument("-q", "--quiet", action="store_true", help="no per-stream lines")
     return parser
 
 
@@ -359,8 +438,9 @@ def _with_target(
     endpoint = _configured_endpoint(args)
     if endpoint is not None or not embedded:
         return run(_Target(endpoint, args.region, args.profile, None, False))
-    print(f"no endpoint configured: starting an embedded {args.emulator} emulator ...", flush=True)
-    with LocalKinesis(args.emulator, shard_limit=shard_limit) as emulator:
+    kind = _engine(args)
+    print(f"no endpoint configured: starting an embedded {kind} emulator ...", flush=True)
+    with LocalKinesis(kind, shard_limit=shard_limit) as emulator:
         print(f"emulator at {emulator.endpoint_url}", flush=True)
         region = args.region or (
             None
@@ -368,6 +448,21 @@ def _with_target(
             else "us-east-1"
         )
         return run(_Target(emulator.endpoint_url, region, args.profile, _LOCAL_CREDENTIALS, True))
+
+
+def _engine(args: argparse.Namespace) -> EmulatorKind:
+    """``--emulator``, or kinesalite when Node.js is installed, else python (said in one line)."""
+    if args.emulator is not None:
+        chosen: EmulatorKind = args.emulator
+        return chosen
+    kind = default_engine()
+    if kind == "python" and not node_available():
+        print(
+            "Node.js not found: using the Python local engine (kinesis-trio local --emulator "
+            "python; install Node.js 18+ for kinesalite and kinesis-local)",
+            flush=True,
+        )
+    return kind
 
 
 async def _ensure_stream(
