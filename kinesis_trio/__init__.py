@@ -32,3 +32,34 @@ from ._outcome import RecordResult as RecordResult
 from ._producer import Producer as Producer
 from ._sync import SyncProducer as SyncProducer
 from ._version import __version__ as __version__
+
+__all__ = [
+    "AccessDeniedError",
+    "Attempt",
+    "AuthenticationError",
+    "ConnectError",
+    "ConnectionLostError",
+    "CredentialsError",
+    "ExpiredTokenError",
+    "KMSError",
+    "KinesisClient",
+    "KinesisError",
+    "KinesisTrioError",
+    "LimitExceededError",
+    "Outcome",
+    "Producer",
+    "ProducerClosedError",
+    "ProducerConfig",
+    "ProvisionedThroughputExceededError",
+    "RecordResult",
+    "RequestTimeoutError",
+    "ResourceInUseError",
+    "ResourceNotFoundError",
+    "ServiceError",
+    "StaticCredentials",
+    "SyncProducer",
+    "TransportError",
+    "UserRecord",
+    "ValidationError",
+    "deaggregate",
+]

@@ -105,7 +105,8 @@ class MetricDatum:
 class MetricsSink(Protocol):
     """Receives each closed window. May raise or be slow: :class:`Metrics` contains both."""
 
-    async def publish(self, data: Sequence[MetricDatum]) -> None: ...
+    async def publish(self, data: Sequence[MetricDatum]) -> None:
+        """Publish one closed window's data points."""
 
 
 def _sink_name(sink: object) -> str:
