@@ -239,7 +239,7 @@ class LocalKinesis:
             raise ValueError("initialize_streams is only supported by kinesis-local")
         if args and kind != "python":
             raise ValueError("args are only supported by the python engine")
-        self.args = list(args)
+        self.args: list[str] = list(args)
         self._kind: EmulatorKind = kind
         self._requested_port = port
         self._port: int | None = port
@@ -247,7 +247,7 @@ class LocalKinesis:
         self.host = host
         self.startup_timeout = startup_timeout
         self.initialize_streams = initialize_streams
-        self.extra_env = dict(extra_env or {})
+        self.extra_env: dict[str, str] = dict(extra_env or {})
         self._log_file = log_file
         self._log_path: Path | None = None
         self._owns_log = False

@@ -21,6 +21,7 @@ import pytest
 
 from kinesis_trio import KinesisClient, KinesisError, StaticCredentials
 from kinesis_trio.testing import FakeKinesis, Faults, load_state, save_state
+from kinesis_trio.testing._model import _seq
 
 pytestmark = pytest.mark.anyio
 
@@ -185,7 +186,7 @@ async def test_a_missing_file_loads_nothing(tmp_path: Path) -> None:
     assert list(fake.streams) == ["s"] and not (tmp_path / "missing").exists()
     async with connect(fake) as client:
         result = await client.put_records("s", [entry(b"x")])
-    assert result["Records"][0]["SequenceNumber"] == f"{1:056d}"
+    assert result["Records"][0]["SequenceNumber"] == _seq(1)
 
 
 def valid_state() -> dict[str, Any]:
@@ -204,7 +205,7 @@ def valid_state() -> dict[str, Any]:
             "partition_key": None,
             "explicit_hash_key": None,
             "hash_key": shard["start"],
-            "sequence_number": f"{2:056d}",
+            "sequence_number": _seq(2),
             "arrival": 1.5,
         }
     ]
@@ -313,7 +314,7 @@ def test_the_valid_base_of_the_corrupt_cases_loads(tmp_path: Path) -> None:
         "shardId-000000000004",
         "shardId-000000000005",
     ]
-    assert fake.streams["s"].shards[-1].starting_sequence_number == f"{4:056d}"
+    assert fake.streams["s"].shards[-1].starting_sequence_number == _seq(4)
 
 
 async def test_a_counter_behind_the_stored_numbers_is_caught_up(tmp_path: Path) -> None:
@@ -329,7 +330,7 @@ async def test_a_counter_behind_the_stored_numbers_is_caught_up(tmp_path: Path) 
     async with connect(fake) as client:
         result = await client.put_records("s", [entry(b"y", ehk=MAX_HASH)])
         await client.split_shard("s", "shardId-000000000002", 3)
-    assert result["Records"][0]["SequenceNumber"] == f"{3:056d}"  # after the stored 2
+    assert result["Records"][0]["SequenceNumber"] == _seq(3)  # after the stored 2
     assert [s.shard_id for s in fake.streams["s"].shards[-2:]] == [
         "shardId-000000000004",
         "shardId-000000000005",

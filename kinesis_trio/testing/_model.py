@@ -371,7 +371,7 @@ class _Streams:
             end,
             parent,
             adjacent_parent_shard_id=adjacent,
-            starting_sequence_number=f"{self._last_seq + 1:056d}",
+            starting_sequence_number=_seq(self._last_seq + 1),
         )
         stream.next_shard += 1
         stream.shards.append(shard)
@@ -379,11 +379,11 @@ class _Streams:
 
     def _close(self, shard: FakeShard) -> None:
         shard.closed = True
-        shard.ending_sequence_number = max(f"{self._last_seq:056d}", shard.starting_sequence_number)
+        shard.ending_sequence_number = max(_seq(self._last_seq), shard.starting_sequence_number)
 
     def _next_seq(self) -> str:
         self._last_seq += 1
-        return f"{self._last_seq:056d}"
+        return _seq(self._last_seq)
 
     def _take_tokens(self, stream: _Stream, shard: FakeShard, size: int, now: float) -> bool:
         """Take one record and ``size`` bytes from the shard's buckets, if they hold them.
@@ -409,6 +409,22 @@ class _Streams:
         bucket.records = max(0.0, bucket.records - 1)
         bucket.bytes = max(0.0, bucket.bytes - size)
         return True
+
+
+#: Sequence numbers are 56 digits without a leading zero (SequenceNumber's pattern
+#: ``^(0|([1-9]\d{0,128}))$``; Kinesis' own look like ``4959...``): this base plus a counter,
+#: so their string order is their numeric order.
+_SEQ_BASE = 49 * 10**54
+
+
+def _seq(counter: int) -> str:
+    """The sequence number of the ``counter``-th record the fake stored."""
+    return str(_SEQ_BASE + counter)
+
+
+def _seq_counter(sequence_number: str) -> int:
+    """The counter behind a sequence number of :func:`_seq` (below 0 for smaller ones)."""
+    return int(sequence_number) - _SEQ_BASE
 
 
 def _stream_ref(body: dict[str, Any]) -> str | None:

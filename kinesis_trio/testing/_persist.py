@@ -11,10 +11,10 @@ Format 1::
         "shards": [
           {"shard_id": "shardId-000000000000", "start": "0", "end": "1701...",
            "parent_shard_id": null, "adjacent_parent_shard_id": null, "closed": true,
-           "starting_sequence_number": "000...1", "ending_sequence_number": "000...7",
+           "starting_sequence_number": "4900...1", "ending_sequence_number": "4900...7",
            "records": [
              {"data": "<base64>", "partition_key": "k", "explicit_hash_key": null,
-              "hash_key": "1234...", "sequence_number": "000...3", "arrival": 812.5}]}]}]}
+              "hash_key": "1234...", "sequence_number": "4900...3", "arrival": 812.5}]}]}]}
 
 Hash keys are decimal strings (128-bit). ``arrival`` is the wall-clock time the record was
 stored at: its ``anyio.current_time()`` plus the fake's ``clock_offset`` (the loading fake
@@ -39,6 +39,7 @@ from ._model import (
     _STRATEGIES,
     FakeRecord,
     FakeShard,
+    _seq_counter,
     _Stream,
 )
 
@@ -266,7 +267,7 @@ def _restore(state: Any) -> tuple[list[_Stream], int]:
         for shard in stream.shards:
             numbers = [shard.starting_sequence_number, shard.ending_sequence_number or "0"]
             numbers += [r.sequence_number for r in shard.records]
-            last_seq = max(last_seq, *(int(n) for n in numbers))
+            last_seq = max(last_seq, *(_seq_counter(n) for n in numbers))
     return streams, last_seq
 
 

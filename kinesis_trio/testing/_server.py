@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import json
 import random
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -46,6 +47,8 @@ from ._reading import _Reading
 
 Handler = Callable[[str, dict[str, Any]], Awaitable[httpx.Response | None]]
 
+#: CreateStreamInput's StreamName: pattern [a-zA-Z0-9_.-]+, length 1 to 128.
+_STREAM_NAME = re.compile(r"[a-zA-Z0-9_.-]{1,128}")
 #: The write operations: faults, ``fatal`` streams, DryRun and the stats apply to them.
 _WRITES = frozenset({"PutRecords", "PutRecord"})
 _DRY_RUN_MESSAGE = "The request was rejected because the DryRun parameter was specified."
@@ -480,11 +483,25 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
 
     def _op_CreateStream(self, body: dict[str, Any]) -> dict[str, Any]:
         name = body.get("StreamName")
-        if not isinstance(name, str) or not name:
-            raise _Fail(400, "ValidationException", "StreamName is required")
+        if not isinstance(name, str) or not _STREAM_NAME.fullmatch(name):
+            raise _Fail(
+                400,
+                "ValidationException",
+                f"1 validation error detected: Value {name!r} at 'streamName' failed to "
+                "satisfy constraint: Member must satisfy regular expression pattern: "
+                "[a-zA-Z0-9_.-]+ and have length between 1 and 128",
+            )
         mode = (body.get("StreamModeDetails") or {}).get("StreamMode", "PROVISIONED")
         on_demand = mode == "ON_DEMAND"
-        count = 4 if on_demand else int(body.get("ShardCount") or 1)
+        shards = body.get("ShardCount")
+        if shards is not None and (type(shards) is not int or shards < 1):
+            raise _Fail(
+                400,
+                "ValidationException",
+                f"1 validation error detected: Value '{shards}' at 'shardCount' failed to "
+                "satisfy constraint: Member must have value greater than or equal to 1",
+            )
+        count = 4 if on_demand else (shards or 1)
         self.create_stream(
             name,
             count,
