@@ -1,13 +1,14 @@
 """The local engines side by side: what each serves to this producer on this machine.
 
 Each engine runs in its own process (``LocalKinesis``: the Python engine, kinesalite,
-kinesis-local), started once; each round writes to a fresh 4-shard stream, in this
-process, on trio, every outcome awaited: ``--count`` records of 200 bytes over 256 keys
-aggregated (the default: few large requests) and ``--count // 5`` not aggregated (500
-entries a request: the per-entry cost). Reported per engine and mode (medians over the
-rounds, engines interleaved within a round): the records/s the producer got confirmed and
-the engine process's CPU per 1,000 Kinesis records stored (from ``/proc/<pid>/stat``).
-The npm emulators are skipped without Node.js.
+kinesis-local), started once; each round writes to a fresh 64-shard stream from this
+process, on trio, every outcome awaited. 64 shards: enough that the producer's own per-shard
+rate limits (150 % of AWS's) do not bind, so the engine and the producer's CPU do.
+``--count`` records of 200 bytes over 256 keys aggregated (the default: few large requests)
+and ``--count // 5`` not aggregated (500 entries a request: the per-entry cost). Reported per
+engine and mode (medians over the rounds, engines interleaved within a round): the records/s
+the producer got confirmed and the engine process's CPU per 1,000 Kinesis records stored
+(from ``/proc/<pid>/stat``). The npm emulators are skipped without Node.js.
 
     uv run python -m benchmarks.bench_engines            # --count 100000 --rounds 3
 """
@@ -33,7 +34,7 @@ from benchmarks.common import (
 from kinesis_trio import Producer, ProducerConfig, StaticCredentials
 from kinesis_trio._emulator import ENGINES, LocalKinesis, node_available
 
-SHARDS = 4
+SHARDS = 64  # enough that the producer's per-shard rate limits (150 % of AWS's) do not bind
 SIZE = 200
 KEYS = 256
 

@@ -17,10 +17,19 @@ import httpx
 import pytest
 
 from kinesis_trio import _emulator
-from kinesis_trio._emulator import EMULATORS, LocalKinesis, cache_dir, ensure_installed
+from kinesis_trio._emulator import (
+    EMULATORS,
+    LocalKinesis,
+    cache_dir,
+    ensure_installed,
+    node_available,
+)
 from tests.emulator_fixtures import EmulatorEndpoint
 
 KINDS = ["kinesalite", "kinesis-local"]
+needs_node = pytest.mark.skipif(
+    not node_available(), reason="the npm emulators need Node.js 18+ (node and npm on PATH)"
+)
 
 _HEADERS = {
     "Content-Type": "application/x-amz-json-1.1",
@@ -99,7 +108,7 @@ def test_requests_without_authorization_are_rejected(emulator: EmulatorEndpoint)
     assert r.json()["__type"].endswith("MissingAuthenticationTokenException")
 
 
-def test_fixtures_mark_integration(request: pytest.FixtureRequest, kinesalite: Any) -> None:
+def test_fixtures_mark_integration(request: pytest.FixtureRequest, local_engine: Any) -> None:
     assert request.node.get_closest_marker("integration") is not None
 
 
@@ -107,8 +116,10 @@ def test_fixtures_mark_integration(request: pytest.FixtureRequest, kinesalite: A
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", [*KINDS, "python"])
 def test_stop_ends_process_and_frees_port(kind: _emulator.EmulatorKind) -> None:
+    if kind != "python" and not node_available():
+        pytest.skip("the npm emulators need Node.js 18+ (node and npm on PATH)")
     emu = LocalKinesis(kind)
     emu.start()
     pid, port, log = emu.pid, emu.port, emu.log_path
@@ -127,6 +138,7 @@ def test_stop_ends_process_and_frees_port(kind: _emulator.EmulatorKind) -> None:
 
 
 @pytest.mark.integration
+@needs_node
 def test_kinesis_local_initialize_streams(tmp_path: Path) -> None:
     name = _stream_name()
     log = tmp_path / "kl.log"
@@ -144,6 +156,7 @@ def test_kinesis_local_initialize_streams(tmp_path: Path) -> None:
 
 
 @pytest.mark.integration
+@needs_node
 def test_startup_failure_reports_emulator_output() -> None:
     # kinesis-local needs a unit on durations: a bare "0" makes it exit at once.
     emu = LocalKinesis(
@@ -156,13 +169,18 @@ def test_startup_failure_reports_emulator_output() -> None:
 
 
 @pytest.mark.integration
-def test_port_in_use_is_reported() -> None:
+@pytest.mark.parametrize(
+    ("kind", "message"), [("kinesalite", "EADDRINUSE"), ("python", "Address already in use")]
+)
+def test_port_in_use_is_reported(kind: _emulator.EmulatorKind, message: str) -> None:
+    if kind != "python" and not node_available():
+        pytest.skip("the npm emulators need Node.js 18+ (node and npm on PATH)")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        emu = LocalKinesis("kinesalite", port=port, startup_timeout=30)
-        with pytest.raises(RuntimeError, match="EADDRINUSE"):
+        emu = LocalKinesis(kind, port=port, startup_timeout=30)
+        with pytest.raises(RuntimeError, match=message):
             emu.start()
         assert emu.pid is None
 
@@ -192,6 +210,7 @@ def test_cache_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert cache_dir() == tmp_path / "home" / ".cache" / "kinesis-trio"
 
 
+@needs_node
 @pytest.mark.parametrize("kind", KINDS)
 def test_ensure_installed_is_idempotent(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     first = ensure_installed(kind)  # installs on a cold cache
@@ -228,12 +247,16 @@ pkg.mkdir(parents=True)
 
 @pytest.fixture
 def fake_npm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Put a fake `npm` first on PATH (and an empty cache); return its call log."""
+    """Put a fake `npm` (and a `node` that is never run) first on PATH, and an empty cache;
+    return npm's call log."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     npm = bin_dir / "npm"
     npm.write_text(_FAKE_NPM.format(python=sys.executable))
     npm.chmod(0o755)
+    node = bin_dir / "node"
+    node.write_text("#!/bin/sh\nexit 1\n")
+    node.chmod(0o755)
     log = tmp_path / "npm-calls.log"
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_NPM_LOG", str(log))
