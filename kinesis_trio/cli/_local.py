@@ -15,6 +15,9 @@ from .._emulator import LocalKinesis
 from ._options import _LOCAL_CREDENTIALS, _engine, _Failure, _UsageError
 from ._output import _signals_ignored
 
+#: boto3 reads AWS_DEFAULT_REGION (not AWS_REGION); the AWS CLI v2 and other SDKs AWS_REGION.
+_REGION_ENV = "AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1"
+
 
 def _streams(spec: str) -> list[tuple[str, int]]:
     streams: list[tuple[str, int]] = []
@@ -66,7 +69,7 @@ def _run_local(args: argparse.Namespace) -> int:
             anyio.run(create, emulator.endpoint_url)
         print(f"{kind} running at {emulator.endpoint_url} (Ctrl-C to stop)", flush=True)
         print(
-            f"  export AWS_ENDPOINT_URL_KINESIS={emulator.endpoint_url} AWS_REGION=us-east-1",
+            f"  export AWS_ENDPOINT_URL_KINESIS={emulator.endpoint_url} {_REGION_ENV}",
             flush=True,
         )
         while True:
@@ -121,7 +124,10 @@ def _run_python(args: argparse.Namespace, streams: list[tuple[str, int]]) -> int
                 say(f"  data kept in {data / 'kinesis-state.json'} (saved within 1 s)", flush=True)
             else:
                 say("  data in memory only (--data DIR keeps it across restarts)", flush=True)
-            say(f"  export AWS_ENDPOINT_URL_KINESIS={url} AWS_REGION=us-east-1", flush=True)
+            say(
+                f"  export AWS_ENDPOINT_URL_KINESIS={url} {_REGION_ENV}",
+                flush=True,
+            )
 
     try:
         anyio.run(run_local, settings, ready, fake)
