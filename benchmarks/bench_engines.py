@@ -134,7 +134,7 @@ def main() -> None:
         markdown_table(
             [
                 "engine",
-                "records",
+                "mode",
                 "records/s",
                 "Kinesis records",
                 "engine CPU ms / 1,000 Kinesis records",
