@@ -8,7 +8,6 @@ import contextlib
 import hashlib
 import json
 import random
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -47,8 +46,6 @@ from ._reading import _Reading
 
 Handler = Callable[[str, dict[str, Any]], Awaitable[httpx.Response | None]]
 
-#: CreateStreamInput's StreamName: pattern [a-zA-Z0-9_.-]+, length 1 to 128.
-_STREAM_NAME = re.compile(r"[a-zA-Z0-9_.-]{1,128}")
 #: The write operations: faults, ``fatal`` streams, DryRun and the stats apply to them.
 _WRITES = frozenset({"PutRecords", "PutRecord"})
 _DRY_RUN_MESSAGE = "The request was rejected because the DryRun parameter was specified."
@@ -482,15 +479,9 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
     # -- operations -------------------------------------------------------------------------
 
     def _op_CreateStream(self, body: dict[str, Any]) -> dict[str, Any]:
-        name = body.get("StreamName")
-        if not isinstance(name, str) or not _STREAM_NAME.fullmatch(name):
-            raise _Fail(
-                400,
-                "ValidationException",
-                f"1 validation error detected: Value {name!r} at 'streamName' failed to "
-                "satisfy constraint: Member must satisfy regular expression pattern: "
-                "[a-zA-Z0-9_.-]+ and have length between 1 and 128",
-            )
+        _required(body, "StreamName")
+        name = _check_name(body, "StreamName")
+        assert name is not None
         mode = (body.get("StreamModeDetails") or {}).get("StreamMode", "PROVISIONED")
         on_demand = mode == "ON_DEMAND"
         shards = body.get("ShardCount")
