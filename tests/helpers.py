@@ -3,17 +3,47 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 
-from kinesis_trio import Outcome, Producer, ProducerConfig, StaticCredentials, deaggregate
+from kinesis_trio import (
+    KinesisClient,
+    Outcome,
+    Producer,
+    ProducerConfig,
+    StaticCredentials,
+    deaggregate,
+)
 from kinesis_trio._aggregation import partition_hash_key
 from kinesis_trio._state import StreamState
 from kinesis_trio.testing import FakeKinesis
 
 CREDS = StaticCredentials("AKIDTEST", "secret-test-key")
+
+
+@asynccontextmanager
+async def connect(fake: FakeKinesis) -> AsyncIterator[KinesisClient]:
+    """A KinesisClient on the fake's transport."""
+    async with KinesisClient(
+        region_name="us-east-1",
+        endpoint_url="http://fake.local",
+        credentials=StaticCredentials("k", "s"),
+        transport=fake.transport(),
+    ) as client:
+        yield client
+
+
+def entry(data: bytes, pk: str | None = "k", ehk: int | str | None = None) -> dict[str, Any]:
+    """A PutRecords entry (``Data`` raw bytes; keys left out when None)."""
+    out: dict[str, Any] = {"Data": data}
+    if pk is not None:
+        out["PartitionKey"] = pk
+    if ehk is not None:
+        out["ExplicitHashKey"] = str(ehk)
+    return out
 
 
 def fake_producer(fake: FakeKinesis, stream: str | None = "s", **config: Any) -> Producer:

@@ -12,41 +12,22 @@ import json
 import os
 import stat
 import tempfile
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kinesis_trio import KinesisClient, KinesisError, StaticCredentials
+from kinesis_trio import KinesisError
 from kinesis_trio.testing import FakeKinesis, Faults, load_state, save_state
 from kinesis_trio.testing._model import _seq
+
+from .helpers import connect, entry
 
 pytestmark = pytest.mark.anyio
 
 MAX_HASH = 2**128 - 1
 STATE = "kinesis-state.json"
-
-
-@asynccontextmanager
-async def connect(fake: FakeKinesis) -> AsyncIterator[KinesisClient]:
-    async with KinesisClient(
-        region_name="us-east-1",
-        endpoint_url="http://fake.local",
-        credentials=StaticCredentials("k", "s"),
-        transport=fake.transport(),
-    ) as client:
-        yield client
-
-
-def entry(data: bytes, pk: str | None = "k", ehk: int | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"Data": data}
-    if pk is not None:
-        out["PartitionKey"] = pk
-    if ehk is not None:
-        out["ExplicitHashKey"] = str(ehk)
-    return out
 
 
 async def populated() -> FakeKinesis:

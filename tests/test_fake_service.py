@@ -13,8 +13,7 @@ import base64
 import json
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import timezone
 from typing import Any
 
@@ -27,9 +26,11 @@ import httpx
 import pytest
 from trio.testing import MockClock
 
-from kinesis_trio import KinesisClient, KinesisError, StaticCredentials, deaggregate
+from kinesis_trio import KinesisClient, KinesisError, deaggregate
 from kinesis_trio._aggregation import encode_aggregate
 from kinesis_trio.testing import ACCOUNT_ID, REGION, FakeKinesis, Faults
+
+from .helpers import connect, entry
 
 pytestmark = pytest.mark.anyio
 
@@ -39,31 +40,11 @@ PTE = "ProvisionedThroughputExceededException"
 DRY_RUN_MESSAGE = "The request was rejected because the DryRun parameter was specified."
 
 
-@asynccontextmanager
-async def connect(fake: FakeKinesis) -> AsyncIterator[KinesisClient]:
-    async with KinesisClient(
-        region_name="us-east-1",
-        endpoint_url="http://fake.local",
-        credentials=StaticCredentials("k", "s"),
-        transport=fake.transport(),
-    ) as client:
-        yield client
-
-
 async def fails(call: Awaitable[Any]) -> KinesisError:
     """The KinesisError ``call`` raises (the test fails if it succeeds)."""
     with pytest.raises(KinesisError) as info:
         await call
     return info.value
-
-
-def entry(data: bytes, pk: str | None = "k", ehk: int | str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"Data": data}
-    if pk is not None:
-        out["PartitionKey"] = pk
-    if ehk is not None:
-        out["ExplicitHashKey"] = str(ehk)
-    return out
 
 
 def slots(result: dict[str, Any]) -> list[str]:
