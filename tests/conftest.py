@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from hypothesis import settings
+from trio.testing import MockClock
 
 from kinesis_trio._outcome import Outcome
 
@@ -22,6 +23,21 @@ pytest_plugins = ("tests.emulator_fixtures",)
 @pytest.fixture(params=["trio", "asyncio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_mock_clock(request: pytest.FixtureRequest) -> None:
+    """Each test on ``("trio", {"clock": MockClock(...)})`` gets a clock of its own at 0.
+
+    A parametrize value is built once per module, so without this every test would share
+    one virtual clock and start where the previous one stopped: its timing (linger windows,
+    backoff jitter seeds by time) would depend on which tests ran before it."""
+    if "anyio_backend" not in request.fixturenames:
+        return
+    backend = request.getfixturevalue("anyio_backend")
+    if isinstance(backend, tuple) and isinstance(backend[1].get("clock"), MockClock):
+        old = backend[1]["clock"]
+        backend[1]["clock"] = MockClock(rate=old.rate, autojump_threshold=old.autojump_threshold)
 
 
 @pytest.fixture

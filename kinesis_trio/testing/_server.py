@@ -112,6 +112,10 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         self.max_request_size = max_request_size
         #: a busy server's queue and service times (``None``: every request served at once)
         self.server = server
+        self._speed_changed: anyio.Event | None = None
+        if server is not None:
+            server.clock = anyio.current_time
+            server.on_change.append(self._wake_queue)
         self.stats: FakeStats = FakeStats()
         #: Request-level faults injected so far, in order.
         self.fault_events: list[FaultEvent] = []
@@ -199,13 +203,25 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
             return self._error(fail.status, fail.code, fail.message)
         return self._respond(200, result)
 
+    def _wake_queue(self) -> None:
+        """The server model changed speed: requests waiting for their turn recompute it."""
+        changed, self._speed_changed = self._speed_changed, None
+        if changed is not None:
+            changed.set()
+
     async def _queue(self, operation: str, body: dict[str, Any], nbytes: int) -> None:
         """Wait for a worker of the server model and for the request's service time."""
         server = self.server
         assert server is not None
         done_at = server.admit(anyio.current_time(), nbytes)
         try:
-            await anyio.sleep(max(0.0, done_at - anyio.current_time()))
+            # Until the work clock reaches it; a change of speed wakes the wait to recompute.
+            while (wait := server.remaining(done_at, anyio.current_time())) > 0:
+                changed = self._speed_changed
+                if changed is None:
+                    changed = self._speed_changed = anyio.Event()
+                with anyio.move_on_after(wait):
+                    await changed.wait()
         except anyio.get_cancelled_exc_class():
             # The client gave up (its timeout); the server serves the request anyway.
             server.abandoned += 1
