@@ -6,6 +6,12 @@ on flush) and turns them into :class:`~kinesis_trio._state.KRecord` batches. It 
 owner through two callbacks: ``on_open(shard)`` when a shard's containers get a linger
 deadline (its worker must wake by then) and ``on_seal(shard, batch)`` when a batch is
 sealed (it goes into the shard's channel).
+
+Linger deadlines fall on a grid of period ``linger`` (the clock's multiples of it): containers
+that open within one window all seal at its end, whichever shard they are on, so at a steady
+rate one request per window carries every shard's due containers instead of one request per
+shard at its own time. A record waits at most ``linger`` (the KPL's
+``RecordMaxBufferedTime`` is a maximum), half of it on average.
 """
 
 from __future__ import annotations
@@ -178,7 +184,7 @@ class Accumulator:
                 outcome._explicit_hash_key,
                 size,
                 shard,
-                now + self.linger,
+                shard.open_deadline,
                 False,
             )
         )
@@ -205,8 +211,16 @@ class Accumulator:
         shard.members.append(outcome)
 
     def _open(self, shard: ShardBuffer, now: float) -> None:
-        shard.open_deadline = now + self.linger
+        shard.open_deadline = self.deadline(now)
         self.on_open(shard)
+
+    def deadline(self, now: float) -> float:
+        """The linger deadline of containers opened at ``now``: the end of the window of
+        length ``linger`` that holds ``now`` (in ``(now, now + linger]``)."""
+        linger = self.linger
+        if linger <= 0:
+            return now
+        return (math.floor(now / linger) + 1) * linger
 
     def due(self, shard: ShardBuffer, now: float, flushing: bool) -> bool:
         """Must the shard's open containers seal now (linger deadline passed, or a flush)?"""

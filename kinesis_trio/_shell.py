@@ -47,6 +47,8 @@ _INF = math.inf
 #: At most one ListShards per stream per this many seconds from this producer (plus jitter).
 _MIN_REFRESH_INTERVAL = 1.0
 _REFRESH_JITTER = 0.1
+#: Batches the collector channel holds at least; more when the stream has more shards.
+_COLLECTOR_QUEUE = 16
 
 
 class _Shard(ShardBuffer):
@@ -73,7 +75,12 @@ class _Stream(StreamState):
         self, name: str, shard_map: ShardMap, collector: RequestCollector, arn: str | None
     ) -> None:
         super().__init__(name, shard_map, arn=arn)
-        send, recv = anyio.create_memory_object_stream[list[KRecord]](16)
+        # Room for one batch per shard: the shards' containers seal at the same instant (the
+        # end of their linger window) and the collector must find them all queued when it
+        # wakes, to send them in one request. No more: a collector that is behind (every
+        # connection busy) holds the workers back, and the backlog stays in the shards.
+        room = max(_COLLECTOR_QUEUE, len(shard_map.shards))
+        send, recv = anyio.create_memory_object_stream[list[KRecord]](room)
         self.coll_send: MemoryObjectSendStream[list[KRecord]] = send
         self.coll_recv: MemoryObjectReceiveStream[list[KRecord]] = recv
         self.coll_scope: anyio.CancelScope | None = None

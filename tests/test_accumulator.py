@@ -103,6 +103,23 @@ def test_a_full_channel_blocks_before_anything_changes() -> None:
     assert (shard.sizer.size, list(shard.members), shard.queued) == before
 
 
+def test_linger_deadlines_fall_at_the_end_of_their_window_on_every_shard() -> None:
+    """Containers opened anywhere in one window of length linger seal together at its end:
+    one request per window at a steady rate; no record waits longer than the linger."""
+    shell = RecordingShell()
+    acc = accumulator(shell, linger=0.5)
+    stream = stream_of(shell, even_shards(4))
+    for i, now in enumerate([10.01, 10.2, 10.37, 10.49]):
+        add(acc, stream, b"x", f"key-{i}", now=now)
+    opened = [s for s in stream.shards if s.open_deadline != math.inf]
+    assert len(opened) >= 2 and {s.open_deadline for s in opened} == {10.5}
+    for now in (10.0, 10.25, 10.5, 11.74, 12.0):
+        deadline = acc.deadline(now)
+        assert now < deadline <= now + 0.5
+        assert deadline / 0.5 == pytest.approx(round(deadline / 0.5))
+    assert accumulator(shell, linger=0.0).deadline(3.0) == 3.0
+
+
 def test_linger_opens_a_deadline_once_and_seal_clears_it() -> None:
     shell = RecordingShell()
     acc = accumulator(shell, linger=0.5)

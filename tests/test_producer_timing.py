@@ -6,6 +6,7 @@ On trio these run under ``MockClock(autojump_threshold=0)`` with the KPL's real 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import anyio
@@ -37,20 +38,31 @@ def scale(anyio_backend: Any) -> float:
     return 1.0 if isinstance(anyio_backend, tuple) else 0.02
 
 
+async def window_start(linger: float) -> None:
+    """Sleep until just after a linger window opens (linger deadlines fall on the clock's
+    multiples of the linger): a record put now lingers ~0.99 of it."""
+    now = anyio.current_time()
+    await anyio.sleep((math.floor(now / linger) + 1) * linger - now + linger * 0.01)
+
+
 async def test_linger_sends_a_lone_record_at_its_deadline(scale: float) -> None:
+    """A record waits at most the linger: until the end of its linger window (deadlines fall
+    on the clock's multiples of the linger, so every shard's containers seal together)."""
     linger = 0.1 if scale == 1.0 else 0.05
     fake = FakeKinesis()
     fake.create_stream("s", 2)
     async with fake_producer(fake, record_max_buffered_time=linger) as producer:
+        await window_start(linger)
         start = anyio.current_time()
+        window_end = (math.floor(start / linger) + 1) * linger
         outcome = await producer.put(b"v", "k")
         await anyio.sleep(linger * 0.5)
         assert not outcome.done()  # still lingering
         result = await outcome.wait()
         elapsed = anyio.current_time() - start
     assert result.ok
-    assert linger <= elapsed < linger + (0.01 if scale == 1.0 else 0.25)
-    assert result.attempts[0].delay >= linger * 0.99
+    assert window_end - start <= elapsed < linger + (0.01 if scale == 1.0 else 0.25)
+    assert result.attempts[0].delay >= (window_end - start) * 0.99
 
 
 async def test_always_throttled_records_expire_after_the_ttl(scale: float) -> None:
@@ -180,6 +192,7 @@ async def test_a_member_that_expired_while_lingering_leaves_its_aggregate(scale:
     async with fake_producer(
         fake, record_max_buffered_time=8 * unit, record_ttl=5 * unit, rate_limit=1e6
     ) as producer:
+        await window_start(8 * unit)
         old = await producer.put(old_data, "old")  # expires at 5, sealed at 8
         await anyio.sleep(6 * unit)
         young = await producer.put(young_data, "young")  # expires at 11
@@ -216,6 +229,7 @@ async def test_a_failed_aggregate_whose_oldest_member_expired_resends_the_others
         retry_backoff_base=0.01 * unit,
         rate_limit=1e6,
     ) as producer:
+        await window_start(8 * unit)
         old = await producer.put(old_data, "old")  # sent at 8, answered at 10, expires at 9
         await anyio.sleep(6 * unit)
         young = await producer.put(young_data, "young")  # expires at 15
