@@ -42,6 +42,9 @@ class Job:
     count: int
     endpoint: str
     stream: str
+    #: "loop": one task awaits the outcomes in order; "handler": a task per record puts it
+    #: and awaits its own outcome (a web handler's shape)
+    shape: str = "loop"
 
 
 class _Resolved:
@@ -71,13 +74,29 @@ async def _drive(job: Job, producer: Any) -> dict[str, Any]:
                 await outcome.wait()
                 latencies.append(now() - scheduled)
 
+    async def handler(tg: Any, index: int, scheduled: float) -> None:
+        outcome = await producer.put(payload, keys[index % KEYS])
+        await outcome.wait()
+        latencies.append(now() - scheduled)
+
     cpu0 = time.process_time()
     t0 = now()
     i = 0
     async with anyio.create_task_group() as tg:
         tg.start_soon(awaiter)
         async with send:
-            if job.rate > 0:
+            if job.rate > 0 and job.shape == "handler":
+                end = job.duration
+                while True:
+                    elapsed = now() - t0
+                    if elapsed >= end:
+                        break
+                    due = min(math.floor(elapsed * job.rate) + 1, math.ceil(end * job.rate))
+                    while i < due:
+                        tg.start_soon(handler, tg, i, t0 + i / job.rate)
+                        i += 1
+                    await anyio.sleep(TICK)
+            elif job.rate > 0:
                 end = job.duration
                 while True:
                     elapsed = now() - t0

@@ -1,0 +1,197 @@
+"""How fast a steady rate the producer holds, and a web handler's shape (issue 25).
+
+* **Sweep**: 32 shards, 200-byte records over 256 keys, default settings (linger 0.1 s).
+  The rate steps up (``--rates``) on each backend until the p99 latency, from each
+  record's scheduled arrival (no coordinated omission), breaks ``linger + 20 ms`` or the
+  arrival loop falls behind (under 99 % of the scheduled records put in the step). Each
+  step is a fresh process on a fresh stream (bench_steady's harness).
+* **Handler shape**: a task per record puts it and awaits its own outcome, 5,000 records/s
+  on 8 shards; p99 against ``linger + 30 ms``.
+
+Writes ``results/<name>.{md,json}`` and ``results/<name>.png`` (p99 against rate).
+
+    uv run python -m benchmarks.bench_sweep     # --rates 10000,20000,...  --duration 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from benchmarks.bench_steady import Job, _run_child
+
+LINGER_MS = 100.0
+SWEEP_BOUND_MS = LINGER_MS + 20.0
+HANDLER_BOUND_MS = LINGER_MS + 30.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--rates", default="10000,20000,30000,40000,50000,60000,70000,80000,90000,100000"
+    )
+    parser.add_argument("--shards", type=int, default=32)
+    parser.add_argument("--backends", default="trio,asyncio")
+    parser.add_argument("--duration", type=float, default=5.0)
+    parser.add_argument("--handler-rate", type=float, default=5000.0)
+    parser.add_argument("--handler-shards", type=int, default=8)
+    parser.add_argument("--engine", choices=["kinesalite", "kinesis-local", "python"])
+    parser.add_argument("--name", default="steady_sweep", help="results/<name>.{md,json,png}")
+    args = parser.parse_args()
+
+    from benchmarks.common import (
+        RESULTS_DIR,
+        create_stream,
+        delete_stream,
+        machine_info,
+        markdown_table,
+        publish,
+        report_header,
+    )
+    from kinesis_trio._emulator import LocalKinesis, default_engine
+
+    info = machine_info()
+    started = time.perf_counter()
+    rates = [float(r) for r in args.rates.split(",") if r]
+    backends = [b for b in args.backends.split(",") if b]
+    kind = args.engine or default_engine()
+    sweep: dict[str, list[dict[str, Any]]] = {b: [] for b in backends}
+    handler: dict[str, dict[str, Any]] = {}
+
+    def run(url: str, shards: int, job_args: dict[str, Any]) -> dict[str, Any]:
+        stream = create_stream(url, shards, prefix="sweep")
+        try:
+            return _run_child(Job(endpoint=url, stream=stream, **job_args))
+        finally:
+            delete_stream(url, stream)
+
+    with LocalKinesis(kind, shard_limit=200) as engine:
+        url = engine.endpoint_url
+        for backend in backends:
+            for rate in rates:
+                out = run(
+                    url,
+                    args.shards,
+                    dict(
+                        mode="producer", backend=backend, rate=rate, duration=args.duration, count=0
+                    ),
+                )
+                scheduled = int(rate * args.duration)
+                out["rate"] = rate
+                # the loop stops at the end of the step: the last tick's records may miss it
+                out["behind"] = out["records"] < 0.99 * scheduled
+                out["held"] = out["p99_s"] * 1e3 <= SWEEP_BOUND_MS and not out["behind"]
+                sweep[backend].append(out)
+                print(
+                    f"sweep {backend:7} {rate:9,.0f}/s  records {out['records']:8,}"
+                    f"  p50 {out['p50_s'] * 1e3:7.1f} ms  p99 {out['p99_s'] * 1e3:7.1f} ms"
+                    f"  cpu {out['cpu_s']:.2f} s  {'held' if out['held'] else 'BROKE'}",
+                    flush=True,
+                )
+                if not out["held"]:
+                    break
+            out = run(
+                url,
+                args.handler_shards,
+                dict(
+                    mode="producer",
+                    backend=backend,
+                    rate=args.handler_rate,
+                    duration=args.duration,
+                    count=0,
+                    shape="handler",
+                ),
+            )
+            handler[backend] = out
+            print(
+                f"handler {backend:7} {args.handler_rate:,.0f}/s p50 {out['p50_s'] * 1e3:.1f} ms"
+                f"  p99 {out['p99_s'] * 1e3:.1f} ms",
+                flush=True,
+            )
+
+    rows = []
+    for backend in backends:
+        for out in sweep[backend]:
+            rows.append(
+                [
+                    backend,
+                    f"{out['rate']:,.0f}",
+                    f"{out['records'] / out['wall_s']:,.0f}",
+                    f"{out['p50_s'] * 1e3:.1f}",
+                    f"{out['p99_s'] * 1e3:.1f}",
+                    f"{out['cpu_s'] / out['wall_s'] * 100:.0f} %",
+                    "yes" if out["held"] else ("no (behind)" if out["behind"] else "no"),
+                ]
+            )
+    highest = {b: max((o["rate"] for o in sweep[b] if o["held"]), default=0.0) for b in backends}
+    hrows = [
+        [
+            b,
+            f"{args.handler_rate:,.0f}",
+            f"{handler[b]['p50_s'] * 1e3:.1f}",
+            f"{handler[b]['p99_s'] * 1e3:.1f}",
+            "yes" if handler[b]["p99_s"] * 1e3 <= HANDLER_BOUND_MS else "no",
+        ]
+        for b in backends
+    ]
+    png = RESULTS_DIR / f"{args.name}.png"
+    _plot(sweep, png, args.shards)
+    total = time.perf_counter() - started
+    md = report_header("# Steady rates: the highest held, and a handler's shape", info, total)
+    md += [
+        f"Engine: {kind}. 200-byte records over 256 keys, default settings (linger "
+        f"{LINGER_MS:g} ms), {args.duration:g} s per step, each step a fresh process on a "
+        "fresh stream; latency from each record's scheduled arrival. CPU: the whole "
+        "process (producer and arrival loop) as a share of one core.",
+        "",
+        f"## Sweep: {args.shards} shards, stepping until p99 > {SWEEP_BOUND_MS:g} ms",
+        "",
+        markdown_table(
+            ["backend", "rate/s", "records/s", "p50 ms", "p99 ms", "CPU", "held"],
+            rows,
+            "lrrrrrl",
+        ),
+        "",
+        "Highest rate held: "
+        + ", ".join(f"{b} {highest[b]:,.0f}/s" for b in backends)
+        + f" (the steps: {args.rates}). Plot: `{png.name}`.",
+        "",
+        f"## Handler shape: a task per record, {args.handler_shards} shards, "
+        f"p99 bound {HANDLER_BOUND_MS:g} ms",
+        "",
+        markdown_table(["backend", "rate/s", "p50 ms", "p99 ms", "within"], hrows, "lrrrl"),
+        "",
+    ]
+    publish(
+        args.name,
+        md,
+        {"machine": info, "sweep": sweep, "handler": handler, "highest": highest},
+        total,
+    )
+
+
+def _plot(sweep: dict[str, list[dict[str, Any]]], path: Any, shards: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for backend, outs in sweep.items():
+        ax.plot(
+            [o["rate"] for o in outs], [o["p99_s"] * 1e3 for o in outs], marker="o", label=backend
+        )
+    ax.axhline(SWEEP_BOUND_MS, color="grey", linestyle="--", label="linger + 20 ms")
+    ax.set_xlabel("records/s (steady, scheduled)")
+    ax.set_ylabel("p99 latency, ms")
+    ax.set_yscale("log")
+    ax.set_title(f"p99 against a steady rate, {shards} shards")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
