@@ -5,7 +5,8 @@ plain records), decides when those seal (full by count or size, at their linger 
 on flush) and turns them into :class:`~kinesis_trio._state.KRecord` batches. It tells its
 owner through two callbacks: ``on_open(shard)`` when a shard's containers get a linger
 deadline (its worker must wake by then) and ``on_seal(shard, batch)`` when a batch is
-sealed (it goes into the shard's channel).
+sealed (the owner puts it into the shard's channel and counts it in ``shard.queued``, which
+the accumulator only reads: a ``put`` that must seal waits while it is at ``queue_size``).
 
 Linger deadlines fall on a grid of period ``linger`` (the clock's multiples of it): containers
 that open within one window all seal at its end, whichever shard they are on, so at a steady
@@ -289,10 +290,9 @@ class Accumulator:
         return batch
 
     def seal_into_channel(self, shard: ShardBuffer) -> None:
-        """Seal the shard's containers and hand the batch to ``on_seal``."""
-        batch = self.seal(shard)
-        shard.queued += 1
-        self.on_seal(shard, batch)
+        """Seal the shard's containers and hand the batch to ``on_seal`` (which puts it
+        into the shard's channel and counts it in ``shard.queued``)."""
+        self.on_seal(shard, self.seal(shard))
 
     def batch_has_room(self, count: int, size: int) -> bool:
         """Should a shard worker take more queued batches into this one (up to a request)?"""

@@ -2,18 +2,20 @@
 
 It ties the pure pieces together: the :class:`~kinesis_trio._accumulator.Accumulator`
 (placement, sealing), the :class:`~kinesis_trio._ledger.Ledger` (outstanding records,
-exactly-once resolution), the response interpreter (``_responses``), retry classification
-and backoff (``_retry``), the shard maps (``_shards``) and the limiters (``_limiter``). The
-async shell (``_producer``) calls it with the time and with what came back, and it asks the
-shell for I/O through the small :class:`Shell` interface: wake a worker, queue a batch,
-schedule a retry wake-up, reload a shard map, send request parts on their own.
+exactly-once resolution), the response interpreter (``_responses``), the retry policy
+(``_retry``: classification, backoff, what a retry costs) and schedule (``_retries``), the
+shard maps (``_shards``, ``_reshard``) and the limiters (``_limiter``). The async shell
+(``_shell``, ``_producer``) calls it with the time and with what came back, and it asks the
+shell for I/O through the small :class:`~kinesis_trio._ports.Shell` interface: wake a
+worker, queue a batch, schedule a retry wake-up, reload a shard map, send request parts on
+their own.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 
@@ -23,7 +25,6 @@ from ._config import ProducerConfig
 from ._congestion import ConcurrencyLimit, Signal
 from ._errors import ConnectionLostError
 from ._ledger import Ledger
-from ._limiter import ShardLimiter
 from ._logging import get_logger
 from ._measure import measure_answer
 from ._outcome import (
@@ -36,57 +37,21 @@ from ._outcome import (
     Resolution,
     failed,
 )
+from ._ports import Shell
 from ._reshard import ShardMaps
-from ._responses import (
-    interpret_answer,
-    interpret_error,
-    overload_cost,
-    resent_in_halves,
-    resent_without,
-)
+from ._responses import interpret_answer, interpret_error, resent_in_halves, resent_without
 from ._retries import Retries
-from ._retry import Action
-from ._shards import Shard, hash_key_for, parse_explicit_hash_key
+from ._retry import Action, overload_cost
+from ._shards import hash_key_for, parse_explicit_hash_key
 from ._state import KRecord, ShardBuffer, StreamState
 from ._validate import partition_key_length
 from .metrics._recorder import Metrics
 
-__all__ = ["Engine", "Shell"]
+__all__ = ["Engine"]
 
 _log = get_logger("kinesis_trio.producer")
 _INF = math.inf
 _KEY_CACHE_MAX = 1 << 16
-
-
-class Shell(Protocol):
-    """What the engine asks of the async shell (each call returns at once)."""
-
-    def opened(self, shard: ShardBuffer) -> None:
-        """The shard's containers got a linger deadline: its worker must wake by then."""
-
-    def sealed(self, shard: ShardBuffer, batch: list[KRecord]) -> None:
-        """Put a sealed batch into the shard's channel (it has room)."""
-
-    def new_shard(self, stream: StreamState, shard: Shard, limiter: ShardLimiter) -> ShardBuffer:
-        """A buffer, with its worker, for a shard new to the stream's map."""
-
-    def retired(self, shard: ShardBuffer) -> None:
-        """A reshard closed the shard: its worker re-routes what is queued, then exits."""
-
-    def retry_at(self, stream: StreamState, due: float) -> None:
-        """Records of the stream wait for a retry due at ``due``."""
-
-    def refresh(self, stream: StreamState) -> None:
-        """Reload the stream's shard map soon."""
-
-    def refresh_credentials(self) -> None:
-        """Refresh the credentials (an ExpiredToken answer)."""
-
-    def send_apart(self, stream: StreamState, krecs: list[KRecord]) -> None:
-        """Send ``krecs`` as a request of their own, at once (halves of a rejected one)."""
-
-    def progress(self) -> None:
-        """Outstanding records were resolved: wake whoever waits for room or a flush."""
 
 
 class Engine:
@@ -114,7 +79,9 @@ class Engine:
             on_open=shell.opened,
             on_seal=shell.sealed,
         )
-        self.flushing = 0  # flush() calls under way: everything buffered goes at once
+        #: flush() calls under way: everything buffered goes at once (written only by
+        #: flush_started / flush_ended; the shell reads it)
+        self.flushing = 0
         #: the producer's streams by name (the shell adds them as they load)
         self.streams: dict[str, StreamState] = {}
         self.rand = random.Random()
@@ -207,6 +174,16 @@ class Engine:
             cache.clear()
         cache[partition_key] = info
         return info
+
+    # -- flushes ---------------------------------------------------------------------------
+
+    def flush_started(self) -> None:
+        """A flush began: until it ends, everything buffered goes at once."""
+        self.flushing += 1
+
+    def flush_ended(self) -> None:
+        """A flush ended (done, failed or cancelled)."""
+        self.flushing -= 1
 
     # -- between the buffers and the requests ----------------------------------------------
 

@@ -405,13 +405,13 @@ class Producer:
         engine, pipeline = self._engine, self._pipeline
         assert engine is not None and pipeline is not None
         target = engine.ledger.close_epoch()
-        engine.flushing += 1
+        engine.flush_started()
         try:
             pipeline.poke_all()
             while engine.ledger.pending_through(target):
                 await self._wait_progress()
         finally:
-            engine.flushing -= 1
+            engine.flush_ended()
 
     # -- progress notification -------------------------------------------------------------
 

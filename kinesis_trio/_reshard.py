@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from ._accumulator import Accumulator, key_length, unpack
 from ._config import ProducerConfig
@@ -20,13 +19,11 @@ from ._ledger import Ledger
 from ._limiter import SHARD_BYTES_PER_SECOND, SHARD_RECORDS_PER_SECOND, ShardLimiter
 from ._logging import get_logger
 from ._outcome import R_SHARD_ID, Outcome, Resolution, resolution_attempt
+from ._ports import Shell
 from ._responses import kcl_delivers, outside_range, unknown_range
 from ._shards import MAX_HASH_KEY, Shard, ShardMap, hash_key_for
 from ._state import KRecord, ShardBuffer, StreamState, Unverified
 from ._streams import AUTO_SHARD_ID, StreamFacts, policy_for
-
-if TYPE_CHECKING:
-    from ._engine import Shell
 
 __all__ = ["ShardMaps"]
 

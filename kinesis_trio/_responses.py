@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ._congestion import RetryBudget
-from ._errors import KinesisError, RequestTimeoutError, TransportError
+from ._errors import KinesisError
 from ._outcome import R_SEQUENCE_NUMBER, Attempt, Outcome, Resolution, failed, written
 from ._retry import Action, Decision, classify_entry_error, classify_exception, invalid_entries
 from ._state import KRecord, ShardBuffer
@@ -260,16 +259,3 @@ def _failed_as(
         error_message=message,
         ambiguous=ambiguous,
     )
-
-
-def overload_cost(error: BaseException) -> float:
-    """What retrying after ``error`` costs the retry budget; 0: the error says nothing
-    about load (4xx, credentials) and is not budgeted. Timeouts cost the most: the
-    endpoint may still be working on the request."""
-    if isinstance(error, RequestTimeoutError):
-        return RetryBudget.TIMEOUT_COST
-    if isinstance(error, TransportError):
-        return RetryBudget.ERROR_COST
-    if isinstance(error, KinesisError) and error.status_code >= 500:
-        return RetryBudget.ERROR_COST
-    return 0.0

@@ -1,10 +1,13 @@
-"""Retries (no awaits): backoff per shard, the retry budget, when each retry is due.
+"""The retry scheduler (no awaits): backoff per shard, the retry budget, when each retry is
+due. The policy it applies (the backoff curve, what a retry costs) is ``_retry``'s.
 
 A failed record goes back on its stream's retry heap with its shard's backoff (full jitter,
 exponential in the shard's consecutive failures), or expires if the backoff would take it
 past its ``record_ttl``. Retries after timeouts and server errors also pay the producer's
-:class:`~kinesis_trio._congestion.RetryBudget`; while it is empty they wait (and their last
-attempt says how long), and a successful request lets them go at once.
+:class:`~kinesis_trio._congestion.RetryBudget` (what they cost:
+:func:`~kinesis_trio._retry.overload_cost`); while it is empty they wait (and their last
+attempt says how long), and a successful request lets them go at once. Due retries go back
+through their shard's channel (the shell puts them there and counts them).
 """
 
 from __future__ import annotations
@@ -14,17 +17,14 @@ import itertools
 import math
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from ._accumulator import Accumulator, plain, unpack
 from ._config import ProducerConfig
 from ._congestion import RetryBudget
 from ._outcome import Attempt, Outcome
+from ._ports import Shell
 from ._retry import backoff_delay
 from ._state import KRecord, ShardBuffer, StreamState
-
-if TYPE_CHECKING:
-    from ._engine import Shell
 
 __all__ = ["Retries"]
 
@@ -105,8 +105,6 @@ class Retries:
                 else:
                     krec.deadline = -_INF
                     by_shard.setdefault(shard, []).append(krec)
-        for shard in by_shard:
-            shard.queued += 1
         return by_shard
 
     def _pay(

@@ -1,9 +1,13 @@
-"""Retry decisions: retry, refresh and retry, or fail now; and how long to back off.
+"""The retry policy: retry, refresh and retry, or fail now; how long to back off; what a
+retry costs the retry budget.
 
-Pure: no I/O, no clock. The producer asks, then acts. The tables follow the Kinesis API
+Pure: no I/O, no clock. The producer asks, then acts (when a retry is due, and whether the
+budget lets it go, is the scheduler's: ``_retries``). The tables follow the Kinesis API
 reference (see ``docs``/the reference notes): throttling, internal failures, 5xx and network
 errors are retried until ``record_ttl``; errors that retrying cannot fix (a missing stream,
-denied access, validation, KMS key problems, bad signatures) fail the records at once.
+denied access, validation, KMS key problems, bad signatures) fail the records at once. The
+CloudWatch metrics sink asks here too, whether a failed PutMetricData is worth another try
+(:func:`metrics_retryable`).
 """
 
 from __future__ import annotations
@@ -13,12 +17,14 @@ import random
 import re
 from typing import NamedTuple
 
+from ._congestion import RetryBudget
 from ._errors import (
     IDENTITY_CODES,
     INTERNAL_CODES,
     CredentialsError,
     ExpiredTokenError,
     KinesisError,
+    RequestTimeoutError,
     TransportError,
 )
 
@@ -29,6 +35,8 @@ __all__ = [
     "classify_entry_error",
     "classify_exception",
     "invalid_entries",
+    "metrics_retryable",
+    "overload_cost",
 ]
 
 
@@ -49,22 +57,30 @@ class Decision(NamedTuple):
     ambiguous: bool = False
 
 
+#: Throttling as AWS services at large name it (CloudWatch's PutMetricData too).
+AWS_THROTTLING_CODES = frozenset(
+    {"ThrottlingException", "Throttling", "RequestLimitExceeded", "TooManyRequestsException"}
+)
+
 #: Throttling: retried (unless ``fail_if_throttled``) and slows the shard's rate down.
 THROTTLING_CODES = frozenset(
     {
         "ProvisionedThroughputExceededException",
         "LimitExceededException",
         "KMSThrottlingException",
-        "ThrottlingException",
-        "Throttling",
         "SlowDown",
-        "RequestLimitExceeded",
-        "TooManyRequestsException",
+        *AWS_THROTTLING_CODES,
     }
 )
 
+#: A request that timed out at the service.
+TIMEOUT_CODES = frozenset({"RequestTimeout", "RequestTimeoutException"})
+
 #: Transient service-side failures: retried.
-TRANSIENT_CODES = frozenset({*INTERNAL_CODES, "RequestTimeout", "RequestTimeoutException"})
+TRANSIENT_CODES = frozenset({*INTERNAL_CODES, *TIMEOUT_CODES})
+
+#: The session token expired: refresh the credentials, then retry.
+EXPIRED_TOKEN_CODES = frozenset({"ExpiredTokenException", "ExpiredToken"})
 
 #: Codes that retrying cannot fix: fail the records now.
 FATAL_CODES = frozenset(
@@ -97,7 +113,7 @@ def classify_code(code: str, status: int = 200, *, fail_if_throttled: bool = Fal
     """Decide from an AWS error code (and the HTTP status of a whole-request error)."""
     if code in THROTTLING_CODES or status == 429:
         return _THROTTLED_FAIL if fail_if_throttled else _THROTTLED
-    if code == "ExpiredTokenException" or code == "ExpiredToken":
+    if code in EXPIRED_TOKEN_CODES:
         return Decision(Action.REFRESH_CREDENTIALS)
     if code in FATAL_CODES:
         return _FAIL
@@ -144,6 +160,47 @@ def backoff_delay(
     ceiling = min(cap, base * 2.0 ** max(0, failures - 1))
     r: float = rand.random() if rand is not None else random.random()
     return ceiling * r
+
+
+def overload_cost(error: BaseException) -> float:
+    """What retrying after ``error`` costs the retry budget; 0: the error says nothing
+    about load (4xx, credentials) and is not budgeted. Timeouts cost the most: the
+    endpoint may still be working on the request."""
+    if isinstance(error, RequestTimeoutError):
+        return RetryBudget.TIMEOUT_COST
+    if isinstance(error, TransportError):
+        return RetryBudget.ERROR_COST
+    if isinstance(error, KinesisError) and error.status_code >= 500:
+        return RetryBudget.ERROR_COST
+    return 0.0
+
+
+#: What else CloudWatch answers a PutMetricData it may take on another try with: its own
+#: names for throttling and internal failures, an expired signature (a retry signs anew),
+#: and the shared throttling and timeout codes. Not Kinesis' own throttling
+#: (ProvisionedThroughputExceeded, KMS), which CloudWatch does not answer with.
+_METRICS_RETRY_CODES = frozenset(
+    {
+        *AWS_THROTTLING_CODES,
+        *TIMEOUT_CODES,
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "RequestExpired",
+        "PriorRequestNotComplete",
+        "InternalFailure",
+        "InternalServiceFault",
+        "InternalServiceError",
+        "ServiceUnavailable",
+    }
+)
+
+
+def metrics_retryable(code: str, status: int) -> bool:
+    """Is a PutMetricData that failed with ``code`` and HTTP ``status`` (the CloudWatch
+    metrics sink) worth another try? Any 5xx or 429, throttling and transient codes. An
+    expired token (:data:`EXPIRED_TOKEN_CODES`) is, once the credentials are refreshed."""
+    return status >= 500 or status == 429 or code in _METRICS_RETRY_CODES
 
 
 #: How AWS (and both emulators) name a PutRecords entry in a request-level validation error:

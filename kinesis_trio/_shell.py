@@ -115,7 +115,7 @@ class Pipeline:
         self.rand = random.Random()
         self.engine = make_engine(self)
 
-    # -- the Shell interface (called by the engine) ----------------------------------------
+    # -- the Shell interface (``_ports``, called by the engine) -----------------------------
 
     def opened(self, shard: ShardBuffer) -> None:
         assert isinstance(shard, _Shard)
@@ -123,6 +123,7 @@ class Pipeline:
 
     def sealed(self, shard: ShardBuffer, batch: list[KRecord]) -> None:
         assert isinstance(shard, _Shard)
+        shard.queued += 1
         shard.send.send_nowait(batch)  # room was checked (or the caller is internal)
 
     def new_shard(self, stream: StreamState, shard: Shard, limiter: ShardLimiter) -> ShardBuffer:
@@ -394,6 +395,7 @@ class Pipeline:
                 stream.retry_scope = None
             for shard, krecs in self.engine.retries.due(stream, self.now()).items():
                 assert isinstance(shard, _Shard)
+                shard.queued += 1
                 shard.send.send_nowait(krecs)
 
     async def _send(self, stream: _Stream, krecs: list[KRecord], size: int) -> None:

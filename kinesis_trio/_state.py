@@ -2,7 +2,7 @@
 
 Plain objects with slots and no behaviour of their own: the engine's pure modules
 (``_accumulator``, ``_ledger``, ``_requests``, ``_responses``, ``_engine``) decide what
-happens to them, and the async shell (``_producer``) subclasses :class:`ShardBuffer` and
+happens to them, and the async shell (``_shell``) subclasses :class:`ShardBuffer` and
 :class:`StreamState` to add its channels and wake-up scopes.
 """
 
@@ -100,7 +100,9 @@ class ShardBuffer:
         self.plain_bytes = 0
         #: the linger deadline of the open containers (infinite while they are empty)
         self.open_deadline = _INF
-        #: sealed batches waiting in the shard's channel (``shard_queue_size`` bounds it)
+        #: sealed batches waiting in the shard's channel (``shard_queue_size`` bounds it).
+        #: Only the shell writes it, as it puts a batch into the channel (``Shell.sealed``,
+        #: the retrier) or takes one out (the shard worker); the engine only reads it.
         self.queued = 0
         self.rerouted = False  # the open aggregate holds re-routed (older) records
         self.retired = False  # a reshard closed the shard: what it holds goes elsewhere

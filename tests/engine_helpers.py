@@ -42,6 +42,7 @@ class RecordingShell:
 
     def sealed(self, shard: ShardBuffer, batch: list[KRecord]) -> None:
         self.sealed_batches.append((shard, batch))
+        shard.queued += 1  # as the real shell counts the batch it puts into the channel
 
     def new_shard(
         self, stream: StreamState, shard: Shard, limiter: ShardLimiter | None = None

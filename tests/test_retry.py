@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kinesis_trio._congestion import RetryBudget
 from kinesis_trio._errors import (
     AccessDeniedError,
     ConnectError,
@@ -19,12 +20,15 @@ from kinesis_trio._errors import (
     error_from_response,
 )
 from kinesis_trio._retry import (
+    THROTTLING_CODES,
     Action,
     Decision,
     backoff_delay,
     classify_entry_error,
     classify_exception,
     invalid_entries,
+    metrics_retryable,
+    overload_cost,
 )
 
 RETRY = Decision(Action.RETRY)
@@ -181,3 +185,37 @@ def test_invalid_entries_named_by_a_validation_error(
 def test_invalid_entries_only_names_entries_of_the_request(message: str, count: int) -> None:
     found = invalid_entries(message, count)
     assert found is None or (found and all(0 <= i < count for i in found))
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "expected"),
+    [
+        ("Throttling", 400, True),  # CloudWatch's query-protocol throttling
+        ("ThrottlingException", 400, True),
+        ("InternalServiceFault", 500, True),
+        ("RequestExpired", 400, True),  # a retry signs anew
+        ("SomethingNew", 503, True),
+        ("SomethingNew", 429, True),
+        ("InvalidParameterValue", 400, False),
+        ("AccessDeniedException", 403, False),
+        ("ProvisionedThroughputExceededException", 400, False),  # Kinesis', not CloudWatch's
+        ("ExpiredToken", 400, False),  # retried only once the credentials are refreshed
+    ],
+)
+def test_metrics_retryable(code: str, status: int, expected: bool) -> None:
+    assert metrics_retryable(code, status) is expected
+
+
+def test_cloudwatch_throttling_is_throttling_to_kinesis_too() -> None:
+    assert {"Throttling", "ThrottlingException"} <= THROTTLING_CODES
+
+
+def test_overload_cost() -> None:
+    assert overload_cost(RequestTimeoutError("t", operation="PutRecords")) == (
+        RetryBudget.TIMEOUT_COST
+    )
+    assert overload_cost(KinesisError("InternalFailure", "x", status_code=500)) == (
+        RetryBudget.ERROR_COST
+    )
+    assert overload_cost(KinesisError("ThrottlingException", "x", status_code=400)) == 0.0
+    assert overload_cost(CredentialsError("no credentials")) == 0.0

@@ -1,4 +1,5 @@
-"""The CloudWatch sink: PutMetricData, signed with SigV4, batched and retried."""
+"""The CloudWatch sink: PutMetricData, signed with SigV4, batched and retried (which
+failures are worth another try is the retry policy's: ``_retry.metrics_retryable``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import httpx
 
 from .._credentials import CredentialProvider, StaticCredentials
 from .._errors import KinesisTrioError
+from .._retry import EXPIRED_TOKEN_CODES, metrics_retryable
 from .._service import SignedService
 from ._names import DEFAULT_NAMESPACE, MetricDatum, _log
 
@@ -26,26 +28,6 @@ _CW_CONTENT_TYPE = "application/x-www-form-urlencoded; charset=utf-8"
 MAX_DATUMS_PER_REQUEST = 1000  # PutMetricData: "no more than 1000 different metrics"
 MAX_REQUEST_BYTES = 1_000_000  # "limited to 1 MB in size for HTTP POST requests"
 MAX_DIMENSIONS = 30  # "up to 30 dimensions per metric"
-_THROTTLING_CODES = frozenset(
-    {
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "RequestThrottled",
-        "RequestThrottledException",
-        "TooManyRequestsException",
-        "RequestLimitExceeded",
-        "RequestTimeout",
-        "RequestTimeoutException",
-        "RequestExpired",
-        "PriorRequestNotComplete",
-        "InternalFailure",
-        "InternalServiceFault",
-        "InternalServiceError",
-        "ServiceUnavailable",
-    }
-)
-_EXPIRED_CODES = frozenset({"ExpiredToken", "ExpiredTokenException"})
 _XML_FIELD = {
     tag: re.compile(rf"<{tag}>([^<]*)</{tag}>") for tag in ("Code", "Message", "RequestId")
 }
@@ -265,8 +247,8 @@ class CloudWatchSink(SignedService):
                     return
                 code, message, request_id = _parse_error(response)
                 error = CloudWatchError(code, message, status_code=status, request_id=request_id)
-                retryable = status >= 500 or status == 429 or code in _THROTTLING_CODES
-                if code in _EXPIRED_CODES:
+                retryable = metrics_retryable(code, status)
+                if code in EXPIRED_TOKEN_CODES:
                     fresh = await self._credentials.force_refresh(creds)
                     retryable = fresh != creds
             _log.debug(
