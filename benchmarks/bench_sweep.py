@@ -1,10 +1,12 @@
 """How fast a steady rate the producer holds, and a web handler's shape (issue 25).
 
 * **Sweep**: 32 shards, 200-byte records over 256 keys, default settings (linger 0.1 s).
-  The rate steps up (``--rates``) on each backend until the p99 latency, from each
-  record's scheduled arrival (no coordinated omission), breaks ``linger + 20 ms`` or the
-  arrival loop falls behind (under 99 % of the scheduled records put in the step). Each
-  step is a fresh process on a fresh stream (bench_steady's harness).
+  The rate steps up (``--rates``) on each backend; the highest rate held is the last step
+  whose p99 latency, from each record's scheduled arrival (no coordinated omission), is
+  within ``linger + 20 ms`` with the arrival loop keeping up (99 % of the scheduled
+  records put in the step). The steps go on past that, for the plot, until the loop falls
+  behind or p99 passes ten times the bound. Each step is a fresh process on a fresh
+  stream (bench_steady's harness).
 * **Handler shape**: a task per record puts it and awaits its own outcome, 5,000 records/s
   on 8 shards; p99 against ``linger + 30 ms``.
 
@@ -89,8 +91,8 @@ def main() -> None:
                     f"  cpu {out['cpu_s']:.2f} s  {'held' if out['held'] else 'BROKE'}",
                     flush=True,
                 )
-                if not out["held"]:
-                    break
+                if out["behind"] or out["p99_s"] * 1e3 > 10 * SWEEP_BOUND_MS:
+                    break  # past the bound the curve goes on (plotted) until it falls behind
             out = run(
                 url,
                 args.handler_shards,
@@ -145,7 +147,7 @@ def main() -> None:
         "fresh stream; latency from each record's scheduled arrival. CPU: the whole "
         "process (producer and arrival loop) as a share of one core.",
         "",
-        f"## Sweep: {args.shards} shards, stepping until p99 > {SWEEP_BOUND_MS:g} ms",
+        f"## Sweep: {args.shards} shards; held: p99 within {SWEEP_BOUND_MS:g} ms, loop on time",
         "",
         markdown_table(
             ["backend", "rate/s", "records/s", "p50 ms", "p99 ms", "CPU", "held"],
