@@ -85,7 +85,7 @@ async def _drive(job: Job, producer: Any) -> dict[str, Any]:
     async with anyio.create_task_group() as tg:
         tg.start_soon(awaiter)
         async with send:
-            if job.rate > 0 and job.shape == "handler":
+            if job.rate > 0:
                 end = job.duration
                 while True:
                     elapsed = now() - t0
@@ -93,19 +93,12 @@ async def _drive(job: Job, producer: Any) -> dict[str, Any]:
                         break
                     due = min(math.floor(elapsed * job.rate) + 1, math.ceil(end * job.rate))
                     while i < due:
-                        tg.start_soon(handler, tg, i, t0 + i / job.rate)
-                        i += 1
-                    await anyio.sleep(TICK)
-            elif job.rate > 0:
-                end = job.duration
-                while True:
-                    elapsed = now() - t0
-                    if elapsed >= end:
-                        break
-                    due = min(math.floor(elapsed * job.rate) + 1, math.ceil(end * job.rate))
-                    while i < due:
-                        outcome = await producer.put(payload, keys[i % KEYS])
-                        send.send_nowait((t0 + i / job.rate, outcome))
+                        scheduled = t0 + i / job.rate
+                        if job.shape == "handler":
+                            tg.start_soon(handler, tg, i, scheduled)
+                        else:
+                            outcome = await producer.put(payload, keys[i % KEYS])
+                            send.send_nowait((scheduled, outcome))
                         i += 1
                     await anyio.sleep(TICK)
             elif job.rate == 0:
