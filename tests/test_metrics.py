@@ -20,6 +20,8 @@ import botocore.awsrequest
 import botocore.credentials
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from trio.testing import MockClock
 
 from kinesis_trio._credentials import StaticCredentials
@@ -1008,3 +1010,56 @@ async def test_all_sinks_together_through_metrics(interval: float) -> None:
     )
     assert m.sink_failures == 1
     provider.shutdown()
+
+
+@settings(max_examples=200)
+@given(
+    granularity=st.sampled_from(["global", "stream", "shard"]),
+    calls=st.lists(
+        st.tuples(
+            st.sampled_from(["put", "kput", "errors", "retries", "buffering", "per_request"]),
+            st.sampled_from(["s1", "s2"]),
+            st.sampled_from(["shard-0", "shard-1", None]),
+            st.integers(min_value=0, max_value=5),
+            st.integers(min_value=0, max_value=3),
+        ),
+        max_size=40,
+    ),
+)
+def test_a_sample_kept_once_rolls_up_to_every_dimension_set(
+    granularity: str, calls: list[tuple[str, str, str | None, int, int]]
+) -> None:
+    """Samples are stored under their most specific dimensions and rolled up when read: the
+    window equals one where each sample was added to every dimension set at once."""
+    m = Metrics(granularity=granularity)
+    expected: dict[tuple[str, Any], list[float]] = {}
+    original = m._put
+
+    def put(name: str, scopes: Any, n: int, total: float, lo: float, hi: float) -> None:
+        for dims in scopes:
+            stats = expected.setdefault((name, dims), [0, 0.0, lo, hi])
+            stats[0] += n
+            stats[1] += total
+            stats[2] = min(stats[2], lo)
+            stats[3] = max(stats[3], hi)
+        original(name, scopes, n, total, lo, hi)
+
+    m._put = put  # type: ignore[method-assign]
+    for kind, stream, shard, count, extra in calls:
+        if kind == "put":
+            m.user_records_put(stream, shard or "shard-9", count, count * 10, failed=extra)
+        elif kind == "kput":
+            m.kinesis_records_put(stream, shard or "shard-9", count, count * 7, failed=extra)
+        elif kind == "errors":
+            m.errors(stream, shard, f"Code{extra}", count)
+        elif kind == "retries":
+            m.retries_per_record(stream, shard or "shard-9", extra, count)
+        elif kind == "buffering":
+            m.buffering_time(stream, shard or "shard-9", extra / 10, count)
+        else:
+            m.user_records_per_request(stream, count)
+    got = {(d.name, d.dimensions): [d.count, d.sum, d.minimum, d.maximum] for d in m.snapshot()}
+    assert got == {k: [int(v[0]), v[1], v[2], v[3]] for k, v in expected.items()}
+    # and the window closes to the same data, then starts empty
+    assert {(d.name, d.dimensions) for d in m._close_window()} == set(expected)
+    assert m.snapshot() == []
