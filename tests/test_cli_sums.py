@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import array
 import json
 import math
 import random
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kinesis_trio.cli._output import _percentile
+from kinesis_trio.cli._load import _LoadResult, _process_result
+from kinesis_trio.cli._multi import _share_text, _Spec
+from kinesis_trio.cli._output import _percentile, _Tracker
 from kinesis_trio.cli._sums import (
     LatencyHistogram,
     ProcessResult,
@@ -177,6 +181,24 @@ def test_process_result_json_round_trip() -> None:
     assert again.elapsed == 1.5
 
 
+def test_process_result_puts_loop_times_on_the_wall_clock() -> None:
+    tracker = _Tracker(keep_times=True)
+    tracker.accepted = tracker.ok = 3
+    tracker.accepted_bytes = tracker.ok_bytes = 300
+    tracker.latencies = array.array("d", [0.1, 0.2, 0.3])
+    # loop clock: the load started at 50.0; wall clock: at 1000.0
+    assert tracker.confirmed_at is not None and tracker.throttled_at is not None
+    tracker.confirmed_at.extend([50.1, 50.6, 51.2])
+    tracker.throttled_at.extend([50.7])
+    load = _LoadResult(tracker, elapsed=1.5, cpu=0.25, interrupted=0, t0=50.0, wall0=1000.0)
+    out = _process_result(load, origin=999.0)  # the common start, a second earlier
+    assert (out.started, out.ended, out.cpu) == (1000.0, 1001.5, 0.25)
+    assert out.timeline.ok == [0, 0, 1, 1, 1]
+    assert out.timeline.throttled == [0, 0, 0, 1]
+    assert out.latency.count == 3 and out.latency.percentile(1.0) == 0.3
+    assert not out.interrupted
+
+
 @pytest.mark.parametrize(
     ("total", "parts", "shares"),
     [(2000, 2, [1000, 1000]), (10, 3, [4, 3, 3]), (3, 3, [1, 1, 1]), (7, 1, [7])],
@@ -184,3 +206,33 @@ def test_process_result_json_round_trip() -> None:
 def test_split_evenly(total: int, parts: int, shares: list[int]) -> None:
     assert split_evenly(total, parts) == shares
     assert sum(shares) == total
+
+
+def test_share_text_says_what_each_process_gets() -> None:
+    assert _share_text([4, 3, 3], None, 0.0) == " in 3 processes: 3 or 4 records each"
+    assert _share_text([None, None], 2500.0, 0.0) == " in 2 processes: at 2,500 records/s each"
+    assert _share_text([None, None], None, 5.0) == (
+        " in 2 processes, each started 5 s after the previous"
+    )
+
+
+def test_spec_json_round_trip() -> None:
+    spec = _Spec(
+        index=1,
+        endpoint_url="http://127.0.0.1:4567",
+        region="us-east-1",
+        profile=None,
+        local=True,
+        stream="s",
+        size=512,
+        keys=256,
+        count=None,
+        rate=1234.5,
+        duration=0.1,
+        offset=0.000405,
+        backend="asyncio",
+        config={"record_max_buffered_time": 0.05, "aggregation_enabled": False},
+    )
+    data: dict[str, Any] = json.loads(spec.to_json())
+    assert data["config"] == {"record_max_buffered_time": 0.05, "aggregation_enabled": False}
+    assert _Spec.from_json(spec.to_json()) == spec

@@ -9,7 +9,8 @@
 ``kinesis-trio perf [--stream S] [-s SIZE] [-n COUNT] [-r RATE] [--duration S]``
     A load generator like ``rdkafka_performance -P``: throughput, latency percentiles (from
     each record's scheduled time when ``-r`` is given: no coordinated omission), CPU per
-    record, throttles and failures.
+    record, throttles and failures. ``--processes N`` runs N producer processes on the
+    stream and sums their figures.
 ``kinesis-trio local [--port P] [--streams a:2,b:1]``
     Run a local emulator (kinesalite or kinesis-local) until Ctrl-C.
 ``kinesis-trio demo``
@@ -29,8 +30,9 @@ import sys
 from collections.abc import Callable, Sequence
 
 from .._errors import KinesisTrioError
-from ._load import _run_demo, _run_perf
+from ._load import _run_demo
 from ._local import _run_local
+from ._multi import _run_perf_command
 from ._options import _PROG, _Failure, _parser, _UsageError
 from ._output import _sigterm_as_interrupt
 from ._produce import _run_produce
@@ -42,7 +44,7 @@ __all__ = ["main"]
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "produce": _run_produce,
-    "perf": _run_perf,
+    "perf": _run_perf_command,
     "demo": _run_demo,
     "local": _run_local,
 }

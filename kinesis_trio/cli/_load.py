@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import resource
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -22,6 +25,7 @@ from .._limiter import SHARD_BYTES_PER_SECOND, SHARD_RECORDS_PER_SECOND
 from .._producer import Producer
 from ._options import (
     _config,
+    _config_fields,
     _configured_endpoint,
     _ensure_stream,
     _Failure,
@@ -39,6 +43,7 @@ from ._output import (
     _tick,
     _Tracker,
 )
+from ._sums import TIMELINE_STEP, LatencyHistogram, ProcessResult, Timeline, sum_results
 
 
 @dataclass
@@ -47,6 +52,9 @@ class _LoadResult:
     elapsed: float
     cpu: float
     interrupted: int
+    #: when the load started, on the loop's clock and on the wall clock (``time.time()``)
+    t0: float = 0.0
+    wall0: float = 0.0
 
 
 async def _generate(
@@ -112,9 +120,10 @@ async def _run_load(
     count: int,
     rate: float | None,
     duration: float | None,
+    keep_times: bool = False,
 ) -> _LoadResult:
     (result,) = await _run_phases(
-        args, target, stream, config, [_Phase(label, count, rate, duration)]
+        args, target, stream, config, [_Phase(label, count, rate, duration)], keep_times=keep_times
     )
     return result
 
@@ -125,26 +134,40 @@ async def _run_phases(
     stream: str,
     config: ProducerConfig,
     phases: Sequence[_Phase],
+    *,
+    progress_for: Callable[[_Phase], _Progress] | None = None,
+    before: Callable[[], Awaitable[None]] | None = None,
+    keep_times: bool = False,
 ) -> list[_LoadResult]:
     """Run ``phases`` one after the other through one producer; each is flushed before the
     next starts and has its own tracker, elapsed time and CPU time. After a first Ctrl-C
     the current phase stops (its records in flight are waited for) and the later ones are
-    skipped; a second one aborts."""
-    done: list[tuple[_Tracker, float, float]] = []
-    progress = _phase_progress(args, phases[0])
-    tracker = _Tracker()
-    started: tuple[float, float] | None = None  # the current phase's (t0, cpu0) until done
+    skipped; a second one aborts.
+
+    ``progress_for`` makes a phase's progress display (default: :func:`_phase_progress`);
+    ``before`` is awaited once the producer is open, before the first phase (a Ctrl-C
+    stops it and skips the phases); ``keep_times``: the trackers keep a timeline."""
+    make_progress = progress_for or (lambda phase: _phase_progress(args, phase))
+    done: list[_LoadResult] = []
+    progress = make_progress(phases[0])
+    tracker = _Tracker(keep_times=keep_times)
+    started: tuple[float, float, float] | None = None  # the phase's (t0, wall0, cpu0)
     interrupts = _Interrupts(progress)
     try:
         async with interrupts.watching():
             with interrupts.abort_scope:
                 async with target.producer(stream, config) as producer:
+                    if before is not None:
+                        with interrupts.stop_scope:
+                            await before()
+                        # a cancel scope is entered once: a fresh one for the first phase
+                        interrupts.stop_scope = anyio.CancelScope()
                     for index, phase in enumerate(phases):
                         if interrupts.count:
                             break
                         if index:
-                            tracker = _Tracker()
-                            progress = _phase_progress(args, phase)
+                            tracker = _Tracker(keep_times=keep_times)
+                            progress = make_progress(phase)
                             # a cancel scope is entered once: a fresh one for this phase
                             interrupts.stop_scope = anyio.CancelScope()
                             interrupts._progress = progress
@@ -152,7 +175,8 @@ async def _run_phases(
                             tg.start_soon(_tick, tracker, progress, producer)
                             cpu0 = time.process_time()
                             t0 = anyio.current_time()
-                            started = (t0, cpu0)
+                            wall0 = time.time()
+                            started = (t0, wall0, cpu0)
                             with interrupts.stop_scope:
                                 await _generate(
                                     producer,
@@ -171,16 +195,18 @@ async def _run_phases(
                         started = None
                         tracker.reap()
                         progress.close(tracker)
-                        done.append((tracker, max(t1 - t0, 1e-9), cpu))
+                        done.append(_LoadResult(tracker, max(t1 - t0, 1e-9), cpu, 0, t0, wall0))
         if started is not None:  # aborted: its records failed as the producer closed
-            t0, cpu0 = started
+            t0, wall0, cpu0 = started
             t1 = anyio.current_time()
             cpu = time.process_time() - cpu0
             tracker.reap()
-            done.append((tracker, max(t1 - t0, 1e-9), cpu))
+            done.append(_LoadResult(tracker, max(t1 - t0, 1e-9), cpu, 0, t0, wall0))
     finally:
         progress.close(tracker)  # a no-op if already closed
-    return [_LoadResult(t, elapsed, cpu, interrupts.count) for t, elapsed, cpu in done]
+    for result in done:
+        result.interrupted = interrupts.count
+    return done
 
 
 def _phase_progress(args: argparse.Namespace, phase: _Phase) -> _Progress:
@@ -197,6 +223,68 @@ def _rss_mib() -> float:
     return rss / 1024 / (1024 if sys.platform == "darwin" else 1)
 
 
+def _process_result(result: _LoadResult, origin: float) -> ProcessResult:
+    """``result`` as a :class:`ProcessResult`, its timeline from ``origin`` (wall clock);
+    the tracker must have kept its times."""
+    t = result.tracker
+    assert t.confirmed_at is not None and t.throttled_at is not None, "keep_times=True"
+    to_wall = result.wall0 - result.t0  # loop clock -> wall clock
+    return ProcessResult(
+        accepted=t.accepted,
+        accepted_bytes=t.accepted_bytes,
+        ok=t.ok,
+        ok_bytes=t.ok_bytes,
+        failed=t.failed,
+        codes=dict(t.codes.most_common()),
+        messages=dict(t.messages),
+        throttled_attempts=t.throttled_attempts,
+        throttled_records=t.throttled_records,
+        started=result.wall0,
+        ended=result.wall0 + result.elapsed,
+        cpu=result.cpu,
+        latency=LatencyHistogram.of(t.latencies),
+        peak_rss_mib=_rss_mib(),
+        interrupted=bool(result.interrupted),
+        timeline=Timeline.of(
+            origin,
+            TIMELINE_STEP,
+            (x + to_wall for x in t.confirmed_at),
+            (x + to_wall for x in t.throttled_at),
+        ),
+    )
+
+
+def _json_report(
+    args: argparse.Namespace,
+    stream: str,
+    config: ProducerConfig,
+    processes: Sequence[dict[str, Any]],
+    results: Sequence[ProcessResult],
+) -> dict[str, Any]:
+    """What ``--json-report`` writes: the settings, the sum and each process."""
+    return {
+        "stream": stream,
+        "processes": args.processes,
+        "load": {
+            "size": args.size,
+            "keys": args.keys,
+            "count": args.count,
+            "rate": args.rate,
+            "duration": args.duration,
+            "stagger": args.stagger,
+            "backend": args.backend,
+        },
+        "config": _config_fields(args),
+        "aggregated": config.aggregation_enabled is not False,
+        "sum": sum_results(results).to_json() if results else None,
+        "per_process": list(processes),
+    }
+
+
+def _write_json(path: str, data: dict[str, Any]) -> None:
+    Path(path).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+
 def _run_perf(args: argparse.Namespace) -> int:
     config = _config(args)
     endpoint = _configured_endpoint(args)
@@ -204,9 +292,7 @@ def _run_perf(args: argparse.Namespace) -> int:
         raise _UsageError("perf needs --stream NAME, or --shards N to create a new stream")
     # Without an endpoint and without --stream: an embedded emulator and a new stream.
     _check_record_size(args, config)
-    count = args.count if args.count is not None else (sys.maxsize if args.duration else 100_000)
-    if args.rate and args.duration:
-        count = min(count, max(1, math.ceil(args.duration * args.rate)))
+    count = _perf_count(args)
 
     async def perf(target: _Target) -> int:
         async with target.client() as client:
@@ -214,19 +300,8 @@ def _run_perf(args: argparse.Namespace) -> int:
             stream, created = await _ensure_stream(
                 client, args.stream, shards, prefix="kinesis-trio-perf"
             )
-        what = f"{count:,} records" if count < sys.maxsize else "records"
-        limits = []
-        if args.rate:
-            limits.append(f"at {args.rate:,.6g} records/s")
-        if args.duration:
-            limits.append(f"for {args.duration:g} s")
-        print(
-            f"perf: writing {what} of {args.size:,} bytes over {args.keys:,} keys to {stream}"
-            + "".join(f" {limit}" for limit in limits)
-            + f" ({'not aggregated' if config.aggregation_enabled is False else 'aggregated'}, "
-            f"backend {args.backend})",
-            flush=True,
-        )
+        print(_perf_header(args, stream, config, count), flush=True)
+        keep_times = args.json_report is not None
         result = await _run_load(
             args,
             target,
@@ -236,6 +311,7 @@ def _run_perf(args: argparse.Namespace) -> int:
             count=count,
             rate=args.rate,
             duration=args.duration,
+            keep_times=keep_times,
         )
         t = result.tracker
         n = t.accepted
@@ -264,7 +340,13 @@ def _run_perf(args: argparse.Namespace) -> int:
         if result.interrupted:
             notes.append("(interrupted)")
         _print_summary(f"perf: {stream}", rows, t, notes)
-        return _exit_code(t, bool(result.interrupted))
+        code = _exit_code(t, bool(result.interrupted))
+        if keep_times:
+            one = _process_result(result, result.wall0)
+            process = {"index": 0, "pid": os.getpid(), "exit": code, "status": "in process"}
+            process["result"] = one.to_json()
+            _write_json(args.json_report, _json_report(args, stream, config, [process], [one]))
+        return code
 
     return _with_target(
         args,
@@ -272,6 +354,34 @@ def _run_perf(args: argparse.Namespace) -> int:
         embedded=args.stream is None,
         shard_limit=max(100, args.shards or 4),
     )
+
+
+def _perf_header(args: argparse.Namespace, stream: str, config: ProducerConfig, count: int) -> str:
+    """E.g. ``perf: writing 100,000 records of 512 bytes over 256 keys to S (aggregated,
+    backend trio)``."""
+    what = f"{count:,} records" if count < sys.maxsize else "records"
+    limits = []
+    if args.rate:
+        limits.append(f"at {args.rate:,.6g} records/s")
+    if args.duration:
+        limits.append(f"for {args.duration:g} s")
+    return (
+        f"perf: writing {what} of {args.size:,} bytes over {args.keys:,} keys to {stream}"
+        + "".join(f" {limit}" for limit in limits)
+        + f" ({'not aggregated' if config.aggregation_enabled is False else 'aggregated'}, "
+        f"backend {args.backend})"
+    )
+
+
+def _perf_count(args: argparse.Namespace) -> int:
+    """The records perf writes: -n, else 100,000 (unlimited with --duration); at most
+    rate x duration."""
+    count: int = (
+        args.count if args.count is not None else (sys.maxsize if args.duration else 100_000)
+    )
+    if args.rate and args.duration:
+        count = min(count, max(1, math.ceil(args.duration * args.rate)))
+    return count
 
 
 def _check_record_size(args: argparse.Namespace, config: ProducerConfig) -> None:

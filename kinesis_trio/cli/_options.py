@@ -112,6 +112,13 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _non_negative_seconds(text: str) -> float:
+    value = _seconds(text)
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be 0 or a positive duration, got {text!r}")
+    return value
+
+
 def _number(text: str) -> float:
     try:
         return float(text)
@@ -167,7 +174,9 @@ def _parser() -> argparse.ArgumentParser:
         "records/s, MB/s, p50/p99/p99.9 latency, CPU per record, throttles and failures. "
         "With -r, latency is measured from each record's scheduled time (no coordinated "
         "omission). Without an endpoint and without --stream, an embedded local emulator is "
-        "started and a new stream created in it.",
+        "started and a new stream created in it. With --processes N, N producer processes "
+        "write to the stream at once (-n and -r are totals, split evenly among them) and the "
+        "report sums them, with a row per process.",
     )
     perf.add_argument(
         "--stream", help="stream to write to (created with --shards if it does not exist)"
@@ -179,9 +188,16 @@ def _parser() -> argparse.ArgumentParser:
         "-n",
         "--count",
         type=_positive_int,
-        help="records to write (default 100,000; unlimited with --duration)",
+        help="records to write (default 100,000; unlimited with --duration); with --processes, "
+        "the total, split evenly among them",
     )
-    perf.add_argument("-r", "--rate", type=_rate, help="records/s (default: as fast as possible)")
+    perf.add_argument(
+        "-r",
+        "--rate",
+        type=_rate,
+        help="records/s (default: as fast as possible); with --processes, the total rate, split "
+        "evenly among them",
+    )
     perf.add_argument(
         "--keys", type=_positive_int, default=256, help="distinct partition keys (default 256)"
     )
@@ -195,6 +211,31 @@ def _parser() -> argparse.ArgumentParser:
         help="local engine when no endpoint is given: kinesalite or kinesis-local (npm, need "
         "Node.js) or python (this package's; default when Node.js is missing)",
     )
+    procs = perf.add_argument_group("processes")
+    procs.add_argument(
+        "--processes",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="run N producer processes on the stream, each with its own producer, and sum "
+        "their figures (default 1: this process alone). -n and -r are totals, split evenly",
+    )
+    procs.add_argument(
+        "--stagger",
+        type=_non_negative_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="with --processes: start each process this long after the previous one "
+        "(default 0: all at once); --duration counts for each from its own start",
+    )
+    procs.add_argument(
+        "--json-report",
+        metavar="FILE",
+        help="also write the figures as JSON to FILE: the sum and each process's, with "
+        "records confirmed and throttled attempts per 0.5 s",
+    )
+    # A process that --processes starts: its load as JSON (see _multi).
+    perf.add_argument("--child", help=argparse.SUPPRESS)
     _add_common(perf, progress_interval=1.0)
 
     demo = sub.add_parser(
@@ -352,6 +393,14 @@ def _add_common(parser: argparse.ArgumentParser, *, progress_interval: float) ->
 
 
 def _config(args: argparse.Namespace) -> ProducerConfig:
+    try:
+        return ProducerConfig(**_config_fields(args))
+    except ValueError as exc:
+        raise _UsageError(str(exc)) from None
+
+
+def _config_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The ProducerConfig fields the options set (the others keep their defaults)."""
     fields: dict[str, Any] = {}
     if args.linger is not None:
         fields["record_max_buffered_time"] = args.linger
@@ -373,10 +422,7 @@ def _config(args: argparse.Namespace) -> ProducerConfig:
         fields["check_access"] = True
     if args.fail_if_throttled:
         fields["fail_if_throttled"] = True
-    try:
-        return ProducerConfig(**fields)
-    except ValueError as exc:
-        raise _UsageError(str(exc)) from None
+    return fields
 
 
 # -- where to connect ----------------------------------------------------------------------

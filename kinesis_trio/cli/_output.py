@@ -39,10 +39,12 @@ class _Tracker:
 
     Each accepted record is kept as (outcome, latency base time, size, context) until a
     sweep (:meth:`reap`, every tick) finds it resolved: no task per record, and the latency
-    comes from the outcome's own ``resolved_at``, so sweeping late changes nothing.
+    comes from the outcome's own ``resolved_at``, so sweeping late changes nothing. With
+    ``keep_times``, it also keeps when each record was confirmed and when each throttled
+    attempt started (loop clock), for a timeline.
     """
 
-    def __init__(self, on_failure: _FailureHook | None = None) -> None:
+    def __init__(self, on_failure: _FailureHook | None = None, *, keep_times: bool = False) -> None:
         self.pending: list[tuple[Outcome, float, int, Any]] = []
         self.accepted = 0
         self.accepted_bytes = 0
@@ -54,6 +56,8 @@ class _Tracker:
         self.codes: Counter[str] = Counter()
         self.messages: dict[str, str] = {}
         self.latencies = array.array("d")
+        self.confirmed_at: array.array[float] | None = array.array("d") if keep_times else None
+        self.throttled_at: array.array[float] | None = array.array("d") if keep_times else None
         self._on_failure = on_failure
 
     def add(self, outcome: Outcome, base: float, size: int, context: Any = None) -> None:
@@ -75,6 +79,7 @@ class _Tracker:
     def reap(self) -> None:
         keep: list[tuple[Outcome, float, int, Any]] = []
         latencies = self.latencies
+        confirmed_at, throttled_at = self.confirmed_at, self.throttled_at
         for entry in self.pending:
             outcome = entry[0]
             if not outcome.done():
@@ -87,10 +92,16 @@ class _Tracker:
                 if throttles:
                     self.throttled_attempts += throttles
                     self.throttled_records += 1
+                    if throttled_at is not None:
+                        throttled_at.extend(
+                            a.start for a in attempts if a.error_code == _THROTTLE_CODE
+                        )
             if result.ok:
                 self.ok += 1
                 self.ok_bytes += entry[2]
                 latencies.append(result.resolved_at - entry[1])
+                if confirmed_at is not None:
+                    confirmed_at.append(result.resolved_at)
             else:
                 self._failure(
                     result.error_code or "UnknownError",
