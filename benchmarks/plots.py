@@ -2,7 +2,8 @@
 
 * ``throughput_vs_record_size.png`` and ``throughput_vs_shards.png`` from ``sweeps.json``;
 * ``latency_cdf.png`` from ``latency.json`` (each row's ``quantiles_ms``, 0..100 %);
-* ``backpressure.png`` from ``backpressure.json`` (outstanding bytes and RSS over time).
+* ``backpressure.png`` from ``backpressure.json`` (outstanding bytes and RSS over time);
+* ``processes.png`` from ``processes.json`` (producer processes sharing a shard over time).
 
 A missing file, or one without the rows a chart needs, skips that chart with a message.
 
@@ -417,6 +418,53 @@ def backpressure_chart(data: dict[str, Any], path: Path) -> bool:
     return True
 
 
+def processes_chart(data: dict[str, Any], path: Path) -> bool:
+    """Each limited run of bench_processes: each process's records/s and their sum over time."""
+    limited = data.get("limited")
+    runs = [
+        f
+        for f in (limited.values() if isinstance(limited, dict) else [])
+        if isinstance(f, dict) and f.get("sum_records_per_s")
+    ]
+    if not runs:
+        log(f"skip {path.name}: no limited runs in the results")
+        return False
+    fig, axes = plt.subplots(
+        len(runs),
+        1,
+        figsize=(8, 2.4 * len(runs) + 0.8),
+        layout="constrained",
+        sharex=True,
+        squeeze=False,
+    )
+    reserve_bottom(fig, 0.35)
+    for ax, run in zip(axes[:, 0], runs, strict=True):
+        step = float(run["step_s"])
+        limit = float(run["limit_records_per_s"])
+        for i, series in enumerate(run["per_process_records_per_s"]):
+            ts = [(k + 0.5) * step for k in range(len(series))]
+            ax.plot(ts, series, linewidth=1, label=f"process {i + 1}")
+        sums = run["sum_records_per_s"]
+        ax.plot(
+            [(k + 0.5) * step for k in range(len(sums))],
+            sums,
+            color="black",
+            linewidth=1.5,
+            label="sum",
+        )
+        ax.axhline(limit, color="0.3", linestyle="--", linewidth=1)
+        ax.axhline(0.9 * limit, color="0.6", linestyle=":", linewidth=1)
+        ax.set_ylim(0, max(1.5 * limit, min(max(sums, default=0.0), 3 * limit)) * 1.05)
+        ax.set_title(str(run.get("label", "")), fontsize=10)
+        ax.set_ylabel("records/s")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="upper right", ncols=6)
+    axes[-1][0].set_xlabel("seconds from the common start (0.5 s buckets)")
+    fig.suptitle("Producer processes sharing a shard (dashed: the limit; dotted: 90 %)")
+    finish(fig, data, path)
+    return True
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--results", type=Path, default=RESULTS, help="results folder")
@@ -445,6 +493,9 @@ def main() -> None:
     backpressure = load(results, "backpressure")
     if backpressure is not None:
         written += backpressure_chart(backpressure, results / "backpressure.png")
+    processes = load(results, "processes")
+    if processes is not None:
+        written += processes_chart(processes, results / "processes.png")
     log(f"{written} chart(s) written to {results}")
 
 
