@@ -51,6 +51,7 @@ PRODUCERS = {
     "sweeps.md": "uv run python -m benchmarks.bench_sweeps",
     "backpressure.md": "uv run python -m benchmarks.bench_backpressure",
     "reliability.md": "uv run python -m benchmarks.bench_reliability",
+    "processes.md": "uv run python -m benchmarks.bench_processes",
 }
 
 log = logging.getLogger("mkdocs.hooks.kinesis_trio")
