@@ -127,6 +127,29 @@ def test_perf_processes_sum_to_the_count_with_a_row_per_process(
     assert len(read_back(python_engine.endpoint_url, stream)) == 2000
 
 
+def test_perf_json_report_in_process(python_engine: EmulatorEndpoint, tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    out = run_cli(
+        "perf",
+        "--endpoint-url",
+        python_engine.endpoint_url,
+        "--shards",
+        "1",
+        "-n",
+        "500",
+        "--json-report",
+        str(report),
+    )
+    assert out.returncode == 0, out.stderr
+    assert "processes" not in summary(out.stdout)  # the in-process report, as before
+    data = json.loads(report.read_text())
+    (process,) = data["per_process"]
+    assert (process["status"], process["exit"]) == ("in process", 0)
+    assert (data["processes"], data["sum"]["ok"], data["sum"]["failed"]) == (1, 500, 0)
+    assert sum(process["result"]["timeline"]["ok"]) == 500
+    assert process["result"]["latency"]["count"] == 500
+
+
 def test_perf_processes_split_the_rate(python_engine: EmulatorEndpoint) -> None:
     out = run_cli(
         "perf",

@@ -204,7 +204,11 @@ def _parser() -> argparse.ArgumentParser:
     perf.add_argument(
         "--shards", type=_positive_int, help="shards of a stream to create (default 4 locally)"
     )
-    perf.add_argument("--duration", type=_positive_seconds, help="stop after this long")
+    perf.add_argument(
+        "--duration",
+        type=_positive_seconds,
+        help="stop after this long (with --processes: each, from its own start)",
+    )
     perf.add_argument(
         "--emulator",
         choices=ENGINES,
