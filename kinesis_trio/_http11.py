@@ -37,6 +37,8 @@ Origin = tuple[str, str, int]
 
 _MAX_HEAD = 64 * 1024  # status line and header fields of one answer
 _MAX_LINE = 8 * 1024  # one chunk-size line or trailer field
+#: the largest answer body taken (GetRecords returns at most 10 MiB of data, base64 in JSON)
+MAX_BODY = 64 * 1024 * 1024
 _RECEIVE = 256 * 1024
 _JOIN_MAX = 64 * 1024  # bodies up to this size go out in one write with the head
 
@@ -276,6 +278,10 @@ class Http11Pool(httpx.AsyncBaseTransport):
                 if length is not None and length != int(value):
                     raise httpx.RemoteProtocolError("conflicting Content-Length fields")
                 length = int(value)
+                if length > MAX_BODY:
+                    raise httpx.RemoteProtocolError(
+                        f"an answer of {length} bytes: more than the {MAX_BODY} taken"
+                    )
             elif lower == b"transfer-encoding":
                 codings = [c.strip().lower() for c in value.split(b",")]
                 if codings[-1:] != [b"chunked"] or len(codings) != 1:
@@ -295,8 +301,11 @@ class Http11Pool(httpx.AsyncBaseTransport):
             content = b""
         else:
             # no length given: the body ends when the server closes the connection
-            while await conn.fill():
-                pass
+            while True:
+                if len(conn.buffer) > MAX_BODY:
+                    raise httpx.RemoteProtocolError(f"an answer of more than {MAX_BODY} bytes")
+                if not await conn.fill():
+                    break
             content = bytes(conn.buffer)
             conn.buffer.clear()
             keep = False
@@ -325,6 +334,7 @@ class Http11Pool(httpx.AsyncBaseTransport):
 
     async def _read_chunked(self, conn: _Connection) -> bytes:
         parts: list[bytes] = []
+        total = 0
         while True:
             size_line = await conn.line("a chunk-size line")
             digits = size_line.split(b";", 1)[0].strip()
@@ -340,6 +350,9 @@ class Http11Pool(httpx.AsyncBaseTransport):
                 while await conn.line("the trailer"):
                     pass  # trailer fields: not used
                 return b"".join(parts)
+            total += size
+            if total > MAX_BODY:
+                raise httpx.RemoteProtocolError(f"an answer of more than {MAX_BODY} bytes")
             parts.append(await conn.exact(size, "a chunk"))
             if await conn.exact(2, "a chunk's end") != b"\r\n":
                 raise httpx.RemoteProtocolError("a chunk does not end with CRLF")

@@ -182,6 +182,11 @@ async def test_an_error_status_is_an_answer() -> None:
             "does not end with CRLF",
         ),
         (b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70_000 + b"\r\n\r\n", "head is over"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999\r\n\r\n", "more than the"),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nFFFFFFFFF\r\n",
+            "an answer of more than",
+        ),
     ],
 )
 async def test_a_malformed_answer_is_a_protocol_error(answer: bytes, message: str) -> None:
@@ -326,3 +331,13 @@ async def test_the_client_over_tls_reuses_one_verified_connection(tmp_path: Path
         async with KinesisClient(region_name="us-east-1", endpoint_url=url, credentials=creds) as c:
             with pytest.raises(ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
                 await c.list_shards("s")  # the default CA bundle does not trust it
+
+
+async def test_an_answer_read_to_close_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kinesis_trio._http11 as http11
+
+    monkeypatch.setattr(http11, "MAX_BODY", 10)
+    answer = b"HTTP/1.1 200 OK\r\n\r\n" + b"x" * 20 + CLOSE
+    async with serve(lambda i, j: answer) as server, Http11Pool() as pool:
+        with pytest.raises(httpx.RemoteProtocolError, match="more than 10 bytes"):
+            await pool.post(server.origin, "/", {}, b"")
