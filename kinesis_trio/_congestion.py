@@ -31,9 +31,9 @@ limiters of Netflix's concurrency-limits and Palantir's Dialogue:
   trip could show it, while small ones still go beside them;
 - an endpoint with more workers proves it: prompt answers of the largest requests (at
   least half the largest answered, a sixty-fourth of the timeout or more, of a size
-  answered before: a size's first sample may have queued) sent and answered within one
-  of their round trips, and more work than that round trip, are work one worker could
-  not have done in it (in any order of service); the cap becomes half the timeout times
+  answered before: a size's first sample may have queued) all sent and answered within
+  a span of time, with more work than the span, are work one worker could not have done
+  in it (in any order of service); the cap becomes half the timeout times
   ``workers``, twice what was proven (a round trip at a time, as slow start does). Only
   the largest count, so that the proof is in the units of what the cap holds back (small
   requests' floors learned while sharing a server overstate them). Cuts take ``workers``
@@ -196,9 +196,8 @@ class ConcurrencyLimit:
         self._largest = 0  # the largest request answered so far (bytes)
         #: the endpoint's proven parallelism: the timeout cap is ``timeout / 2 * workers``
         self.workers = 1.0
-        # recent prompt answers of requests that weigh on the cap: [start, end, work, sum of
-        # the work of prompt answers sent and answered within this one's round trip]
-        self._recent: deque[list[float]] = deque()
+        # recent prompt answers of requests that weigh on the cap: (start, end, work)
+        self._recent: deque[tuple[float, float, float]] = deque()
         #: waiting (in units of a request's idle round trip) that counts as a queue
         self.beta = 0.5
         self.alpha = 0.1
@@ -344,23 +343,24 @@ class ConcurrencyLimit:
 
     def _prove(self, start: float, end: float, work: float) -> None:
         """A prompt answer of a request that weighs on the timeout cap. An endpoint that
-        serves one request at a time (in any order) cannot finish requests of more work
-        than a round trip within it: the prompt ones sent and answered within one round
-        trip prove its parallelism, and the cap grows to twice what was proven."""
+        serves one request at a time (in any order) does at most ``E - S`` of work between
+        ``S`` and ``E``: prompt answers of requests all sent and answered within such a span
+        with more work than that prove its parallelism, and the cap grows to twice what was
+        proven. Every span from a recent request's start to this answer is looked at, so
+        two requests that merely overlap prove it too, not only one sent and answered
+        within another's round trip."""
         tol = self.slack
         recent = self._recent
         while recent and (recent[0][1] < end - self.timeout or len(recent) >= 64):
             recent.popleft()
-        mine = [start, end, work, work]
+        recent.append((start, end, work))
+        # Every recent answer ended by now: the span from a start S to this answer holds
+        # each one sent at S or later. Latest start first, adding one at a time.
         proven = 0.0
-        for other in recent:
-            if other[0] <= start and end <= other[1] + tol:  # within the other's round trip
-                other[3] += work
-                proven = max(proven, other[3] / (other[1] - other[0] + tol))
-            elif start <= other[0] and other[1] <= end + tol:  # the other within mine
-                mine[3] += other[2]
-        recent.append(mine)
-        proven = max(proven, mine[3] / (end - start + tol))
+        total = 0.0
+        for s, _, w in sorted(recent, reverse=True):
+            total += w
+            proven = max(proven, total / (end - s + tol))
         if proven > 1.0:
             self.workers = max(self.workers, min(float(self.ceiling), 2.0 * proven))
 

@@ -431,6 +431,36 @@ def test_prompt_answers_within_one_round_trip_prove_parallel_workers() -> None:
         assert gate.try_acquire(5 * MIB)
 
 
+def test_requests_that_only_overlap_prove_parallel_workers() -> None:
+    """Two 5 MiB requests of a second each, the second sent half a second after the first,
+    both answered promptly: neither is within the other's round trip, but one worker could
+    not have done 2 s of work in the 1.5 s from the first's start to the second's answer.
+    This is how a steady rate sends them: one request per linger window, never two at once."""
+    gate = ConcurrencyLimit(24, timeout=6.0)
+    answer(gate, 0.0, 1.0, 5 * MIB)
+    assert gate.try_acquire(5 * MIB)  # sent at 1.0
+    assert gate.try_acquire(5 * MIB)  # sent at 1.5
+    gate.observe(2.0, 1.0, 5 * MIB, Signal.ANSWER)
+    gate.release(5 * MIB)
+    assert gate.workers == 1.0  # one second of work in one second: nothing yet
+    gate.observe(2.5, 1.5, 5 * MIB, Signal.ANSWER)
+    gate.release(5 * MIB)
+    assert gate.workers == pytest.approx(2 * 2 / 1.525)
+
+
+def test_requests_one_worker_served_in_turn_prove_nothing() -> None:
+    """The same two requests on one worker: the second waits for the first (answered at
+    2.5 s after 1 s of work of its own, having waited half a second), which is no prompt
+    answer; and back to back without waiting, 2 s of work take 2 s."""
+    gate = ConcurrencyLimit(24, timeout=6.0)
+    answer(gate, 0.0, 1.0, 5 * MIB)
+    for start, end in ((1.0, 2.0), (1.5, 3.0), (3.0, 4.0), (4.0, 5.0)):
+        assert gate.try_acquire(5 * MIB)
+        gate.observe(end, start, 5 * MIB, Signal.ANSWER)
+        gate.release(5 * MIB)
+    assert gate.workers == 1.0
+
+
 def test_a_queue_of_one_worker_proves_nothing() -> None:
     """The same three requests on one worker come back after 1, 2 and 3 s: no proof."""
     gate = ConcurrencyLimit(24, timeout=6.0)
