@@ -26,6 +26,7 @@ from ._errors import ResourceNotFoundError as ResourceNotFoundError
 from ._errors import ServiceError as ServiceError
 from ._errors import TransportError as TransportError
 from ._errors import ValidationError as ValidationError
+from ._failures import FailedRecord as FailedRecord
 from ._outcome import Attempt as Attempt
 from ._outcome import Outcome as Outcome
 from ._outcome import RecordResult as RecordResult
@@ -41,6 +42,7 @@ __all__ = [
     "ConnectionLostError",
     "CredentialsError",
     "ExpiredTokenError",
+    "FailedRecord",
     "KMSError",
     "KinesisClient",
     "KinesisError",

@@ -264,10 +264,6 @@ class Accumulator:
                     [o._partition_key for o in members],  # type: ignore[misc]
                     ehks,
                 )
-                for o in members:
-                    # The aggregate holds the data now: one copy in memory, not two.
-                    # unpack gives it back to the members if they must go another way.
-                    o._data = None
                 krec = KRecord(
                     members,
                     blob,
@@ -278,6 +274,12 @@ class Accumulator:
                     deadline,
                     True,
                 )
+                for o in members:
+                    # The aggregate holds the data now: one copy in memory, not two.
+                    # unpack gives it back to the members if they must go another way
+                    # (or fail: the ledger finds the aggregate by ``_agg``).
+                    o._data = None
+                    o._agg = krec
                 if shard.rerouted:  # re-routed members may be older than the first one
                     krec.since = min(o._arrival for o in members)
                 batch.append(krec)
@@ -370,3 +372,4 @@ def unpack(krec: KRecord) -> None:
     for outcome, record in zip(members, records, strict=True):
         if outcome._data is None and outcome._resolution is None:
             outcome._data = record.data
+            outcome._agg = None

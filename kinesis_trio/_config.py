@@ -68,6 +68,13 @@ class ProducerConfig:
     max_record_size: int | None = None
     #: How long a normal exit waits for outstanding records before failing them.
     close_timeout: float = 30.0
+    #: Dead letters: failed records ``Producer.failures()`` holds until they are taken.
+    #: Beyond either bound a failed record is dropped (the newest: what is held is kept),
+    #: counted in ``FailedRecordsDropped`` and logged.
+    failures_buffer_records: int = 10_000
+    #: Dead letters: bytes of data of the failed records held (one larger record alone is
+    #: held all the same).
+    failures_buffer_bytes: int = 32 * _MIB
     #: Sealed batches a shard worker may have queued before ``put`` waits.
     shard_queue_size: int = 64
     #: KPL ``RateLimit``: per-shard send rate, percent of the shard limits (1000 records/s
@@ -135,6 +142,8 @@ class ProducerConfig:
         if self.max_record_size is not None:
             positive_int("max_record_size", RECORD_MAX_SIZE_CEILING)
         positive_int("shard_queue_size")
+        positive_int("failures_buffer_records")
+        positive_int("failures_buffer_bytes")
         if self.aggregation_max_size < 64:
             raise ValueError(
                 "ProducerConfig.aggregation_max_size must be at least 64 bytes, "

@@ -24,7 +24,7 @@ from ._aggregation import _vlen
 from ._config import ProducerConfig
 from ._congestion import ConcurrencyLimit, Signal
 from ._errors import ConnectionLostError
-from ._ledger import Ledger
+from ._ledger import Ledger, OnFailed
 from ._logging import get_logger
 from ._measure import measure_answer
 from ._outcome import (
@@ -58,7 +58,12 @@ class Engine:
     """The producer's decisions: accept, place, seal, interpret, retry, resolve."""
 
     def __init__(
-        self, config: ProducerConfig, shell: Shell, metrics: Metrics, refreshable: bool
+        self,
+        config: ProducerConfig,
+        shell: Shell,
+        metrics: Metrics,
+        refreshable: bool,
+        on_failed: OnFailed | None = None,
     ) -> None:
         self.config = config
         self.shell = shell
@@ -67,8 +72,10 @@ class Engine:
         #: ExpiredToken refreshes the credentials (False: static ones, which fail at once)
         self.refreshable = refreshable
         self.ttl = config.record_ttl
+        #: every resolution goes through it; each record failed, with its data, goes on to
+        #: ``on_failed`` (the producer's dead letters)
         self.ledger = Ledger(
-            config.max_outstanding_records, config.max_outstanding_bytes, shell.progress
+            config.max_outstanding_records, config.max_outstanding_bytes, shell.progress, on_failed
         )
         self.acc = Accumulator(
             agg_max_count=config.aggregation_max_count,

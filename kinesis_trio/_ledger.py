@@ -4,16 +4,22 @@ It counts the outstanding records and bytes (the backpressure limits), keeps the
 unresolved outcomes (what close and abort must fail), and the flush epochs (``flush()``
 waits until every record accepted before it is resolved). Every resolution goes through
 :meth:`Ledger.resolve`, which resolves each outcome at most once and keeps the counts
-exact: the one place where "exactly once" is enforced.
+exact: the one place where "exactly once" is enforced. It is also where a record that
+fails is seen failing: each one, with its data, goes to ``on_failed`` (the dead letters).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from ._outcome import Outcome, Resolution
+from ._accumulator import unpack
+from ._failures import FailedRecord
+from ._outcome import R_AT, R_OK, Outcome, Resolution
 
 __all__ = ["Ledger"]
+
+#: Called with the records that failed now (each once) and the time they failed.
+OnFailed = Callable[[list[FailedRecord], float], None]
 
 
 class Ledger:
@@ -22,6 +28,7 @@ class Ledger:
     __slots__ = (
         "_epoch_count",
         "_epoch_pending",
+        "_on_failed",
         "_on_progress",
         "_unresolved",
         "bytes",
@@ -31,7 +38,13 @@ class Ledger:
         "records",
     )
 
-    def __init__(self, max_records: int, max_bytes: int, on_progress: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        max_records: int,
+        max_bytes: int,
+        on_progress: Callable[[], None],
+        on_failed: OnFailed | None = None,
+    ) -> None:
         self.max_records = max_records
         self.max_bytes = max_bytes
         self.records = 0
@@ -42,6 +55,7 @@ class Ledger:
         self._epoch_pending: dict[int, int] = {}  # ... of closed epochs
         self._unresolved: set[Outcome] = set()
         self._on_progress = on_progress
+        self._on_failed = on_failed
 
     def has_room(self, size: int) -> bool:
         """Can a record of ``size`` bytes be accepted without passing the limits?"""
@@ -57,7 +71,12 @@ class Ledger:
     def resolve(self, members: Iterable[Outcome], res: Resolution) -> tuple[int, int]:
         """Resolve the members of one Kinesis record (member ``i`` as sub-record ``i``);
         the resolved ones are no longer outstanding. Returns ``(records, bytes)`` resolved
-        now (members resolved before are left as they are)."""
+        now (members resolved before are left as they are). A failure is handed to
+        ``on_failed`` for each member failed now, with its data."""
+        failing = None
+        if not res[R_OK] and self._on_failed is not None:
+            members = list(members)
+            failing = _with_data(members)
         records = size = 0
         epoch = self.epoch
         discard = self._unresolved.discard
@@ -74,8 +93,22 @@ class Ledger:
         if records:
             self.records -= records
             self.bytes -= size
+            if failing:
+                self._failed(failing, res)
             self._on_progress()
         return records, size
+
+    def _failed(self, failing: list[tuple[Outcome, bytes]], res: Resolution) -> None:
+        assert self._on_failed is not None
+        self._on_failed(
+            [
+                FailedRecord(
+                    data, o._partition_key, o._explicit_hash_key, o._stream, o._result(res)
+                )
+                for o, data in failing  # each unresolved before: failed by this call
+            ],
+            res[R_AT],
+        )
 
     def _forget_epoch(self, epoch: int) -> None:
         pending = self._epoch_pending
@@ -104,11 +137,37 @@ class Ledger:
     def resolve_all(self, res: Resolution) -> int:
         """Resolve every unresolved outcome with ``res`` (close and abort); returns how many."""
         pending, self._unresolved = self._unresolved, set()
+        failing = None
+        if self._on_failed is not None and not res[R_OK]:
+            failing = _with_data(sorted(pending, key=_arrival))  # in the order accepted
         count = sum(1 for outcome in pending if outcome._resolve(res))
         self.records = 0
         self.bytes = 0
         self._epoch_pending.clear()
         self._epoch_count = 0
         if count:
+            if failing:
+                self._failed(failing, res)
             self._on_progress()
         return count
+
+
+def _arrival(outcome: Outcome) -> float:
+    return outcome._arrival
+
+
+def _with_data(outcomes: list[Outcome]) -> list[tuple[Outcome, bytes]]:
+    """The unresolved ``outcomes`` with their data (from their aggregate if it holds it)."""
+    out: list[tuple[Outcome, bytes]] = []
+    for outcome in outcomes:
+        if outcome._resolution is not None:
+            continue
+        data = outcome._data
+        if data is None:
+            agg = outcome._agg
+            assert agg is not None, "a record's data is on the outcome or in its aggregate"
+            unpack(agg)  # gives every unresolved member its data back: decoded once
+            data = outcome._data
+            assert data is not None
+        out.append((outcome, data))
+    return out

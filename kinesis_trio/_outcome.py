@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 import anyio
+
+if TYPE_CHECKING:
+    from ._state import KRecord
 
 __all__ = ["Attempt", "Outcome", "RecordResult"]
 
@@ -152,11 +155,13 @@ class Outcome:
     ``await outcome.wait()`` returns the :class:`RecordResult`. Waiting is cancel-safe:
     cancelling a waiter changes nothing for the record or for other waiters. The object also
     carries the record itself (the producer keeps no other per-record object; once the record
-    is sealed into an aggregate, the aggregate holds its bytes instead, until it is resolved),
+    is sealed into an aggregate, the aggregate holds its bytes instead, until it is resolved:
+    a record that fails gets them back for its ``FailedRecord``),
     and creates its event only when somebody waits.
     """
 
     __slots__ = (
+        "_agg",
         "_arrival",
         "_attempts",
         "_data",
@@ -194,6 +199,8 @@ class Outcome:
         self._resolution: Resolution | None = None
         self._sub = 0
         self._event: anyio.Event | None = None
+        #: the aggregate holding its data while ``_data`` is None (sealed into it)
+        self._agg: KRecord | None = None
 
     def done(self) -> bool:
         """True once the record's result is known."""
@@ -273,6 +280,7 @@ class Outcome:
         self._resolution = resolution
         self._sub = sub
         self._data = None  # the payload is no longer needed: let it go
+        self._agg = None
         event = self._event
         if event is not None:
             event.set()

@@ -9,7 +9,7 @@ pipeline and names the module that owns each decision.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -25,6 +25,7 @@ from ._config import ProducerConfig
 from ._credentials import StaticCredentials
 from ._engine import Engine
 from ._errors import KinesisError, ProducerClosedError
+from ._failures import FailedRecord, FailureBuffer
 from ._logging import get_logger
 from ._outcome import ABORTED, CLOSE_TIMEOUT, Outcome
 from ._requests import dry_run_body
@@ -124,6 +125,8 @@ class Producer:
             upload_interval=config.metrics_upload_delay,
         )
         self._measure = self._metrics.enabled
+        self._failures = FailureBuffer(config.failures_buffer_records, config.failures_buffer_bytes)
+        self._failures_event: anyio.Event | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -199,7 +202,7 @@ class Producer:
             client,
             tg,
             self._now,
-            lambda shell: Engine(config, shell, metrics, refreshable),
+            lambda shell: Engine(config, shell, metrics, refreshable, self._failed),
         )
         self._engine = pipeline.engine
         self._state = _OPEN
@@ -209,7 +212,7 @@ class Producer:
             if self._default_stream is not None:
                 await self._load_stream(self._default_stream)
         except BaseException as exc:
-            self._state = _CLOSED
+            self._set_closed()
             tg.cancel_scope.cancel()
             try:
                 await tg.__aexit__(None, None, None)
@@ -260,14 +263,14 @@ class Producer:
             except BaseExceptionGroup as group:
                 self._fail_unresolved(reason or (ABORTED, "producer task failed"))
                 await self._close_client()
-                self._state = _CLOSED
+                self._set_closed()
                 if len(group.exceptions) == 1:
                     raise group.exceptions[0] from group
                 raise
             except BaseException:
                 self._fail_unresolved(reason or (ABORTED, "producer closing was interrupted"))
                 await self._close_client()
-                self._state = _CLOSED
+                self._set_closed()
                 raise
             self._fail_unresolved(reason or (ABORTED, "producer closed"))
             # A normal close gives the final metrics flush its documented bound; an exit by
@@ -275,7 +278,7 @@ class Producer:
             await self._close_client(
                 _CLOSE_METRICS_TIMEOUT if exc_type is None else _ABORT_METRICS_TIMEOUT
             )
-            self._state = _CLOSED
+            self._set_closed()
         return None
 
     async def _close_client(self, metrics_timeout: float = _ABORT_METRICS_TIMEOUT) -> None:
@@ -288,10 +291,87 @@ class Producer:
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 await client.aclose()
 
+    def _set_closed(self) -> None:
+        self._state = _CLOSED
+        self._log_dropped(self._now(), final=True)
+        self._wake_failures()  # the iterators end once they have taken what is left
+
     def _fail_unresolved(self, reason: tuple[str, str]) -> None:
         if self._engine is not None:
             self._engine.fail_unresolved(reason[0], reason[1], self._now())
         self._notify_progress()
+
+    # -- dead letters ---------------------------------------------------------------------
+
+    def failures(self) -> AsyncIterator[FailedRecord]:
+        """Every record that fails, as a :class:`FailedRecord` (data, keys, stream and its
+        :class:`RecordResult` with the attempts), without awaiting the outcomes.
+
+        Failures are kept from the moment the producer is entered, in a buffer bounded by
+        ``failures_buffer_records`` / ``failures_buffer_bytes``; it never makes the producer
+        wait. When it is full, the newest failure is dropped (what is held is delivered),
+        counted in ``failures_dropped`` and ``FailedRecordsDropped``, and logged
+        (``failed_records_dropped``, WARNING, at most once a minute).
+
+        Any number of iterators may be taken, at any time: they share the buffer, each
+        record going to one of them. An iterator ends once the producer has closed and
+        every failure is taken, those the closing failed included (``ProducerCloseTimeout``,
+        ``ProducerAborted``). Each step is a checkpoint; cancelling it loses no record.
+        """
+        return _FailureIterator(self)
+
+    @property
+    def failures_dropped(self) -> int:
+        """Failed records dropped because the ``failures()`` buffer was full."""
+        return self._failures.dropped
+
+    def _failed(self, records: list[FailedRecord], now: float) -> None:
+        """The ledger's ``on_failed``: offer each record that failed now to the buffer."""
+        buffer = self._failures
+        kept = False
+        dropped: dict[str, int] = {}
+        for record in records:
+            if buffer.offer(record):
+                kept = True
+            else:
+                dropped[record.stream_name] = dropped.get(record.stream_name, 0) + 1
+        if dropped:
+            if self._measure:
+                for stream, count in dropped.items():
+                    self._metrics.failed_records_dropped(stream, count)
+            self._log_dropped(now)
+        if kept:
+            self._wake_failures()
+
+    def _log_dropped(self, now: float, *, final: bool = False) -> None:
+        for stream, count in self._failures.notice(now, final=final).items():
+            _log.warning(
+                "failed_records_dropped",
+                stream=stream,
+                records=count,
+                dropped_total=self._failures.dropped,
+                reason="the failures() buffer was full (failures_buffer_records / "
+                "failures_buffer_bytes): they were not taken in time",
+            )
+
+    def _wake_failures(self) -> None:
+        event = self._failures_event
+        if event is not None:
+            self._failures_event = None
+            event.set()
+
+    async def _next_failure(self) -> FailedRecord:
+        while True:
+            await anyio.lowlevel.checkpoint()
+            record = self._failures.take()
+            if record is not None:
+                return record
+            if self._entered and self._state == _CLOSED:
+                raise StopAsyncIteration
+            event = self._failures_event
+            if event is None:
+                event = self._failures_event = anyio.Event()
+            await event.wait()
 
     # -- put ------------------------------------------------------------------------------
 
@@ -491,3 +571,18 @@ class Producer:
             reason="the endpoint answered a DryRun PutRecords with success: it ignores "
             "DryRun, so the probe (one empty record) was written",
         )
+
+
+class _FailureIterator:
+    """What ``Producer.failures()`` returns: takes from the producer's shared buffer."""
+
+    __slots__ = ("_producer",)
+
+    def __init__(self, producer: Producer) -> None:
+        self._producer = producer
+
+    def __aiter__(self) -> _FailureIterator:
+        return self
+
+    async def __anext__(self) -> FailedRecord:
+        return await self._producer._next_failure()

@@ -55,6 +55,7 @@ SUMMARY_METRICS = {
     "AllErrors",
     "UserRecordExpired",
     "BufferingTime",
+    "FailedRecordsDropped",
 }
 DETAILED_ONLY = {
     "UserRecordsReceived",

@@ -24,6 +24,7 @@ def test_exported_names() -> None:
         "ConnectionLostError",
         "CredentialsError",
         "ExpiredTokenError",
+        "FailedRecord",
         "KMSError",
         "KinesisClient",
         "KinesisError",

@@ -21,6 +21,7 @@ _COUNTERS = frozenset(
         "ErrorsByCode",
         "AllErrors",
         "UserRecordExpired",
+        "FailedRecordsDropped",
     }
 )
 _GAUGES = frozenset(

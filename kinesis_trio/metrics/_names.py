@@ -65,6 +65,8 @@ _SPECS: dict[str, _Spec] = {
     "RequestConcurrencyLimit": _Spec(_D, "Count", 0),
     "RequestsWaitingForSlot": _Spec(_D, "Count", 0),
     "RetryBudgetLevel": _Spec(_D, "Count", 0),
+    # Not the KPL's: failed records dropped because Producer.failures()'s buffer was full.
+    "FailedRecordsDropped": _Spec(_S, "Count", 1),
 }
 del _S, _D
 

@@ -290,6 +290,12 @@ class Metrics:
         if self._active and "UserRecordExpired" in self._enabled:
             self._samples("UserRecordExpired", self._scope(stream, shard, 2), count, 1.0)
 
+    def failed_records_dropped(self, stream: str, count: int) -> None:
+        """FailedRecordsDropped: ``count`` failed records not kept for ``failures()`` (its
+        buffer was full)."""
+        if self._active and "FailedRecordsDropped" in self._enabled:
+            self._samples("FailedRecordsDropped", self._scope(stream, None, 1), count, 1.0)
+
     def buffering_time(self, stream: str, shard: str, seconds: float, count: int) -> None:
         """BufferingTime (ms): ``count`` user records waited ``seconds`` before a send."""
         if self._active and "BufferingTime" in self._enabled:
