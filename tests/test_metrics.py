@@ -115,6 +115,7 @@ def record_everything(m: Metrics, stream: str = "s") -> None:
     m.errors(stream, SHARD0, "ProvisionedThroughputExceededException", 1)
     m.retries_per_record(stream, SHARD0, 1, 3)
     m.user_record_expired(stream, SHARD0, 1)
+    m.failed_records_dropped(stream, 1)
     m.buffering_time(stream, SHARD0, 0.1, 3)
     m.request_time(stream, 0.02)
     m.user_records_per_kinesis_record(stream, SHARD0, 3)
