@@ -214,10 +214,11 @@ async def test_ok_records_never_arrive_and_an_idle_iterator_ends_at_close() -> N
     fake = FakeKinesis()
     fake.create_stream("s", 2)
     got: list[FailedRecord] = []
-    async with anyio.create_task_group() as tg, fake_producer(fake) as producer:
-        tg.start_soon(collect, producer, got)
-        outcomes = [await producer.put(b"x%d" % i, f"k{i}") for i in range(500)]
-        await producer.flush()
+    with anyio.fail_after(10):  # the consumer's loop ends with the producer
+        async with anyio.create_task_group() as tg, fake_producer(fake) as producer:
+            tg.start_soon(collect, producer, got)
+            outcomes = [await producer.put(b"x%d" % i, f"k{i}") for i in range(500)]
+            await producer.flush()
     assert all(o.result().ok for o in outcomes)
     assert got == []
 
@@ -235,3 +236,25 @@ async def test_cancelling_a_waiting_consumer_loses_nothing() -> None:
         record = await iterator.__anext__()
     assert record.data == b"late"
     assert [r async for r in iterator] == []
+
+
+async def test_a_waiting_consumer_gets_each_failure_as_it_happens() -> None:
+    fake = FakeKinesis()
+    fake.create_stream("s", 1)
+    fake.faults = Faults(fatal={"s": "AccessDeniedException"})
+    async with fake_producer(fake, record_max_buffered_time=0.01) as producer:
+        received = anyio.Event()
+        got: list[FailedRecord] = []
+
+        async def first() -> None:
+            got.append(await producer.failures().__anext__())
+            received.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(first)
+            await anyio.sleep(1.0)  # the consumer is waiting: nothing failed yet
+            await producer.put(b"now", "k")
+            with anyio.fail_after(5):
+                await received.wait()  # while the producer is open
+        assert [r.data for r in got] == [b"now"]
+        assert got[0].result.error_code == "AccessDeniedException"
