@@ -38,6 +38,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from ._config import RECORD_MAX_SIZE_CEILING, ProducerConfig
 from ._credentials import StaticCredentials
 from ._errors import ProducerClosedError
+from ._failures import FailedRecord
 from ._outcome import RecordResult
 from ._producer import Producer
 from ._shards import parse_explicit_hash_key
@@ -78,7 +79,16 @@ class SyncProducer(_LoopSide):
             producer.flush(timeout=30)
 
     The arguments are the :class:`Producer`'s, plus ``backend`` (``"trio"`` or
-    ``"asyncio"``) and ``backend_options`` for the background event loop.
+    ``"asyncio"``) and ``backend_options`` for the background event loop, and
+    ``on_failure``, called with each record that fails for good as a :class:`FailedRecord`
+    (the dead letters, ``Producer.failures()``). It is called in a thread of its own
+    (``kinesis-trio-on-failure``: never the event loop's thread nor a caller's), one call
+    at a time, in the order the records failed, without awaiting the futures; records that
+    fail as the
+    producer closes are delivered before ``close`` returns (do not call ``close`` from it).
+    What it raises is logged (``on_failure_raised``, ERROR) and the producer goes on. A slow
+    callback never holds the producer up: failures wait in the bounded buffer
+    (``failures_buffer_records``), beyond which they are dropped and counted.
 
     Thread safety: :meth:`put`, :meth:`put_many`, :meth:`flush`, :meth:`close` and the
     properties may be called from any thread, concurrently. :meth:`open` (or ``with``) once.
@@ -105,7 +115,10 @@ class SyncProducer(_LoopSide):
         transport: Any = None,
         backend: str = "trio",
         backend_options: dict[str, Any] | None = None,
+        on_failure: Callable[[FailedRecord], object] | None = None,
     ) -> None:
+        if on_failure is not None and not callable(on_failure):
+            raise TypeError(f"on_failure must be callable, got {on_failure!r}")
         # The Producer validates its arguments now, in the caller's thread.
         self._producer = Producer(
             stream_name,
@@ -150,6 +163,9 @@ class SyncProducer(_LoopSide):
         self._tg: anyio.abc.TaskGroup | None = None
         self._call_soon: Callable[[Callable[[], object]], object] | None = None
         self._loop_thread = 0
+        self._on_failure = on_failure
+        self._unsent_failures: list[FailedRecord] = []
+        self._failure_caller = None
         # Lifecycle.
         self._close_lock = threading.Lock()
         self._portal_cm: contextlib.AbstractContextManager[BlockingPortal] | None = None

@@ -1,5 +1,6 @@
 """The event-loop side of :class:`~kinesis_trio.SyncProducer`: its main task, the pump
-that feeds the Producer in order, and the resolver that settles the futures in batches."""
+that feeds the Producer in order, the resolver that settles the futures in batches, and
+the delivery of failed records to ``on_failure``."""
 
 from __future__ import annotations
 
@@ -14,8 +15,12 @@ import anyio.lowlevel
 import sniffio
 
 from ._config import ProducerConfig
+from ._failures import FailedRecord
+from ._logging import get_logger
 from ._outcome import ABORTED, CLOSE_TIMEOUT, Outcome, RecordResult
 from ._producer import Producer
+
+_log = get_logger("kinesis_trio.producer")
 
 _NEW, _OPEN, _CLOSING, _CLOSED = 0, 1, 2, 3
 #: The pump yields to the loop after this many records, so responses get processed.
@@ -93,6 +98,10 @@ class _LoopSide:
     _tg: anyio.abc.TaskGroup | None
     _call_soon: Callable[[Callable[[], object]], object] | None
     _loop_thread: int
+    _on_failure: Callable[[FailedRecord], object] | None
+    #: records failed here, never handed to the Producer (queued when it closed)
+    _unsent_failures: list[FailedRecord]
+    _failure_caller: _CallbackThread | None
 
     async def _run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """The main task: the producer's scope, the pump and the resolver."""
@@ -117,6 +126,8 @@ class _LoopSide:
                     pumped = anyio.Event()
                     tg.start_soon(self._resolver)
                     tg.start_soon(self._pump, producer, pumped)
+                    if self._on_failure is not None:
+                        tg.start_soon(self._deliver_failures, producer)
                     task_status.started()
                     await self._close_event.wait()
                     if not self._abort:
@@ -140,6 +151,48 @@ class _LoopSide:
             raise
         finally:
             self._finish()
+            if self._on_failure is not None:
+                # the failures the close made (and any not delivered yet), then the records
+                # that never reached the producer
+                await self._deliver_failures(producer)
+
+    async def _deliver_failures(self, producer: Producer) -> None:
+        """Hand each failed record to ``on_failure`` in its thread, one call at a time.
+        Cancelled, it loses no record: the rest are delivered after the close."""
+        caller = self._failure_caller
+        if caller is None:
+            assert self._call_soon is not None
+            caller = self._failure_caller = _CallbackThread(self._call_on_failure, self._call_soon)
+        async for record in producer.failures():
+            await caller.call(record)
+        if self._state == _CLOSED:  # after the close: the last ones, then the thread ends
+            while self._unsent_failures:
+                await caller.call(self._unsent_failures.pop(0))
+            await caller.stop()
+
+    def _call_on_failure(self, record: FailedRecord) -> None:
+        """In the callback's thread: the callback; what it raises is logged, not raised."""
+        callback = self._on_failure
+        assert callback is not None
+        if self._timed_out and not self._abort and record.result.error_code == ABORTED:
+            record = record._replace(
+                result=record.result._replace(
+                    error_code=CLOSE_TIMEOUT,
+                    error_message=(
+                        f"not confirmed within close_timeout ({self._config.close_timeout} s)"
+                    ),
+                )
+            )
+        try:
+            callback(record)
+        except Exception as exc:
+            _log.error(
+                "on_failure_raised",
+                stream=record.stream_name,
+                error_code=record.result.error_code,
+                error=f"{type(exc).__name__}: {exc}"[:300],
+                exc_info=True,
+            )
 
     async def _pump(self, producer: Producer, pumped: anyio.Event) -> None:
         """Move queued records into the producer, in order."""
@@ -304,19 +357,90 @@ class _LoopSide:
         now = anyio.current_time()
         default = self._default_stream or ""
         for item in leftovers:
-            item.future.set_result(
-                RecordResult(
-                    False,
-                    item.stream_name or default,
-                    item.partition_key,
-                    None,
-                    None,
-                    None,
-                    (),
-                    code,
-                    message,
-                    now,
-                    now,
-                )
+            result = RecordResult(
+                False,
+                item.stream_name or default,
+                item.partition_key,
+                None,
+                None,
+                None,
+                (),
+                code,
+                message,
+                now,
+                now,
             )
+            item.future.set_result(result)
+            if self._on_failure is not None and item.data is not None:
+                self._unsent_failures.append(
+                    FailedRecord(
+                        item.data,
+                        item.partition_key,
+                        item.explicit_hash_key,
+                        result.stream_name,
+                        result,
+                    )
+                )
         self._release(leftovers)
+
+
+class _CallbackThread:
+    """The thread ``on_failure`` runs in: one of its own, for one call at a time, ended at
+    the close (a slow callback never holds up the event loop)."""
+
+    def __init__(
+        self,
+        callback: Callable[[FailedRecord], None],
+        call_soon: Callable[[Callable[[], object]], object],
+    ) -> None:
+        self._callback = callback
+        self._call_soon = call_soon
+        self._cond = threading.Condition(threading.Lock())
+        self._slot: FailedRecord | None = None
+        self._stopping = False
+        self._done: anyio.Event | None = None  # the call under way (loop side)
+        self._thread = threading.Thread(
+            target=self._main, name="kinesis-trio-on-failure", daemon=True
+        )
+        self._thread.start()
+
+    async def _idle(self) -> None:
+        # A call handed over by a cancelled caller still runs: wait for it first.
+        while self._done is not None:
+            await self._done.wait()
+
+    async def call(self, record: FailedRecord) -> None:
+        """Run the callback with ``record`` in the thread; return when it has returned."""
+        await self._idle()
+        done = self._done = anyio.Event()
+        with self._cond:
+            self._slot = record
+            self._cond.notify()
+        await done.wait()
+
+    async def stop(self) -> None:
+        """After the last call: end the thread."""
+        await self._idle()
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join()  # it is idle: it ends at once
+
+    def _finished(self) -> None:  # on the loop
+        done, self._done = self._done, None
+        if done is not None:
+            done.set()
+
+    def _main(self) -> None:
+        while True:
+            with self._cond:
+                while self._slot is None and not self._stopping:
+                    self._cond.wait()
+                record, self._slot = self._slot, None
+            if record is None:
+                return
+            self._callback(record)
+            try:
+                self._call_soon(self._finished)
+            except RuntimeError:  # the loop is gone (abandoned): nobody waits any more
+                return

@@ -8,6 +8,7 @@ hang on demand (the producer's request timeout, 6 s + 6 s, is longer than any ga
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import threading
 import time
 import uuid
@@ -20,6 +21,7 @@ import httpx
 import pytest
 
 from kinesis_trio import (
+    FailedRecord,
     KinesisClient,
     ProducerClosedError,
     ProducerConfig,
@@ -29,7 +31,7 @@ from kinesis_trio import (
     SyncProducer,
     deaggregate,
 )
-from kinesis_trio.testing import FakeKinesis
+from kinesis_trio.testing import FakeKinesis, Faults
 
 from .emulator_fixtures import EmulatorEndpoint
 from .helpers import CREDS, fake_producer
@@ -411,3 +413,102 @@ def test_kinesalite(local_engine: EmulatorEndpoint) -> None:
         for user in deaggregate(r["Data"], r["PartitionKey"])
     )
     assert found == Counter(b"%d-%d" % (t, i) for t in range(threads) for i in range(per_thread))
+
+
+def failing_producer(
+    fake: FakeKinesis, backend: str, on_failure: Callable[[FailedRecord], object], **config: Any
+) -> SyncProducer:
+    return SyncProducer(
+        "s",
+        region_name="us-east-1",
+        endpoint_url="http://fake.local",
+        credentials=CREDS,
+        config=ProducerConfig(record_max_buffered_time=0.01, **config),
+        transport=fake.transport(),
+        backend=backend,
+        on_failure=on_failure,
+    )
+
+
+def test_on_failure_gets_each_failed_record_once_in_a_worker_thread(backend: str) -> None:
+    fake = new_fake()
+    fake.create_stream("bad", 1)
+    fake.faults = Faults(fatal={"bad": "AccessDeniedException"})
+    got: list[FailedRecord] = []
+    threads: set[int] = set()
+    busy = [0, 0]  # calls running now, most at once
+
+    def on_failure(record: FailedRecord) -> None:
+        busy[0] += 1
+        busy[1] = max(busy)
+        threads.add(threading.get_ident())
+        time.sleep(0.001)
+        got.append(record)
+        busy[0] -= 1
+
+    with failing_producer(fake, backend, on_failure) as producer:
+        ok = [producer.put(b"ok%d" % i, f"k{i}") for i in range(100)]
+        bad = [producer.put(b"bad%d" % i, f"k{i}", stream_name="bad") for i in range(100)]
+        assert all(f.result(timeout=10).ok for f in ok)
+        assert not any(f.result(timeout=10).ok for f in bad)
+        loop_thread = producer._loop_thread
+    # every failure is delivered before close returns, once, with its data and result
+    assert sorted(r.data for r in got) == sorted(b"bad%d" % i for i in range(100))
+    by_data = {r.data: r for r in got}
+    for i, future in enumerate(bad):
+        record = by_data[b"bad%d" % i]
+        assert (record.partition_key, record.stream_name) == (f"k{i}", "bad")
+        assert record.result == future.result()
+        assert record.result.error_code == "AccessDeniedException"
+    assert threads and threading.get_ident() not in threads and loop_thread not in threads
+    assert busy[1] == 1  # one call at a time
+
+
+def test_on_failure_that_raises_is_logged_and_the_producer_goes_on(
+    backend: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = new_fake()
+    fake.create_stream("bad", 1)
+    fake.faults = Faults(fatal={"bad": "AccessDeniedException"})
+    got: list[bytes] = []
+
+    def on_failure(record: FailedRecord) -> None:
+        got.append(record.data)
+        raise ValueError("the callback is broken")
+
+    with (
+        caplog.at_level(logging.ERROR, logger="kinesis_trio"),
+        failing_producer(fake, backend, on_failure) as producer,
+    ):
+        first = [producer.put(b"a%d" % i, "k", stream_name="bad") for i in range(5)]
+        assert not any(f.result(timeout=10).ok for f in first)
+        wait_until(lambda: len(got) == 5)
+        then = [producer.put(b"b%d" % i, "k") for i in range(5)]
+        again = [producer.put(b"c%d" % i, "k", stream_name="bad") for i in range(5)]
+        assert all(f.result(timeout=10).ok for f in then)
+        assert not any(f.result(timeout=10).ok for f in again)
+    assert sorted(got) == sorted([b"a%d" % i for i in range(5)] + [b"c%d" % i for i in range(5)])
+    logged = [r.getMessage() for r in caplog.records if "on_failure_raised" in r.getMessage()]
+    assert len(logged) == 10
+    assert "the callback is broken" in logged[0] and "stream='bad'" in logged[0]
+
+
+def test_on_failure_gets_the_records_the_close_fails(backend: str) -> None:
+    gate = Gate()
+    fake = new_fake(gate)
+    got: list[FailedRecord] = []
+    producer = failing_producer(fake, backend, got.append, close_timeout=0.5).open()
+    futures = [producer.put(b"t%d" % i, f"k{i}") for i in range(30)]
+    wait_until(lambda: gate.held > 0)
+    producer.close()
+    assert sorted(r.data for r in got) == sorted(b"t%d" % i for i in range(30))
+    assert {r.result.error_code for r in got} == {"ProducerCloseTimeout"}
+    assert {r.data: r.result for r in got} == {
+        b"t%d" % i: f.result() for i, f in enumerate(futures)
+    }
+    gate.opened.set()
+
+
+def test_on_failure_must_be_callable() -> None:
+    with pytest.raises(TypeError, match="on_failure"):
+        SyncProducer("s", region_name="us-east-1", on_failure="print")  # type: ignore[arg-type]
