@@ -395,17 +395,158 @@ def test_produce_writes_failed_records_and_exits_1(stub: Stub, tmp_path: Path) -
     entries = [json.loads(line) for line in failed.read_text(encoding="utf-8").splitlines()]
     by_line = {e["line_no"]: e for e in entries}
     assert sorted(by_line) == [2, 3, 5]
-    assert by_line[2]["line"] == lines[1]
+    assert base64.b64decode(by_line[2]["data"]) == lines[1].encode()
     assert by_line[2]["error_code"] == "ProvisionedThroughputExceededException"
     assert "Rate exceeded" in by_line[2]["error_message"]
-    assert by_line[2]["partition_key"] == "b"
+    assert (by_line[2]["partition_key"], by_line[2]["stream"]) == ("b", "s")
+    assert by_line[2]["attempts"] == 1
     assert by_line[3] | {"error_message": ""} == {
         "line_no": 3,
-        "line": "not json",
+        "data": base64.b64encode(b"not json").decode(),
+        "partition_key": None,
+        "explicit_hash_key": None,
+        "stream": "s",
         "error_code": "InvalidJSON",
         "error_message": "",
+        "attempts": 0,
     }
     assert by_line[5]["error_code"] == "MissingKey"
+
+
+def failed_entries(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_produce_failed_records_sent_again_with_records_all_arrive(
+    stub: Stub, local_engine: EmulatorEndpoint, tmp_path: Path
+) -> None:
+    """The round trip: records that fail (throttled, --fail-if-throttled) are written by
+    --failed; produce --records sends that file to a healthy stream, where each arrives
+    once, with its data, its partition key and its explicit hash key."""
+    stub.state.fail_marker = b"FAIL"
+    failed = tmp_path / "failed.jsonl"
+    lines = []
+    for i in range(60):
+        doc: dict[str, Any] = {"id": f"u{i}", "n": i, "mark": "FAIL" if i % 3 == 0 else "ok"}
+        doc["ehk"] = str(i * (_MAX_HASH_KEY // 60))  # across the shards
+        doc["text"] = "é" * (i % 5)
+        lines.append(json.dumps(doc, ensure_ascii=False))
+    out = run_cli(
+        "produce",
+        "--stream",
+        "s",
+        "--endpoint-url",
+        stub.endpoint_url,
+        "--json",
+        "--key-field",
+        "id",
+        "--explicit-hash-key-field",
+        "ehk",
+        "--fail-if-throttled",
+        "--no-aggregation",
+        "--failed",
+        str(failed),
+        stdin="\n".join(lines) + "\n",
+    )
+    assert out.returncode == 1, out.stderr
+    expected = {
+        line.encode(): json.loads(line) for line in lines if json.loads(line)["mark"] == "FAIL"
+    }
+    entries = failed_entries(failed)
+    assert len(entries) == len(expected) == 20
+    assert all(e["error_code"] == "ProvisionedThroughputExceededException" for e in entries)
+
+    stream = create_stream(local_engine.endpoint_url, shards=2)
+    again = run_cli(
+        "produce",
+        str(failed),
+        "--records",
+        "--stream",
+        stream,
+        "--endpoint-url",
+        local_engine.endpoint_url,
+    )
+    assert again.returncode == 0, again.stderr
+    assert summary(again.stdout)["ok"] == "20"
+    landed = read_back(local_engine.endpoint_url, stream)
+    assert sorted(r.data for r in landed) == sorted(expected)
+    for record in landed:
+        doc = expected[record.data]
+        assert record.partition_key == doc["id"]
+        assert record.shard_start <= int(doc["ehk"]) <= record.shard_end  # routed by it
+
+
+def test_perf_writes_failed_records_that_produce_sends_again(
+    stub: Stub, local_engine: EmulatorEndpoint, tmp_path: Path
+) -> None:
+    stub.state.throttle_every = 1  # every request throttled, and throttled records fail
+    failed = tmp_path / "perf-failed.jsonl"
+    out = run_cli(
+        "perf",
+        "--endpoint-url",
+        stub.endpoint_url,
+        "--stream",
+        "s",
+        "-n",
+        "30",
+        "-s",
+        "40",
+        "--keys",
+        "7",
+        "--fail-if-throttled",
+        "--failed",
+        str(failed),
+    )
+    assert out.returncode == 1, out.stderr
+    assert "30 failed records written to" in out.stdout
+    entries = failed_entries(failed)
+    assert len(entries) == 30
+    assert sorted(e["partition_key"] for e in entries) == sorted(f"key-{i % 7}" for i in range(30))
+    assert {e["stream"] for e in entries} == {"s"}
+    assert all(e["attempts"] == 1 and len(base64.b64decode(e["data"])) == 40 for e in entries)
+
+    stream = create_stream(local_engine.endpoint_url)
+    again = run_cli(
+        "produce",
+        str(failed),
+        "--records",
+        "--stream",
+        stream,
+        "--endpoint-url",
+        local_engine.endpoint_url,
+    )
+    assert again.returncode == 0, again.stderr
+    landed = read_back(local_engine.endpoint_url, stream)
+    assert sorted((r.data, r.partition_key) for r in landed) == sorted(
+        (base64.b64decode(e["data"]), e["partition_key"]) for e in entries
+    )
+
+
+def test_produce_records_rejects_bad_lines_and_key_options(stub: Stub, tmp_path: Path) -> None:
+    failed = tmp_path / "again.jsonl"
+    good = {"data": base64.b64encode(b"fine").decode(), "partition_key": "k", "stream": "x"}
+    lines = [
+        json.dumps(good),
+        "not json",
+        json.dumps({"data": "%%%", "partition_key": "k"}),
+        json.dumps({"data": "AAAA", "partition_key": "k", "data_truncated": True}),
+        json.dumps({"data": "AAAA", "partition_key": 5}),
+    ]
+    out = run_cli(
+        "produce",
+        "--records",
+        "--stream",
+        "s",
+        "--endpoint-url",
+        stub.endpoint_url,
+        "--failed",
+        str(failed),
+        stdin="\n".join(lines) + "\n",
+    )
+    assert out.returncode == 1, out.stderr
+    assert stub.state.written == [b"fine"]
+    codes = {e["line_no"]: e["error_code"] for e in failed_entries(failed)}
+    assert codes == {2: "InvalidJSON", 3: "InvalidRecord", 4: "TruncatedRecord", 5: "InvalidKey"}
 
 
 # -- perf --------------------------------------------------------------------------------------
@@ -762,6 +903,7 @@ BAD_ARGUMENTS: list[tuple[list[str], str]] = [
     (["nosuch"], "invalid choice: 'nosuch'"),
     (["produce"], "the following arguments are required: --stream"),
     (["produce", "--stream", "s", "--key-field", "a"], "--key-field needs --json"),
+    (["produce", "--stream", "s", "--records", "--json"], "--json cannot be used with --records"),
     (
         ["produce", "--stream", "s", "--json", "--key-field", "a", "--key-template", "b"],
         "not allowed with argument --key-field",
@@ -774,6 +916,10 @@ BAD_ARGUMENTS: list[tuple[list[str], str]] = [
     (["perf", "-r", "-5"], "argument -r/--rate: must be a positive number"),
     (["perf", "--linger", "soon"], "argument --linger: not a duration"),
     (["perf", "--processes", "0"], "argument --processes: must be at least 1, got 0"),
+    (
+        ["perf", "--processes", "2", "--failed", "f.jsonl"],
+        "argument --failed: not with --processes (yet): use one process",
+    ),
     (["perf", "--processes", "x"], "argument --processes: not an integer: 'x'"),
     (
         ["perf", "--processes", "3", "-n", "2"],

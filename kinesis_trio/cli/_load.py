@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -10,7 +11,7 @@ import resource
 import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from ._options import (
 )
 from ._output import (
     _exit_code,
+    _FailedWriter,
     _Interrupts,
     _latency_rows,
     _percentile,
@@ -121,9 +123,16 @@ async def _run_load(
     rate: float | None,
     duration: float | None,
     keep_times: bool = False,
+    failed: _FailedWriter | None = None,
 ) -> _LoadResult:
     (result,) = await _run_phases(
-        args, target, stream, config, [_Phase(label, count, rate, duration)], keep_times=keep_times
+        args,
+        target,
+        stream,
+        config,
+        [_Phase(label, count, rate, duration)],
+        keep_times=keep_times,
+        failed=failed,
     )
     return result
 
@@ -138,6 +147,7 @@ async def _run_phases(
     progress_for: Callable[[_Phase], _Progress] | None = None,
     before: Callable[[], Awaitable[None]] | None = None,
     keep_times: bool = False,
+    failed: _FailedWriter | None = None,
 ) -> list[_LoadResult]:
     """Run ``phases`` one after the other through one producer; each is flushed before the
     next starts and has its own tracker, elapsed time and CPU time. After a first Ctrl-C
@@ -146,17 +156,21 @@ async def _run_phases(
 
     ``progress_for`` makes a phase's progress display (default: :func:`_phase_progress`);
     ``before`` is awaited once the producer is open, before the first phase (a Ctrl-C
-    stops it and skips the phases); ``keep_times``: the trackers keep a timeline."""
+    stops it and skips the phases); ``keep_times``: the trackers keep a timeline;
+    ``failed``: writes every record that fails (the producer's dead letters), those an
+    abort fails included."""
     make_progress = progress_for or (lambda phase: _phase_progress(args, phase))
     done: list[_LoadResult] = []
     progress = make_progress(phases[0])
     tracker = _Tracker(keep_times=keep_times)
     started: tuple[float, float, float] | None = None  # the phase's (t0, wall0, cpu0)
     interrupts = _Interrupts(progress)
+    producer = target.producer(stream, config)
     try:
-        async with interrupts.watching():
+        # the failures are taken outside the abort scope: until the close, every one written
+        async with interrupts.watching(), _failures_written(failed, producer):
             with interrupts.abort_scope:
-                async with target.producer(stream, config) as producer:
+                async with producer:
                     if before is not None:
                         with interrupts.stop_scope:
                             await before()
@@ -172,7 +186,7 @@ async def _run_phases(
                             interrupts.stop_scope = anyio.CancelScope()
                             interrupts._progress = progress
                         async with anyio.create_task_group() as tg:
-                            tg.start_soon(_tick, tracker, progress, producer)
+                            tg.start_soon(_tick, tracker, progress, producer, failed)
                             cpu0 = time.process_time()
                             t0 = anyio.current_time()
                             wall0 = time.time()
@@ -207,6 +221,19 @@ async def _run_phases(
     for result in done:
         result.interrupted = interrupts.count
     return done
+
+
+@contextlib.asynccontextmanager
+async def _failures_written(
+    failed: _FailedWriter | None, producer: Producer
+) -> AsyncIterator[None]:
+    """With ``failed``: a task writes the producer's failures until it has closed."""
+    if failed is None:
+        yield
+        return
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(failed.take_from, producer)
+        yield
 
 
 def _phase_progress(args: argparse.Namespace, phase: _Phase) -> _Progress:
@@ -293,6 +320,25 @@ def _run_perf(args: argparse.Namespace) -> int:
     # Without an endpoint and without --stream: an embedded emulator and a new stream.
     _check_record_size(args, config)
     count = _perf_count(args)
+    with contextlib.ExitStack() as stack:
+        failed = None
+        if args.failed:
+            try:
+                file = stack.enter_context(open(args.failed, "w", encoding="utf-8"))
+            except OSError as exc:
+                raise _UsageError(f"cannot write {args.failed}: {exc.strerror}") from None
+            failed = _FailedWriter(file)
+        return _perf_in(args, config, count, failed)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _perf_in(
+    args: argparse.Namespace,
+    config: ProducerConfig,
+    count: int,
+    failed: _FailedWriter | None,
+) -> int:
+    """``perf`` in this process (``failed``: where its failed records go)."""
 
     async def perf(target: _Target) -> int:
         async with target.client() as client:
@@ -312,7 +358,10 @@ def _run_perf(args: argparse.Namespace) -> int:
             rate=args.rate,
             duration=args.duration,
             keep_times=keep_times,
+            failed=failed,
         )
+        if failed is not None:
+            await failed.flush()
         t = result.tracker
         n = t.accepted
         rows = [
@@ -339,6 +388,8 @@ def _run_perf(args: argparse.Namespace) -> int:
             notes.append(f"(stream {stream} was left in place; delete it when done)")
         if result.interrupted:
             notes.append("(interrupted)")
+        if failed is not None and failed.count:
+            notes.append(f"{failed.count:,} failed records written to {args.failed}")
         _print_summary(f"perf: {stream}", rows, t, notes)
         code = _exit_code(t, bool(result.interrupted))
         if keep_times:

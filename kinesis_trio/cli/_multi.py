@@ -78,6 +78,8 @@ def _run_perf_command(args: argparse.Namespace) -> int:
         return _run_child(args)
     if args.stagger and args.processes == 1:
         raise _UsageError("argument --stagger: needs --processes 2 or more")
+    if args.failed and args.processes > 1:
+        raise _UsageError("argument --failed: not with --processes (yet): use one process")
     if args.processes == 1:
         return _run_perf(args)
     return _run_parent(args)

@@ -149,6 +149,13 @@ def _parser() -> argparse.ArgumentParser:
     produce.add_argument("input", nargs="?", metavar="FILE", help="input file (default: stdin)")
     produce.add_argument("--stream", required=True, help="stream to write to")
     produce.add_argument("--json", action="store_true", help="input lines are JSON documents")
+    produce.add_argument(
+        "--records",
+        action="store_true",
+        help="input lines are records as --failed writes them: JSON objects with data "
+        "(base64), partition_key and explicit_hash_key (other fields are ignored), to send "
+        "failed records again",
+    )
     keys = produce.add_mutually_exclusive_group()
     keys.add_argument(
         "--key-field", metavar="F", help="partition key from this JSON field (dotted path: a.b)"
@@ -163,7 +170,10 @@ def _parser() -> argparse.ArgumentParser:
         "--explicit-hash-key-field", metavar="F", help="explicit hash key from this JSON field"
     )
     produce.add_argument(
-        "--failed", metavar="FILE", help="write failed records here as JSON lines (with errors)"
+        "--failed",
+        metavar="FILE",
+        help="write failed records here as JSON lines (data in base64, keys, error, attempts), "
+        "which produce --records sends again",
     )
     _add_common(produce, progress_interval=5.0)
 
@@ -237,6 +247,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="also write the figures as JSON to FILE: the sum and each process's, with "
         "records confirmed and throttled attempts per 0.5 s",
+    )
+    perf.add_argument(
+        "--failed",
+        metavar="FILE",
+        help="write failed records here as JSON lines (data in base64, keys, error, attempts), "
+        "which produce --records sends again; not with --processes",
     )
     # A process that --processes starts: its load as JSON (see _multi).
     perf.add_argument("--child", help=argparse.SUPPRESS)

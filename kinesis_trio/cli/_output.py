@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import array
+import base64
 import contextlib
 import json
 import math
@@ -19,6 +20,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
+from .._failures import FailedRecord
 from .._outcome import Outcome, RecordResult
 from .._producer import Producer
 from ._options import _THROTTLE_CODE, _TICK
@@ -384,32 +386,80 @@ async def _tick(
 # -- perf and demo: the load generator ------------------------------------------------------
 
 
+def _failed_entry(
+    data: bytes,
+    partition_key: str | None,
+    explicit_hash_key: str | None,
+    stream: str,
+    code: str,
+    message: str,
+    attempts: int,
+) -> dict[str, Any]:
+    """A failed record as ``--failed`` writes it: the form ``produce --records`` reads
+    (``data`` in base64, ``partition_key``, ``explicit_hash_key``), then what it ignores."""
+    return {
+        "data": base64.b64encode(data).decode("ascii"),
+        "partition_key": partition_key,
+        "explicit_hash_key": explicit_hash_key,
+        "stream": stream,
+        "error_code": code,
+        "error_message": message,
+        "attempts": attempts,
+    }
+
+
 class _FailedWriter:
     """Failed records as JSON lines (written from a worker thread, once per tick)."""
 
-    def __init__(self, file: TextIO | None) -> None:
+    def __init__(self, file: TextIO | None, stream: str = "") -> None:
         self.file = file
+        self.stream = stream
         self.buffer: list[str] = []
         self.count = 0
 
     def add(self, code: str, message: str, result: RecordResult | None, context: Any) -> None:
+        """``produce``'s failures: ``context`` is (line number, the record's data, whether
+        it was cut short, its explicit hash key)."""
         if self.file is None:
             return
-        line_no, line, truncated = context
-        entry: dict[str, Any] = {"line_no": line_no}
-        try:
-            entry["line"] = line.decode("utf-8")
-        except UnicodeDecodeError:
-            import base64
-
-            entry["line_base64"] = base64.b64encode(line).decode("ascii")
+        line_no, data, truncated, ehk = context
+        entry: dict[str, Any] = _failed_entry(
+            data,
+            result.partition_key if result is not None else None,
+            ehk,
+            result.stream_name if result is not None else self.stream,
+            code,
+            message,
+            len(result.attempts) if result is not None else 0,
+        )
+        entry["line_no"] = line_no
         if truncated:
-            entry["line_truncated"] = True
-        entry["error_code"] = code
-        entry["error_message"] = message
-        if result is not None:
-            entry["partition_key"] = result.partition_key
-            entry["attempts"] = len(result.attempts)
+            entry["data_truncated"] = True
+        self._append(entry)
+
+    def add_record(self, record: FailedRecord) -> None:
+        """A dead letter (``Producer.failures()``)."""
+        if self.file is None:
+            return
+        result = record.result
+        self._append(
+            _failed_entry(
+                record.data,
+                record.partition_key,
+                record.explicit_hash_key,
+                record.stream_name,
+                result.error_code or "UnknownError",
+                result.error_message or "",
+                len(result.attempts),
+            )
+        )
+
+    async def take_from(self, producer: Producer) -> None:
+        """Write every record that fails in ``producer``; returns after it has closed."""
+        async for record in producer.failures():
+            self.add_record(record)
+
+    def _append(self, entry: dict[str, Any]) -> None:
         self.buffer.append(json.dumps(entry, ensure_ascii=False) + "\n")
         self.count += 1
 

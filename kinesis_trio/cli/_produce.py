@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
 import contextlib
 import json
 import os
@@ -99,10 +101,22 @@ class _Keying:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.json = bool(args.json)
+        self.records = bool(args.records)
         self.key_field: str | None = args.key_field
         self.template: str | None = args.key_template
         self.ehk_field: str | None = args.explicit_hash_key_field
-        if not self.json:
+        if self.records:
+            for name, value in (
+                ("--json", self.json),
+                ("--key-field", self.key_field),
+                ("--key-template", self.template),
+                ("--explicit-hash-key-field", self.ehk_field),
+            ):
+                if value:
+                    raise _UsageError(
+                        f"{name} cannot be used with --records (each record has its own keys)"
+                    )
+        elif not self.json:
             if self.key_field is not None:
                 raise _UsageError("--key-field needs --json (raw lines have no fields)")
             if self.ehk_field is not None:
@@ -131,6 +145,35 @@ class _Keying:
                         f"--key-template field {{{name}}} needs --json "
                         "(raw lines only have {line_no} and {uuid})"
                     )
+
+    @staticmethod
+    def record(line: bytes) -> tuple[bytes, str | None, str | None]:
+        """A ``--records`` line (the form ``--failed`` writes) as (data, partition key,
+        explicit hash key); its other fields are ignored."""
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise _RecordError("InvalidJSON", str(exc)) from None
+        if not isinstance(obj, dict):
+            raise _RecordError("InvalidRecord", "a --records line must be a JSON object")
+        if obj.get("data_truncated"):
+            raise _RecordError(
+                "TruncatedRecord", "the record's data was cut short when it was written"
+            )
+        text = obj.get("data")
+        if not isinstance(text, str):
+            raise _RecordError("InvalidRecord", 'no "data" (base64 text) in the record')
+        try:
+            data = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise _RecordError("InvalidRecord", f'"data" is not base64: {exc}') from None
+        keys: list[str | None] = []
+        for name in ("partition_key", "explicit_hash_key"):
+            value = obj.get(name)
+            if value is not None and not isinstance(value, str):
+                raise _RecordError("InvalidKey", f'"{name}" must be a string or null')
+            keys.append(value)
+        return data, keys[0], keys[1]
 
     def key(self, line_no: int, line: bytes) -> tuple[str, str | None]:
         obj: Any = None
@@ -211,7 +254,9 @@ async def _read_and_put(
     put = producer.put
     now = anyio.current_time
     limit = producer.record_limit()
-    json_lines = keying.json
+    records = keying.records
+    json_lines = keying.json or records
+    line_limit = limit * 4 // 3 + 65_536 if records else limit  # base64 and the fields
     buffer = b""
     discarding = False  # inside a line longer than max_record_size: drop up to its newline
     eof = False
@@ -238,25 +283,31 @@ async def _read_and_put(
             if not line or (json_lines and not line.strip()):
                 counts.blank += 1
                 continue
-            context = (counts.lines, line, False)
+            # context: (line number, the record's data, cut short?, explicit hash key)
+            key: str | None
             try:
-                key, ehk = keying.key(counts.lines, line)
+                if records:
+                    data, key, ehk = keying.record(line)
+                else:
+                    data = line
+                    key, ehk = keying.key(counts.lines, line)
             except _RecordError as exc:
-                tracker.fail_local(exc.code, exc.message, context)
+                tracker.fail_local(exc.code, exc.message, (counts.lines, line, False, None))
                 continue
+            context = (counts.lines, data, False, ehk)
             start = now()
             try:
-                outcome = await put(line, key, ehk)
+                outcome = await put(data, key, ehk)
             except (TypeError, ValueError) as exc:
                 tracker.fail_local("InvalidRecord", str(exc), context)
                 continue
-            tracker.add(outcome, start, len(line), context)
-        if len(buffer) > limit:  # a line too long to be a record: fail it, skip to its end
+            tracker.add(outcome, start, len(data), context)
+        if len(buffer) > line_limit:  # too long to be a record: fail it, skip to its end
             counts.lines += 1
             tracker.fail_local(
                 "InvalidRecord",
                 f"line longer than max_record_size ({limit} bytes)",
-                (counts.lines, buffer[:1024], True),
+                (counts.lines, buffer[:1024], True, None),
             )
             buffer = b""
             discarding = True
@@ -286,7 +337,7 @@ def _run_produce(args: argparse.Namespace) -> int:
                 failed_file = stack.enter_context(open(args.failed, "w", encoding="utf-8"))
             except OSError as exc:
                 raise _UsageError(f"cannot write {args.failed}: {exc.strerror}") from None
-        failed = _FailedWriter(failed_file)
+        failed = _FailedWriter(failed_file, args.stream)
 
         async def produce(target: _Target) -> int:
             await target.client().aclose()  # validates region and endpoint first
