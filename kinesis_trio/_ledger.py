@@ -139,7 +139,7 @@ class Ledger:
         pending, self._unresolved = self._unresolved, set()
         failing = None
         if self._on_failed is not None and not res[R_OK]:
-            failing = _with_data(sorted(pending, key=_arrival))  # in the order accepted
+            failing = _with_data(sorted(pending, key=_arrival))  # in the order of arrival
         count = sum(1 for outcome in pending if outcome._resolve(res))
         self.records = 0
         self.bytes = 0
@@ -157,11 +157,14 @@ def _arrival(outcome: Outcome) -> float:
 
 
 def _with_data(outcomes: list[Outcome]) -> list[tuple[Outcome, bytes]]:
-    """The unresolved ``outcomes`` with their data (from their aggregate if it holds it)."""
+    """The unresolved ``outcomes`` (each once) with their data (from their aggregate if it
+    holds it)."""
     out: list[tuple[Outcome, bytes]] = []
+    seen: set[int] = set()
     for outcome in outcomes:
-        if outcome._resolution is not None:
+        if outcome._resolution is not None or id(outcome) in seen:
             continue
+        seen.add(id(outcome))
         data = outcome._data
         if data is None:
             agg = outcome._agg
