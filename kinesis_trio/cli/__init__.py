@@ -13,6 +13,10 @@
     stream and sums their figures.
 ``kinesis-trio local [--port P] [--streams a:2,b:1]``
     Run a local emulator (kinesalite or kinesis-local) until Ctrl-C.
+``kinesis-trio tail --stream S [-f] [-n N] [--format raw|json|base64]``
+    Read a stream back (like ``kcat -C``): every shard or ``--shard ID``, from the start,
+    ``--from-latest``, ``--from-timestamp`` or ``--from-sequence``; KPL aggregates split as
+    the KCL does; ``-f`` keeps polling and follows resharding.
 ``kinesis-trio demo``
     Write 100,000 records and print a one-row table (the README's first command).
 
@@ -36,6 +40,7 @@ from ._multi import _run_perf_command
 from ._options import _PROG, _Failure, _parser, _UsageError
 from ._output import _sigterm_as_interrupt
 from ._produce import _run_produce
+from ._tail import _run_tail
 
 if sys.version_info < (3, 11):  # pragma: no cover
     from exceptiongroup import BaseExceptionGroup
@@ -47,6 +52,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "perf": _run_perf_command,
     "demo": _run_demo,
     "local": _run_local,
+    "tail": _run_tail,
 }
 
 

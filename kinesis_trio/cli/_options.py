@@ -354,15 +354,88 @@ def _parser() -> argparse.ArgumentParser:
     )
     py.add_argument("--tls", action="store_true", help="serve HTTPS with a self-signed certificate")
     py.add_argument("-q", "--quiet", action="store_true", help="no per-stream lines")
+
+    _add_tail(sub)
     return parser
 
 
-def _add_common(parser: argparse.ArgumentParser, *, progress_interval: float) -> None:
+def _add_tail(sub: Any) -> None:
+    tail = sub.add_parser(
+        "tail",
+        help="read records back from a stream (like kcat -C)",
+        description="Read a stream's records (every shard, or --shard ID) and write them to "
+        "stdout, one a line, KPL aggregates split into their user records (an aggregate with "
+        "a member outside its shard's hash key range is dropped, as the KCL does, and "
+        "reported on stderr). Without -f, stop when every shard is read to its current end; "
+        "with -f, keep polling and follow resharding into child shards.",
+    )
+    target = tail.add_mutually_exclusive_group(required=True)
+    target.add_argument("--stream", help="stream to read")
+    target.add_argument("--stream-arn", metavar="ARN", help="stream to read, by ARN")
+    tail.add_argument("--shard", metavar="ID", help="read this shard only")
+    start = tail.add_mutually_exclusive_group()
+    start.add_argument(
+        "--from-start",
+        action="store_true",
+        help="from the oldest record kept (TRIM_HORIZON; the default)",
+    )
+    start.add_argument(
+        "--from-latest", action="store_true", help="only records written from now on (LATEST)"
+    )
+    start.add_argument(
+        "--from-timestamp",
+        metavar="TIME",
+        help="from records that arrived at TIME or later: ISO 8601 (no zone: UTC) or epoch "
+        "seconds (AT_TIMESTAMP)",
+    )
+    start.add_argument(
+        "--from-sequence",
+        metavar="SEQ",
+        help="from this sequence number on (AT_SEQUENCE_NUMBER); needs --shard",
+    )
+    tail.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="keep polling for new records, into the children of resharded shards",
+    )
+    tail.add_argument("-n", "--count", type=_positive_int, metavar="N", help="stop after N records")
+    tail.add_argument(
+        "--format",
+        choices=["raw", "json", "base64"],
+        default="raw",
+        help="raw: the data and a newline; json: one object a line with the record's "
+        "fields; base64: the data in base64 (default raw)",
+    )
+    _add_connection(tail)
+    _add_output(tail, progress_interval=0.5)
+
+
+def _add_connection(parser: argparse.ArgumentParser) -> None:
+    """Where to connect and as whom (every command that talks to Kinesis)."""
     conn = parser.add_argument_group("connection")
     conn.add_argument("--endpoint-url", help="Kinesis endpoint (default: AWS settings)")
     conn.add_argument("--region", help="AWS region (default: AWS settings, or us-east-1 locally)")
     conn.add_argument("--profile", help="AWS profile for credentials")
     conn.add_argument("--backend", choices=["trio", "asyncio"], default="trio")
+
+
+def _add_output(parser: argparse.ArgumentParser, *, progress_interval: float) -> None:
+    """``-q`` and ``--progress-interval``: the live progress on stderr."""
+    out = parser.add_argument_group("output")
+    out.add_argument("-q", "--quiet", action="store_true", help="no live progress")
+    out.add_argument(
+        "--progress-interval",
+        type=_positive_seconds,
+        default=progress_interval,
+        metavar="SECONDS",
+        help=f"seconds between progress lines when stderr is not a terminal "
+        f"(default {progress_interval:g})",
+    )
+
+
+def _add_common(parser: argparse.ArgumentParser, *, progress_interval: float) -> None:
+    _add_connection(parser)
 
     cfg = parser.add_argument_group("producer settings (ProducerConfig; times in seconds)")
     cfg.add_argument(
@@ -400,16 +473,7 @@ def _add_common(parser: argparse.ArgumentParser, *, progress_interval: float) ->
         help="fail_if_throttled=True: fail throttled records instead of retrying them",
     )
 
-    out = parser.add_argument_group("output")
-    out.add_argument("-q", "--quiet", action="store_true", help="no live progress")
-    out.add_argument(
-        "--progress-interval",
-        type=_positive_seconds,
-        default=progress_interval,
-        metavar="SECONDS",
-        help=f"seconds between progress lines when stderr is not a terminal "
-        f"(default {progress_interval:g})",
-    )
+    _add_output(parser, progress_interval=progress_interval)
 
 
 def _config(args: argparse.Namespace) -> ProducerConfig:
