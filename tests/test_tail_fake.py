@@ -386,3 +386,37 @@ async def test_an_expired_iterator_is_replaced_after_the_last_record_read() -> N
     assert [b["ShardIteratorType"] for b in iterators] == ["TRIM_HORIZON", "AFTER_SEQUENCE_NUMBER"]
     stored = fake.records("s")
     assert iterators[1]["StartingSequenceNumber"] == stored[9].sequence_number
+
+
+# -- progress ------------------------------------------------------------------------------------
+
+
+async def test_progress_lines_on_stderr_at_most_twice_a_second() -> None:
+    fake = FakeKinesis()
+    fake.create_stream("s", shard_count=2)
+    await write(fake, keyed(30))
+    async with connect(fake) as client:
+        out, err = io.BytesIO(), io.StringIO()
+        options = TailOptions(stream="s", follow=True, progress=True, progress_interval=0.01)
+        with anyio.move_on_after(3.0):
+            await tail(client, options, out, err)
+    lines = err.getvalue().splitlines()
+    assert 3 <= len(lines) <= 3.0 / 0.25 + 1  # the interval is at least 0.25 s
+    assert "reading: 30 records, 2 shards reading, 0 closed shards read" in lines[-1]
+    assert lines[-1].endswith("0 ms behind latest")
+
+
+class _Terminal(io.BytesIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_no_progress_when_stdout_is_a_terminal() -> None:
+    from kinesis_trio.cli._options import _parser
+    from kinesis_trio.cli._tail import _options
+
+    args = _parser().parse_args(["tail", "--stream", "s"])
+    assert _options(args, _Terminal()).progress is False
+    assert _options(args, io.BytesIO()).progress is True
+    quiet = _parser().parse_args(["tail", "--stream", "s", "-q"])
+    assert _options(quiet, io.BytesIO()).progress is False

@@ -358,12 +358,19 @@ class _Tail:
     def _progress_line(self, *, final: bool = False) -> None:
         stats = self.stats
         behind = max(stats.behind.values(), default=0)
-        head = "done" if final else "reading"
-        dropped = stats.dropped_aggregates
+        dropped = f", {stats.dropped_aggregates} aggregates dropped"
+        if final:
+            line = (
+                f"done: {stats.records:,} records from {stats.shards_started} shards "
+                f"({stats.shards_finished} closed shards read to their end)"
+            )
+        else:
+            line = (
+                f"reading: {stats.records:,} records, {stats.running} shards reading, "
+                f"{stats.shards_finished} closed shards read, {behind:,} ms behind latest"
+            )
         print(
-            f"{_PROG}: tail: {head}: {stats.records:,} records, {stats.running} shards "
-            f"reading, {stats.shards_finished} closed shards read, {behind:,} ms behind latest"
-            + (f", {dropped} aggregates dropped" if dropped else ""),
+            f"{_PROG}: tail: {line}" + (dropped if stats.dropped_aggregates else ""),
             file=self.err,
             flush=True,
         )
