@@ -391,17 +391,27 @@ async def test_an_expired_iterator_is_replaced_after_the_last_record_read() -> N
 # -- progress ------------------------------------------------------------------------------------
 
 
-async def test_progress_lines_on_stderr_at_most_twice_a_second() -> None:
+async def test_progress_lines_on_stderr_at_most_every_quarter_second_and_on_change() -> None:
     fake = FakeKinesis()
     fake.create_stream("s", shard_count=2)
-    await write(fake, keyed(30))
-    async with connect(fake) as client:
+    async with connect(fake) as client, anyio.create_task_group() as tg:
+
+        async def trickle() -> None:
+            for i in range(30):
+                await write(fake, [(f"t-{i}".encode(), f"k{i}")])
+                await anyio.sleep(0.1)
+
+        tg.start_soon(trickle)
         out, err = io.BytesIO(), io.StringIO()
-        options = TailOptions(stream="s", follow=True, progress=True, progress_interval=0.01)
-        with anyio.move_on_after(3.0):
+        options = TailOptions(
+            stream="s", follow=True, progress=True, progress_interval=0.01, idle_interval=0.2
+        )
+        with anyio.move_on_after(6.0):
             await tail(client, options, out, err)
     lines = err.getvalue().splitlines()
-    assert 3 <= len(lines) <= 3.0 / 0.25 + 1  # the interval is at least 0.25 s
+    assert all(line.startswith("kinesis-trio: tail: reading: ") for line in lines)
+    # records arrive for about 3 s, then nothing changes: a line each 0.25 s at most
+    assert 3 <= len(lines) <= 4.0 / 0.25 + 1
     assert "reading: 30 records, 2 shards reading, 0 closed shards read" in lines[-1]
     assert lines[-1].endswith("0 ms behind latest")
 

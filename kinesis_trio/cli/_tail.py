@@ -350,10 +350,21 @@ class _Tail:
     # -- progress
 
     async def _progress(self) -> None:
+        """A line every interval (at least 0.25 s) while something changes."""
         interval = max(0.25, self.options.progress_interval)
+        last: tuple[int, int, int, int] | None = None
         while True:
             await anyio.sleep(interval)
-            self._progress_line()
+            stats = self.stats
+            state = (
+                stats.records,
+                stats.running,
+                stats.shards_finished,
+                max(stats.behind.values(), default=0),
+            )
+            if state != last:
+                last = state
+                self._progress_line()
 
     def _progress_line(self, *, final: bool = False) -> None:
         stats = self.stats
