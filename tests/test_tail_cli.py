@@ -10,6 +10,7 @@ record, longer than produce's request timeout: that one is put with a patient cl
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import signal
 import subprocess
@@ -233,3 +234,41 @@ def test_ctrl_c_ends_a_follow_cleanly(local_engine: EmulatorEndpoint, tmp_path: 
     assert "Traceback" not in stderr
     assert stderr.splitlines()[-1] == "kinesis-trio: interrupted"
     assert len(stdout.splitlines()) == 5
+
+
+def test_start_positions(emulator: EmulatorEndpoint, tmp_path: Path) -> None:
+    endpoint = emulator.endpoint_url
+    stream = create_stream(endpoint)
+    early, late = tmp_path / "early.txt", tmp_path / "late.txt"
+    early.write_text("".join(f"early-{i}\n" for i in range(5)))
+    late.write_text("".join(f"late-{i}\n" for i in range(5)))
+    produce_file(endpoint, stream, early, "--no-aggregation")
+    time.sleep(1.5)
+    middle = datetime.datetime.now(datetime.timezone.utc)
+    time.sleep(1.5)
+    produce_file(endpoint, stream, late, "--no-aggregation")
+
+    iso = middle.isoformat().replace("+00:00", "Z")
+    for moment in (iso, f"{middle.timestamp():.3f}"):
+        out = tail(endpoint, "--stream", stream, "--from-timestamp", moment, "-q")
+        assert out.returncode == 0, out.stderr
+        assert sorted(out.stdout.splitlines()) == [f"late-{i}" for i in range(5)]
+
+    everything = rows(tail(endpoint, "--stream", stream, "--format", "json", "-q").stdout)
+    assert len(everything) == 10
+    third = everything[2]
+    out = tail(
+        endpoint,
+        "--stream",
+        stream,
+        "--shard",
+        third["shard_id"],
+        "--from-sequence",
+        third["sequence_number"],
+        "-q",
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [r["data"] for r in everything[2:]]
+
+    latest = tail(endpoint, "--stream", stream, "--from-latest", "-q")
+    assert latest.returncode == 0 and latest.stdout == "", latest.stderr

@@ -408,7 +408,7 @@ def _add_tail(sub: Any) -> None:
         "fields; base64: the data in base64 (default raw)",
     )
     _add_connection(tail)
-    _add_output(tail, progress_interval=0.5)
+    _add_output(tail, progress_interval=0.5, unless_terminal="stdout")
 
 
 def _add_connection(parser: argparse.ArgumentParser) -> None:
@@ -420,8 +420,11 @@ def _add_connection(parser: argparse.ArgumentParser) -> None:
     conn.add_argument("--backend", choices=["trio", "asyncio"], default="trio")
 
 
-def _add_output(parser: argparse.ArgumentParser, *, progress_interval: float) -> None:
-    """``-q`` and ``--progress-interval``: the live progress on stderr."""
+def _add_output(
+    parser: argparse.ArgumentParser, *, progress_interval: float, unless_terminal: str = "stderr"
+) -> None:
+    """``-q`` and ``--progress-interval``: the live progress on stderr, in plain lines when
+    ``unless_terminal`` (stderr, or stdout for tail) is not a terminal."""
     out = parser.add_argument_group("output")
     out.add_argument("-q", "--quiet", action="store_true", help="no live progress")
     out.add_argument(
@@ -429,7 +432,7 @@ def _add_output(parser: argparse.ArgumentParser, *, progress_interval: float) ->
         type=_positive_seconds,
         default=progress_interval,
         metavar="SECONDS",
-        help=f"seconds between progress lines when stderr is not a terminal "
+        help=f"seconds between progress lines when {unless_terminal} is not a terminal "
         f"(default {progress_interval:g})",
     )
 
