@@ -430,3 +430,22 @@ def test_no_progress_when_stdout_is_a_terminal() -> None:
     assert _options(args, io.BytesIO()).progress is True
     quiet = _parser().parse_args(["tail", "--stream", "s", "-q"])
     assert _options(quiet, io.BytesIO()).progress is False
+
+
+async def test_list_shards_throttled_is_retried() -> None:
+    failures = 0
+    armed = False
+
+    async def hook(operation: str, body: dict[str, Any]) -> httpx.Response | None:
+        nonlocal failures
+        if armed and operation == "ListShards" and failures < 3:
+            failures += 1
+            return error_response(400, "LimitExceededException")
+        return None
+
+    fake = fake_with(hook)
+    await write(fake, keyed(5))
+    armed = True
+    async with connect(fake) as client:
+        run = await run_tail(client)
+    assert failures == 3 and sorted(run.lines) == sorted(d for d, _ in keyed(5))

@@ -143,16 +143,26 @@ class _Tail:
         return {"stream_arn": self.options.stream_arn} if self.options.stream_arn else {}
 
     async def _list(self) -> None:
-        try:
-            shards = await self.client.list_shards(
-                self.options.stream, at_latest=False, **self._ref()
-            )
-        except ResourceNotFoundError as exc:
-            raise _Failure(
-                f"stream {self.options.name!r} not found at {self.client.endpoint_url} "
-                f"({exc.message or exc.code})"
-            ) from None
-        self.lineage.update(ShardInfo.from_api(s) for s in shards)
+        """ListShards (every shard, open and closed) into the lineage; transient errors are
+        retried with the throttle backoff, ``_MAX_ERRORS`` in a row at most."""
+        backoff = ReadPacer()
+        while True:
+            try:
+                shards = await self.client.list_shards(
+                    self.options.stream, at_latest=False, **self._ref()
+                )
+            except ResourceNotFoundError as exc:
+                raise _Failure(
+                    f"stream {self.options.name!r} not found at {self.client.endpoint_url} "
+                    f"({exc.message or exc.code})"
+                ) from None
+            except (KinesisError, TransportError) as exc:
+                if not exc.retryable or backoff.throttles >= _MAX_ERRORS:
+                    raise
+                await anyio.sleep(backoff.throttled(anyio.current_time()))
+                continue
+            self.lineage.update(ShardInfo.from_api(s) for s in shards)
+            return
 
     async def run(self) -> TailStats:
         await self._list()
