@@ -24,6 +24,7 @@ import anyio
 import pytest
 
 import kinesis_trio
+from kinesis_trio._aggregation import encode_aggregate, partition_hash_key
 
 from .emulator_fixtures import EmulatorEndpoint
 from .test_cli import cli_command, cli_env, client, create_stream, run_cli
@@ -272,3 +273,39 @@ def test_start_positions(emulator: EmulatorEndpoint, tmp_path: Path) -> None:
 
     latest = tail(endpoint, "--stream", stream, "--from-latest", "-q")
     assert latest.returncode == 0 and latest.stdout == "", latest.stderr
+
+
+def test_an_aggregate_straddling_shards_is_dropped_and_reported(
+    emulator: EmulatorEndpoint,
+) -> None:
+    endpoint = emulator.endpoint_url
+    stream = create_stream(endpoint, shards=2)
+    n = 0
+    while partition_hash_key(f"k{n}") >= HALF:  # a key of the first shard's half
+        n += 1
+    low = f"k{n}"
+    bad = encode_aggregate([(b"in", low, None), (b"out", low, str(HALF + 1))])
+
+    async def put() -> list[dict[str, Any]]:
+        async with client(endpoint) as c:
+            answer = await c.call(
+                "PutRecords",
+                {
+                    "StreamName": stream,
+                    "Records": [
+                        {"Data": bad, "PartitionKey": "agg", "ExplicitHashKey": "0"},
+                        {"Data": b"plain", "PartitionKey": low},
+                    ],
+                },
+            )
+            return list(answer["Records"])
+
+    placed = anyio.run(put)
+    out = tail(endpoint, "--stream", stream)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["plain"]
+    reports = [line for line in out.stderr.splitlines() if "aggregate dropped" in line]
+    assert len(reports) == 1
+    assert (
+        f"shard {placed[0]['ShardId']}, sequence number {placed[0]['SequenceNumber']}" in reports[0]
+    )
