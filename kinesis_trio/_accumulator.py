@@ -20,12 +20,16 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
 
 from ._aggregation import AggregateSizer, _vlen, deaggregate, encode_records
 from ._outcome import Outcome
 from ._state import KRecord, ShardBuffer, StreamState
+
+if TYPE_CHECKING:
+    from ._ordering import KeyOrder
 
 __all__ = ["AGG_PARTITION_KEY", "Accumulator", "unpack"]
 
@@ -48,6 +52,7 @@ class Accumulator:
         "linger",
         "on_open",
         "on_seal",
+        "order",
         "queue_size",
     )
 
@@ -69,6 +74,8 @@ class Accumulator:
         self.queue_size = queue_size
         self.on_open = on_open
         self.on_seal = on_seal
+        #: per-key ordering (``ordering="per_key"``): re-placed records go through it
+        self.order: KeyOrder | None = None
 
     def add(
         self,
@@ -79,9 +86,10 @@ class Accumulator:
         pk_len: int,
         pk_grow: int,
         now: float,
-    ) -> None:
+    ) -> ShardBuffer | None:
         """Place a newly accepted record (``n`` data bytes; ``pk_grow``: the bytes its key
-        would add to an aggregate's key table).
+        would add to an aggregate's key table). Returns the shard whose aggregate in
+        formation holds it (``None``: it went on its own).
 
         The common case (aggregating, room in the open aggregate) runs inline: the routing
         and sizing of :meth:`place` and ``AggregateSizer.grow/add`` (tests hold them equal).
@@ -122,13 +130,14 @@ class Accumulator:
                 if shard.open_deadline == _INF:
                     self._open(shard, now)
                 shard.members.append(outcome)
-                return
-        self.place(stream, outcome, pk_len, now, check_room=True)
+                return shard
+        return self.place(stream, outcome, pk_len, now, check_room=True)
 
     def place(
         self, stream: StreamState, outcome: Outcome, pk_len: int, now: float, check_room: bool
-    ) -> None:
+    ) -> ShardBuffer | None:
         """Route an accepted (or re-routed) record into its shard's open containers.
+        Returns the shard whose aggregate in formation holds it (``None``: it goes alone).
 
         With ``check_room`` it raises ``anyio.WouldBlock`` *before changing anything* when a
         seal would be needed and the shard's channel is full (re-routes never wait).
@@ -157,7 +166,7 @@ class Accumulator:
             grow = sizer.grow(len(data), pk, pk_len, ehk)
             if sizer.size + grow <= agg_max_size and sizer.count < self.agg_max_count:
                 self._add_member(shard, outcome, grow, now, not check_room)
-                return
+                return shard
             if shard.members:  # the aggregate is full: seal it, start the next one
                 if check_room and shard.queued >= self.queue_size:
                     raise anyio.WouldBlock  # nothing changed yet
@@ -166,7 +175,7 @@ class Accumulator:
                 grow = sizer.grow(len(data), pk, pk_len, ehk)
                 if sizer.size + grow <= agg_max_size:
                     self._add_member(shard, outcome, grow, now, not check_room)
-                    return
+                    return shard
             # too large to aggregate: it goes alone
         size = outcome._size
         if shard.plain and (
@@ -190,9 +199,34 @@ class Accumulator:
             )
         )
         shard.plain_bytes += size
+        return None
+
+    def join(
+        self, stream: StreamState, shard: ShardBuffer, outcome: Outcome, now: float, older: bool
+    ) -> bool:
+        """Add a record to ``shard``'s aggregate in formation if it routes there and fits
+        without a seal (``older``: it was accepted before records already in it); else
+        change nothing and return ``False``. Per-key ordering keeps a key's records in one
+        Kinesis record this way."""
+        if shard.retired or stream.stale or not stream.aggregate or not shard.members:
+            return False
+        if not shard.start <= outcome._hash_key <= shard.end:
+            return False
+        data = outcome._data
+        pk = outcome._partition_key
+        assert data is not None and pk is not None
+        sizer = shard.sizer
+        grow = sizer.grow(len(data), pk, key_length(outcome), outcome._explicit_hash_key)
+        if sizer.size + grow > stream.agg_max_size or sizer.count >= self.agg_max_count:
+            return False
+        self._add_member(shard, outcome, grow, now, older)
+        return True
 
     def reroute(self, stream: StreamState, batch: list[KRecord], now: float) -> None:
         """Place the unresolved records of ``batch`` anew (by the stream's current map)."""
+        if self.order is not None:
+            self.order.replace(stream, batch, now)
+            return
         for krec in batch:
             unpack(krec)
             for outcome in krec.members:
@@ -337,22 +371,59 @@ def unaggregate(batch: list[KRecord]) -> list[KRecord]:
     return out
 
 
-def split_expired(
-    batch: list[KRecord], now: float, ttl: float
-) -> tuple[list[KRecord], list[Outcome]]:
-    """``batch`` without its records whose ``ttl`` has passed, and those records."""
+def expired_in(batch: list[KRecord], now: float, ttl: float) -> list[Outcome]:
+    """The records of ``batch`` whose ``ttl`` has passed."""
+    return [o for krec in batch for o in krec.live() if o._arrival + ttl <= now]
+
+
+def prune(batch: list[KRecord], together: bool) -> list[KRecord]:
+    """``batch`` without its resolved records (expired, or failed after their key's).
+
+    An aggregate that lost some members is sent as one plain record per member left, or
+    with ``together`` (per-key ordering: a key's records stay in one Kinesis record) as one
+    aggregate of them.
+    """
     keep: list[KRecord] = []
-    expired: list[Outcome] = []
     for krec in batch:
         live = krec.live()
-        gone = [o for o in live if o._arrival + ttl <= now]
-        if not gone:
+        if len(live) == len(krec.members):
             keep.append(krec)
-            continue
-        expired += gone
-        unpack(krec)
-        keep.extend(plain(o, krec.shard) for o in live if o._arrival + ttl > now)
-    return keep, expired
+        elif live:
+            keep += regroup(krec, live) if together else _alone(krec, live)
+    return keep
+
+
+def _alone(krec: KRecord, live: list[Outcome]) -> list[KRecord]:
+    unpack(krec)
+    return [plain(o, krec.shard) for o in live]
+
+
+def regroup(krec: KRecord, live: list[Outcome]) -> list[KRecord]:
+    """The members left of an aggregate (``live``, in order), sealed again as one."""
+    if len(live) == 1:
+        return _alone(krec, live)
+    unpack(krec)
+    ehks = [o._explicit_hash_key for o in live]
+    blob = encode_records(
+        [o._data for o in live],  # type: ignore[misc]
+        [o._partition_key for o in live],  # type: ignore[misc]
+        ehks if any(e is not None for e in ehks) else None,
+    )
+    again = KRecord(
+        live,
+        blob,
+        AGG_PARTITION_KEY,
+        str(live[0]._hash_key),
+        len(blob) + len(AGG_PARTITION_KEY),
+        krec.shard,
+        krec.deadline,
+        True,
+    )
+    again.since = krec.since
+    for o in live:
+        o._data = None
+        o._agg = again
+    return [again]
 
 
 def unpack(krec: KRecord) -> None:

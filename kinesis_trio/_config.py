@@ -82,6 +82,11 @@ class ProducerConfig:
     rate_limit: float = 150.0
     #: KPL ``FailIfThrottled``: fail throttled records at once instead of retrying them.
     fail_if_throttled: bool = False
+    #: ``"none"`` (the default, as fast as can be: retries may reorder records) or
+    #: ``"per_key"``: records with the same partition key are written in the order they
+    #: were put, across retries and resharding (see docs/ordering.md). Refused on ``AUTO``
+    #: streams, where the service places records.
+    ordering: str = "none"
     #: Reload shard maps this often (seconds; ``None``: only when a write reveals a reshard).
     #: On-demand streams reshard on their own: a periodic refresh catches that early.
     shard_map_refresh_interval: float | None = None
@@ -174,6 +179,10 @@ class ProducerConfig:
         if not isinstance(self.fail_if_throttled, bool):
             raise ValueError(
                 f"ProducerConfig.fail_if_throttled must be a bool, got {self.fail_if_throttled!r}"
+            )
+        if self.ordering not in ("none", "per_key"):
+            raise ValueError(
+                f"ProducerConfig.ordering must be 'none' or 'per_key', got {self.ordering!r}"
             )
         if self.metrics_level not in ("none", "summary", "detailed"):
             raise ValueError(

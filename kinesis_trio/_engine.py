@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 
-from ._accumulator import Accumulator, split_expired, unaggregate
+from ._accumulator import Accumulator, expired_in, prune, unaggregate
 from ._aggregation import _vlen
 from ._config import ProducerConfig
 from ._congestion import ConcurrencyLimit, Signal
@@ -27,6 +27,7 @@ from ._errors import ConnectionLostError
 from ._ledger import Ledger, OnFailed
 from ._logging import get_logger
 from ._measure import measure_answer
+from ._ordering import KeyOrder
 from ._outcome import (
     EXPIRED,
     R_ATTEMPT,
@@ -103,6 +104,10 @@ class Engine:
         #: shard maps, resharding and the KCL rule for aggregates that landed elsewhere
         self.maps = ShardMaps(config, self.acc, self.ledger, shell, self.expire)
         self._key_cache: dict[str, tuple[int, int, int]] = {}
+        #: per-key ordering (``ordering="per_key"``), or None: records go as they come
+        self.order: KeyOrder | None = None
+        if config.ordering == "per_key":
+            self.order = self.acc.order = self.ledger.order = KeyOrder(self.acc, self.fail_after)
 
     # -- accepting --------------------------------------------------------------------------
 
@@ -135,7 +140,13 @@ class Engine:
         outcome = Outcome(
             data, partition_key, explicit_hash_key, hash_key, size, now, stream.name, ledger.epoch
         )
-        self.acc.add(stream, outcome, partition_key, n, pk_len, pk_grow, now)  # type: ignore[arg-type]
+        order = self.order
+        if order is None:
+            self.acc.add(stream, outcome, partition_key, n, pk_len, pk_grow, now)  # type: ignore[arg-type]
+        else:
+            if stream.refusal is not None:
+                raise ValueError(stream.refusal)
+            order.accept(stream, outcome, partition_key, n, pk_len, pk_grow, now)  # type: ignore[arg-type]
         ledger.accept(outcome, size)
         stream.received += 1
         return outcome
@@ -204,10 +215,11 @@ class Engine:
             return []
         ttl = self.ttl
         if any(k.since + ttl <= now for k in batch):
-            batch, expired = split_expired(batch, now, ttl)
+            expired = expired_in(batch, now, ttl)
             self.expire(expired, now, "it waited in the producer's queues (rate limit)")
+            batch = prune(batch, self.order is not None)
         if stream.stale:
-            batch = unaggregate(batch)
+            batch = unaggregate(batch) if self.order is None else self.order.split(batch)
         if self.flushing:
             for krec in batch:
                 krec.deadline = -_INF
@@ -223,6 +235,11 @@ class Engine:
             for krec in krecs:
                 if krec.partition_key is None:
                     self.maps.give_key(krec, self.rand)
+        if self.order is not None:
+            # a record failed after its key's since it was sealed is not sent
+            krecs = prune(krecs, True)
+            if stream.stale:
+                return self.order.split(krecs)
         if stream.stale:
             return unaggregate(krecs)
         if any(k.aggregated and k.shard.retired for k in krecs):
@@ -449,6 +466,23 @@ class Engine:
             shard_id=shard_id,
             error_code=res[R_ERROR_CODE],
             attempt=len(members[0]._attempts) + (res[R_ATTEMPT] is not None),
+            records=records,
+            bytes=size,
+        )
+
+    def fail_after(self, outcomes: list[Outcome], res: Resolution) -> None:
+        """Fail records put after a record of their key that failed (per-key ordering)."""
+        records, size = self.ledger.resolve(outcomes, res)
+        if not records:
+            return
+        stream = outcomes[0]._stream
+        if self.measure:
+            self.metrics.errors(stream, None, res[R_ERROR_CODE] or "", records)
+        _log.info(
+            "records_failed",
+            stream=stream,
+            error_code=res[R_ERROR_CODE],
+            partition_key=outcomes[0]._partition_key,
             records=records,
             bytes=size,
         )

@@ -11,10 +11,14 @@ fails is seen failing: each one, with its data, goes to ``on_failed`` (the dead 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from ._accumulator import unpack
 from ._failures import FailedRecord
 from ._outcome import R_AT, R_OK, Outcome, Resolution
+
+if TYPE_CHECKING:
+    from ._ordering import KeyOrder
 
 __all__ = ["Ledger"]
 
@@ -35,6 +39,7 @@ class Ledger:
         "epoch",
         "max_bytes",
         "max_records",
+        "order",
         "records",
     )
 
@@ -56,6 +61,8 @@ class Ledger:
         self._unresolved: set[Outcome] = set()
         self._on_progress = on_progress
         self._on_failed = on_failed
+        #: per-key ordering (``ordering="per_key"``): told of every resolution
+        self.order: KeyOrder | None = None
 
     def has_room(self, size: int) -> bool:
         """Can a record of ``size`` bytes be accepted without passing the limits?"""
@@ -74,9 +81,11 @@ class Ledger:
         now (members resolved before are left as they are). A failure is handed to
         ``on_failed`` for each member failed now, with its data."""
         failing = None
-        if not res[R_OK] and self._on_failed is not None:
+        order = self.order
+        if order is not None or (not res[R_OK] and self._on_failed is not None):
             members = list(members)
-            failing = _with_data(members)
+        if not res[R_OK] and self._on_failed is not None:
+            failing = _with_data(members)  # type: ignore[arg-type]
         records = size = 0
         epoch = self.epoch
         discard = self._unresolved.discard
@@ -96,6 +105,8 @@ class Ledger:
             if failing:
                 self._failed(failing, res)
             self._on_progress()
+            if order is not None:  # last: it may resolve (or place) the records after them
+                order.resolved(members, res)
         return records, size
 
     def _failed(self, failing: list[tuple[Outcome, bytes]], res: Resolution) -> None:
@@ -145,6 +156,8 @@ class Ledger:
         self.bytes = 0
         self._epoch_pending.clear()
         self._epoch_count = 0
+        if self.order is not None:
+            self.order.clear()
         if count:
             if failing:
                 self._failed(failing, res)

@@ -17,6 +17,9 @@ ABORTED = "ProducerAborted"
 CLOSE_TIMEOUT = "ProducerCloseTimeout"
 #: The stream's record limit was lowered below the record after it was accepted.
 RECORD_TOO_LARGE = "RecordTooLarge"
+#: With ``ordering="per_key"``: an earlier record of the same partition key failed for good,
+#: so this one (put after it) fails too rather than land after a gap.
+PRECEDING_FAILED = "PrecedingRecordFailed"
 
 
 class Attempt(NamedTuple):

@@ -27,6 +27,7 @@ from ._engine import Engine
 from ._errors import KinesisError, ProducerClosedError
 from ._failures import FailedRecord, FailureBuffer
 from ._logging import get_logger
+from ._ordering import refusal
 from ._outcome import ABORTED, CLOSE_TIMEOUT, Outcome
 from ._requests import dry_run_body
 from ._shell import Pipeline
@@ -523,6 +524,10 @@ class Producer:
                 raise ProducerClosedError("the producer is closed")
             try:
                 facts, shard_map = await pipeline.load(name, arn)
+                if self._config.ordering == "per_key":
+                    why = refusal(facts)
+                    if why is not None:
+                        raise ValueError(why)
                 if self._config.check_access:
                     await self.check_access(ref)
             except Exception as exc:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from ._accumulator import Accumulator, key_length, unpack
+from ._accumulator import Accumulator, unpack
 from ._config import ProducerConfig
 from ._ledger import Ledger
 from ._limiter import SHARD_BYTES_PER_SECOND, SHARD_RECORDS_PER_SECOND, ShardLimiter
 from ._logging import get_logger
+from ._ordering import refusal
 from ._outcome import R_SHARD_ID, Outcome, Resolution, resolution_attempt
 from ._ports import Shell
 from ._responses import kcl_delivers, outside_range, unknown_range
@@ -73,6 +74,11 @@ class ShardMaps:
         if not first and policy.max_record_size < before.max_record_size:
             stream.limit_lowered = True
         stream.auto = policy.auto
+        if config.ordering == "per_key":
+            why = refusal(facts)
+            if why is not None and stream.refusal is None and not first:
+                _log.warning("ordering_refused", stream=stream.name, reason=why)
+            stream.refusal = why
         stream.aggregate = policy.aggregate
         stream.max_record_size = policy.max_record_size
         stream.agg_max_size = min(config.aggregation_max_size, policy.max_record_size)
@@ -223,7 +229,7 @@ class ShardMaps:
         )
         for outcome in again:
             outcome._attempts = (*outcome._attempts, note)
-            self.acc.place(stream, outcome, key_length(outcome), now, False)
+        self.acc.reroute(stream, [krec], now)
 
     def verify_pending(self, stream: StreamState, now: float) -> None:
         """Apply the KCL's rule to the aggregates that waited for a map reload."""

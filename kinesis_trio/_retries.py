@@ -18,7 +18,7 @@ import math
 import random
 from collections.abc import Callable
 
-from ._accumulator import Accumulator, plain, unpack
+from ._accumulator import Accumulator, prune
 from ._config import ProducerConfig
 from ._congestion import RetryBudget
 from ._outcome import Attempt, Outcome
@@ -48,6 +48,8 @@ class Retries:
         self.shell = shell
         self.expire = expire
         self.rand = rand
+        #: per-key ordering: what is left of an aggregate stays one Kinesis record
+        self.together = config.ordering == "per_key"
         #: what retries after timeouts and server errors may spend
         self.budget = RetryBudget()
         self._held: set[StreamState] = set()  # streams with retries waiting for the budget
@@ -75,14 +77,13 @@ class Retries:
             expired = [o for o in live if o._arrival + ttl <= due]
             if expired:
                 self.expire(expired, now, "retrying was not done in time")
-                live = [o for o in live if o._arrival + ttl > due]
-                if not live:
+                retry = prune([krec], self.together)  # (per-key ordering: the key's after)
+                if not retry:
                     continue
-                unpack(krec)
-                retry = [plain(o, shard) for o in live]
             else:
                 retry = [krec]
-            krec.since = now
+            for k in retry:
+                k.since = now
             by_due.setdefault(due, []).extend(retry)
         share = cost / len(by_due) if by_due else 0.0  # the request's cost, split
         for due, krecs in by_due.items():
@@ -138,9 +139,7 @@ class Retries:
                 keep.append(krec)
                 continue
             self.expire(late, now, "its retry waited for the retry budget")
-            if len(late) < len(live):
-                unpack(krec)
-                keep += [plain(o, krec.shard) for o in live if o._resolution is None]
+            keep += prune([krec], self.together)
         if keep:
             first_ttl = min(o._arrival for k in keep for o in k.members) + self.ttl
             due = min(budget.ready_at(cost, now), first_ttl)

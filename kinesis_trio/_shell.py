@@ -142,7 +142,9 @@ class Pipeline:
 
     def opened(self, shard: ShardBuffer) -> None:
         assert isinstance(shard, _Shard)
-        _poke(shard.stream.timer_scope, shard.open_deadline)
+        # during a flush, containers opened now are due now (records placed again, or let
+        # go by per-key ordering after their key's earlier ones were written)
+        _poke(shard.stream.timer_scope, -_INF if self.engine.flushing else shard.open_deadline)
 
     def sealed(self, shard: ShardBuffer, batch: list[KRecord]) -> None:
         assert isinstance(shard, _Shard)

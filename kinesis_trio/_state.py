@@ -150,6 +150,7 @@ class StreamState:
         "received",
         "refresh_again",
         "refreshing",
+        "refusal",
         "retry_heap",
         "shard_count",
         "shards",
@@ -212,3 +213,6 @@ class StreamState:
         }
         self.unverified: list[Unverified] = []
         self.received = 0  # accepted since the last metrics update
+        #: why ``put`` refuses records for the stream (``ordering="per_key"`` on an ``AUTO``
+        #: stream: ``_ordering.refusal``), or None
+        self.refusal: str | None = None

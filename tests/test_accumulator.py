@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kinesis_trio._accumulator import Accumulator, split_expired, unaggregate
+from kinesis_trio._accumulator import Accumulator, expired_in, prune, unaggregate
 from kinesis_trio._aggregation import _vlen, deaggregate
+from kinesis_trio._outcome import failed
 from kinesis_trio._state import KRecord, ShardBuffer, StreamState
 
 from .engine_helpers import RecordingShell, even_shards, outcome, stream_of
@@ -167,16 +168,29 @@ def test_a_stale_map_aggregates_nothing_and_unaggregate_splits() -> None:
     assert [k.aggregated for k in stream.shards[0].plain + stream.shards[1].plain] == [False]
 
 
-def test_split_expired_keeps_the_young_as_plain_records() -> None:
+def _expire_and_prune(together: bool) -> list[tuple[bytes, bool]]:
     shell = RecordingShell()
     acc = accumulator(shell)
     stream = stream_of(shell, even_shards(1))
     add(acc, stream, b"old", "a", now=0.0)
     add(acc, stream, b"new", "b", now=5.0)
+    add(acc, stream, b"newer", "b", now=5.5)
     batch = acc.seal(stream.shards[0])
-    keep, expired = split_expired(batch, now=6.0, ttl=3.0)
+    expired = expired_in(batch, now=6.0, ttl=3.0)
     assert [o._partition_key for o in expired] == ["a"]
-    assert [(k.data, k.aggregated) for k in keep] == [(b"new", False)]
+    for o in expired:
+        o._resolve(failed("RecordExpired", "", 6.0))
+    return [(k.data, k.aggregated) for k in prune(batch, together)]
+
+
+def test_pruning_expired_records_keeps_the_young_as_plain_records() -> None:
+    assert _expire_and_prune(False) == [(b"new", False), (b"newer", False)]
+
+
+def test_pruning_together_keeps_the_young_in_one_aggregate() -> None:
+    [(blob, aggregated)] = _expire_and_prune(True)
+    assert aggregated
+    assert [r.data for r in deaggregate(blob, "a")] == [b"new", b"newer"]
 
 
 def test_reroute_places_records_by_the_current_map() -> None:

@@ -1,0 +1,254 @@
+"""Per-key ordering, ``ProducerConfig(ordering="per_key")`` (pure, no awaits).
+
+Kinesis keeps the order of the records of one shard, but a producer that retries reorders
+them: a throttled record is sent again after records put after it were written, and a
+PutRecords request "doesn't guarantee the ordering of records" among its entries (the
+PutRecords API reference). The rule here, for each partition key of each stream:
+
+- **One Kinesis record at a time.** The key's records that are placed (``held``) are all in
+  one Kinesis record: the aggregate in formation of one shard, or one sealed record, plain
+  or aggregated. A record put while they are unconfirmed joins that aggregate if it routes
+  there and fits; otherwise it waits here (``parked``), in the order it was put. An
+  aggregate may hold many keys, each of them once.
+- **Confirmed, then the next.** When the held records are written (each one resolved by the
+  ledger, which tells :meth:`KeyOrder.resolved`), the parked ones are placed, the first
+  alone and the next ones with it as long as they fit in the same aggregate.
+- **A failure ends the run.** When a held record fails for good (any code: throttled with
+  ``fail_if_throttled``, expired, rejected, closed), every later record of its key that is
+  not resolved fails with ``PrecedingRecordFailed``: a consumer never sees a later record
+  fill the gap.
+- **Splitting keeps the rule.** What breaks a Kinesis record apart goes through here: a
+  retired shard's records or an aggregate that landed outside its range are placed again
+  (:meth:`KeyOrder.replace`: held records go back to the head of the queue); an aggregate
+  sent while the shard map is stale is sent as one plain record per key, the rest waiting
+  (:meth:`KeyOrder.split`); an aggregate that lost expired members is sealed again as one
+  (``_accumulator.regroup``).
+
+Retries resend the same Kinesis record, so they keep the order. Records without a
+partition key (an ``AUTO`` stream's) are not ordered: the producer refuses ``per_key`` on
+such streams (:func:`refusal`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+
+from ._accumulator import Accumulator, key_length, plain, unpack
+from ._outcome import PRECEDING_FAILED, R_AT, R_ERROR_CODE, R_OK, Outcome, Resolution, failed
+from ._state import KRecord, ShardBuffer, StreamState
+from ._streams import AUTO, StreamFacts
+
+__all__ = ["KeyOrder", "refusal"]
+
+#: Fails records (the ledger, through the engine, which logs and counts them).
+Fail = Callable[[list[Outcome], Resolution], None]
+
+
+def refusal(facts: StreamFacts) -> str | None:
+    """Why ``ordering="per_key"`` cannot hold on this stream, or ``None``.
+
+    On an ``AUTO`` stream the service "distributes records evenly across shards and ignores
+    any partition key and ``ExplicitHashKey`` that producers supply"
+    (``UpdateStreamRecordDistributionStrategy``): records of one key land on any shard, and
+    no reader sees them in order.
+    """
+    if facts.strategy == AUTO:
+        return (
+            f"ordering='per_key' cannot hold on stream {facts.name!r}: its "
+            "RecordDistributionStrategy is AUTO (the service places each record on any "
+            "shard, whatever its partition key); use ordering='none' for it"
+        )
+    return None
+
+
+class _Key:
+    """One partition key's records: placed together (``held``) and waiting (``parked``)."""
+
+    __slots__ = ("box", "held", "parked", "shard", "stream")
+
+    def __init__(self, stream: StreamState) -> None:
+        self.stream = stream
+        self.held: deque[Outcome] = deque()
+        self.parked: deque[Outcome] = deque()
+        #: the shard whose aggregate in formation holds ``held``, and that aggregate's
+        #: member list (``shard.members is box`` until it is sealed)
+        self.shard: ShardBuffer | None = None
+        self.box: list[Outcome] | None = None
+
+    def at(self, shard: ShardBuffer | None) -> None:
+        self.shard = shard
+        self.box = None if shard is None else shard.members
+
+    def open_in(self) -> ShardBuffer | None:
+        """The shard whose aggregate in formation holds the key's records, if one does."""
+        shard = self.shard
+        if shard is not None and shard.members is self.box:
+            return shard
+        return None
+
+
+class KeyOrder:
+    """The per-key ordering rule, over the accumulator (placement) and the ledger
+    (resolution: it calls :meth:`resolved`)."""
+
+    __slots__ = ("acc", "fail", "tables")
+
+    def __init__(self, acc: Accumulator, fail: Fail) -> None:
+        self.acc = acc
+        self.fail = fail
+        #: stream name -> partition key -> its records (keys with none unresolved are gone)
+        self.tables: dict[str, dict[str, _Key]] = {}
+
+    def pending(self) -> int:
+        """Records waiting for an earlier record of their key (all streams)."""
+        return sum(len(k.parked) for t in self.tables.values() for k in t.values())
+
+    # -- accepting --------------------------------------------------------------------------
+
+    def accept(
+        self,
+        stream: StreamState,
+        outcome: Outcome,
+        partition_key: str,
+        n: int,
+        pk_len: int,
+        pk_grow: int,
+        now: float,
+    ) -> None:
+        """Place a newly accepted record, or queue it behind its key's unconfirmed ones.
+        Raises ``anyio.WouldBlock`` (changing nothing) as ``Accumulator.add`` does."""
+        table = self.tables.get(stream.name)
+        if table is None:
+            table = self.tables[stream.name] = {}
+        key = table.get(partition_key)
+        if key is None:
+            shard = self.acc.add(stream, outcome, partition_key, n, pk_len, pk_grow, now)
+            key = table[partition_key] = _Key(stream)
+            key.held.append(outcome)
+            key.at(shard)
+            return
+        if not key.parked:
+            shard = key.open_in()
+            if shard is not None:
+                if self.acc.join(stream, shard, outcome, now, False):
+                    key.held.append(outcome)
+                    return
+                if (
+                    shard.start <= outcome._hash_key <= shard.end
+                    and shard.queued < self.acc.queue_size
+                ):
+                    # full: send it now rather than at its deadline, the key's next run waits
+                    self.acc.seal_into_channel(shard)
+        key.parked.append(outcome)
+
+    # -- resolutions ------------------------------------------------------------------------
+
+    def resolved(self, outcomes: Iterable[Outcome], res: Resolution) -> None:
+        """Records resolved with ``res`` (the ledger calls it; records resolved before are
+        ignored): release the next run of each key whose records are all written, fail the
+        rest of each key whose record failed."""
+        tables = self.tables
+        for outcome in outcomes:
+            table = tables.get(outcome._stream)
+            if table is None:
+                continue
+            pk = outcome._partition_key
+            key = table.get(pk)  # type: ignore[arg-type]
+            if key is None:
+                continue
+            held = key.held
+            if held and held[0] is outcome:
+                held.popleft()
+            elif outcome in held:
+                held.remove(outcome)
+            elif outcome in key.parked:
+                key.parked.remove(outcome)
+            else:
+                continue
+            if not res[R_OK]:
+                del table[pk]  # type: ignore[arg-type]
+                after = [o for o in (*held, *key.parked) if o._resolution is None]
+                if after:
+                    self.fail(after, self._after_failure(pk, res))
+            elif not held:
+                if key.parked:
+                    self._release(key, res[R_AT])
+                else:
+                    del table[pk]  # type: ignore[arg-type]
+
+    @staticmethod
+    def _after_failure(pk: str | None, res: Resolution) -> Resolution:
+        message = (
+            f"an earlier record with partition key {pk!r} failed ({res[R_ERROR_CODE]}); "
+            "with ordering='per_key' the records put after it fail too"
+        )
+        return failed(PRECEDING_FAILED, message, res[R_AT])
+
+    def clear(self) -> None:
+        """Everything was resolved at once (close, abort)."""
+        self.tables.clear()
+
+    def _release(self, key: _Key, now: float) -> None:
+        """Place the key's next run: its first parked record, and those after it that join
+        it in the same aggregate."""
+        stream, parked, acc = key.stream, key.parked, self.acc
+        first = parked.popleft()
+        key.held.append(first)
+        key.at(acc.place(stream, first, key_length(first), now, False))
+        shard = key.open_in()
+        while parked and shard is not None and acc.join(stream, shard, parked[0], now, True):
+            key.held.append(parked.popleft())
+
+    # -- what breaks a Kinesis record apart --------------------------------------------------
+
+    def replace(self, stream: StreamState, batch: list[KRecord], now: float) -> None:
+        """Place the unresolved records of ``batch`` anew (by the stream's current map):
+        their keys' runs start again from them."""
+        table = self.tables.get(stream.name, {})
+        again: dict[str, _Key] = {}
+        for krec in batch:
+            unpack(krec)
+            for outcome in krec.members:
+                if outcome._resolution is not None:
+                    continue
+                pk = outcome._partition_key
+                key = table.get(pk)  # type: ignore[arg-type]
+                if key is None:  # not ordered (no partition key)
+                    self.acc.place(stream, outcome, key_length(outcome), now, False)
+                elif pk not in again:  # its key's first: the key's whole run goes back
+                    key.parked.extendleft(reversed(key.held))
+                    key.held.clear()
+                    key.at(None)
+                    again[pk] = key  # type: ignore[index]
+        for key in again.values():
+            self._release(key, now)
+
+    def split(self, batch: list[KRecord]) -> list[KRecord]:
+        """``batch`` with its aggregates split into plain records (the shard map is stale):
+        one per key; the key's other records wait for it."""
+        if not any(k.aggregated for k in batch):
+            return batch
+        out: list[KRecord] = []
+        for krec in batch:
+            if not krec.aggregated:
+                out.append(krec)
+                continue
+            unpack(krec)
+            table = self.tables.get(krec.members[0]._stream, {})
+            seen: set[str | None] = set()
+            for outcome in krec.members:
+                if outcome._resolution is not None:
+                    continue
+                pk = outcome._partition_key
+                key = table.get(pk)  # type: ignore[arg-type]
+                if key is None:
+                    out.append(plain(outcome, krec.shard))
+                elif pk not in seen:  # its key's first goes, the others wait for it
+                    seen.add(pk)
+                    key.parked.extendleft(reversed([o for o in key.held if o is not outcome]))
+                    key.held.clear()
+                    key.held.append(outcome)
+                    key.at(None)
+                    out.append(plain(outcome, krec.shard))
+        return out
