@@ -52,6 +52,8 @@ def _config(args: argparse.Namespace) -> ProducerConfig:
         "max_connections": args.max_connections,
         "adaptive_concurrency": not args.fixed_connections,
     }
+    if args.ordering != "none":
+        changes["ordering"] = args.ordering
     if args.rate_limits == "lifted":
         changes["rate_limit"] = _LIFTED_RATE_LIMIT
     if args.max_outstanding:
@@ -164,6 +166,9 @@ def main() -> None:
     )
     parser.add_argument("--max-outstanding", type=int, default=0, help="records (0: default)")
     parser.add_argument("--max-outstanding-mib", type=int, default=0, help="MiB (0: default)")
+    parser.add_argument(
+        "--ordering", choices=["none", "per_key"], default="none", help="ProducerConfig.ordering"
+    )
     args = parser.parse_args()
     if not args.variant:
         args.variant = f"kinesis_trio {args.backend} {args.mode} agg={args.aggregation}"
@@ -173,6 +178,7 @@ def main() -> None:
         backend=args.backend,
         max_connections=args.max_connections,
         confirm=args.confirm if args.mode == "confirmed" else None,
+        ordering=args.ordering,
     )
     emit(m)
 

@@ -199,6 +199,9 @@ class KeyOrder:
         shard = key.open_in()
         while parked and shard is not None and acc.join(stream, shard, parked[0], now, True):
             key.held.append(parked.popleft())
+        if parked and shard is not None and shard.queued < acc.queue_size:
+            # the run fills the aggregate: it goes now, not at its linger deadline
+            acc.seal_into_channel(shard)
 
     # -- what breaks a Kinesis record apart --------------------------------------------------
 

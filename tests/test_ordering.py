@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from kinesis_trio._aggregation import deaggregate
+from kinesis_trio import deaggregate
 from kinesis_trio._config import ProducerConfig
 from kinesis_trio._engine import Engine
 from kinesis_trio._errors import (
@@ -24,8 +24,10 @@ from kinesis_trio._outcome import PRECEDING_FAILED, Outcome
 from kinesis_trio._shards import Shard, ShardMap, hash_key_for
 from kinesis_trio._state import KRecord, ShardBuffer, StreamState
 from kinesis_trio._streams import AUTO, StreamFacts
+from kinesis_trio.testing import FakeKinesis, Faults
 
 from .engine_helpers import MAX_HASH, RecordingShell
+from .helpers import fake_producer, stream_state
 from .test_engine import engine
 
 THROTTLED = {"ErrorCode": "ProvisionedThroughputExceededException", "ErrorMessage": "slow down"}
@@ -487,3 +489,69 @@ def test_the_simulated_faults_do_reorder_an_unordered_producer() -> None:
     assert sum(r.after_failure for r in ordered_runs) > 0
     assert sum(r.copies for r in ordered_runs) > 0
     assert sum(r.reshards for r in ordered_runs) > 0
+
+
+# -- the producer, on both backends, against the fake ------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_producer_writes_each_key_in_put_order_through_throttling() -> None:
+    fake = FakeKinesis()
+    fake.rng.seed(5)
+    fake.create_stream("s", 2)
+    fake.faults = Faults(throttle_entries=0.3, seed=11)
+    keys = [f"k{i}" for i in range(5)]
+    config = {"ordering": "per_key", "record_max_buffered_time": 0.01, "aggregation_max_count": 7}
+    async with fake_producer(fake, **config) as p:
+        outs = {k: [await p.put(b"%s:%d" % (k.encode(), i), k) for i in range(60)] for k in keys}
+        await p.flush()
+    throttled = [
+        o
+        for outcomes in outs.values()
+        for o in outcomes
+        if any(
+            a.error_code == "ProvisionedThroughputExceededException" for a in o.result().attempts
+        )
+    ]
+    assert len(throttled) > 10
+    for key, outcomes in outs.items():
+        results = [o.result() for o in outcomes]
+        assert all(r.ok for r in results), key
+        at = [(int(r.sequence_number or 0), r.sub_sequence_number or 0) for r in results]
+        assert at == sorted(at) and len(set(at)) == len(at), key
+        read = [
+            d
+            for rec in sorted(
+                (
+                    r
+                    for s in fake.streams["s"].shards
+                    for r in s.records
+                    if r.partition_key in (key, "a")
+                ),
+                key=lambda r: int(r.sequence_number),
+            )
+            for d in ([m.data for m in deaggregate(rec.data, rec.partition_key)])
+            if d.startswith(key.encode() + b":")
+        ]
+        assert [int(d.split(b":")[1]) for d in read] == list(range(60)), key
+
+
+@pytest.mark.anyio
+async def test_a_producer_refuses_per_key_on_an_auto_stream() -> None:
+    fake = FakeKinesis()
+    fake.create_stream("auto", 2, on_demand=True, record_distribution_strategy=AUTO)
+    fake.create_stream("keyed", 2, on_demand=True)
+    async with fake_producer(fake, None, ordering="per_key") as p:
+        with pytest.raises(ValueError, match="RecordDistributionStrategy is AUTO"):
+            await p.put(b"x", "k", stream_name="auto")
+        kept = await p.put(b"x", "k", stream_name="keyed")
+        await p.flush()
+        assert kept.result().ok
+        # the stream turns AUTO; the refresh that shows it makes put refuse it
+        fake.update_record_distribution_strategy("keyed", AUTO)
+        pipeline = p._pipeline
+        assert pipeline is not None
+        assert await pipeline._refresh_once(stream_state(p, "keyed"))
+        assert stream_state(p, "keyed").refusal is not None
+        with pytest.raises(ValueError, match="AUTO"):
+            await p.put(b"y", "k", stream_name="keyed")

@@ -475,6 +475,11 @@ def _add_common(parser: argparse.ArgumentParser, *, progress_interval: float) ->
         action="store_true",
         help="fail_if_throttled=True: fail throttled records instead of retrying them",
     )
+    cfg.add_argument(
+        "--ordering",
+        choices=("none", "per_key"),
+        help="ordering (none): per_key writes each partition key's records in the order put",
+    )
 
     _add_output(parser, progress_interval=progress_interval)
 
@@ -509,6 +514,8 @@ def _config_fields(args: argparse.Namespace) -> dict[str, Any]:
         fields["check_access"] = True
     if args.fail_if_throttled:
         fields["fail_if_throttled"] = True
+    if args.ordering is not None:
+        fields["ordering"] = args.ordering
     return fields
 
 
