@@ -501,7 +501,11 @@ async def test_a_producer_writes_each_key_in_put_order_through_throttling() -> N
     fake.create_stream("s", 2)
     fake.faults = Faults(throttle_entries=0.3, seed=11)
     keys = [f"k{i}" for i in range(5)]
-    config = {"ordering": "per_key", "record_max_buffered_time": 0.01, "aggregation_max_count": 7}
+    config: dict[str, Any] = {
+        "ordering": "per_key",
+        "record_max_buffered_time": 0.01,
+        "aggregation_max_count": 7,
+    }
     async with fake_producer(fake, **config) as p:
         outs = {k: [await p.put(b"%s:%d" % (k.encode(), i), k) for i in range(60)] for k in keys}
         await p.flush()
