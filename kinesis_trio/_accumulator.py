@@ -222,6 +222,22 @@ class Accumulator:
         self._add_member(shard, outcome, grow, now, older)
         return True
 
+    def hurry(self, stream: StreamState, outcome: Outcome, now: float) -> None:
+        """Make the open containers that hold ``outcome`` due now: it has waited its linger
+        already (held back by per-key ordering behind its key's earlier records)."""
+        shard_map = stream.map
+        hash_key = outcome._hash_key
+        index = bisect_right(shard_map.starts, hash_key) - 1
+        if index < 0 or hash_key > shard_map.ends[index]:
+            index = 0  # as place() does for a gap in a stale map
+        shard = stream.shards[index]
+        if shard.is_empty() or shard.open_deadline <= now:
+            return
+        shard.open_deadline = now
+        for krec in shard.plain:
+            krec.deadline = min(krec.deadline, now)
+        self.on_open(shard)
+
     def reroute(self, stream: StreamState, batch: list[KRecord], now: float) -> None:
         """Place the unresolved records of ``batch`` anew (by the stream's current map)."""
         if self.order is not None:

@@ -12,7 +12,9 @@ PutRecords API reference). The rule here, for each partition key of each stream:
   aggregate may hold many keys, each of them once.
 - **Confirmed, then the next.** When the held records are written (each one resolved by the
   ledger, which tells :meth:`KeyOrder.resolved`), the parked ones are placed, the first
-  alone and the next ones with it as long as they fit in the same aggregate.
+  alone and the next ones with it as long as they fit in the same aggregate. They go at
+  once (not at the next linger deadline) if the first has waited its linger already, or
+  if they fill the aggregate.
 - **A failure ends the run.** When a held record fails for good (any code: throttled with
   ``fail_if_throttled``, expired, rejected, closed), every later record of its key that is
   not resolved fails with ``PrecedingRecordFailed``: a consumer never sees a later record
@@ -196,6 +198,8 @@ class KeyOrder:
         first = parked.popleft()
         key.held.append(first)
         key.at(acc.place(stream, first, key_length(first), now, False))
+        if first._arrival + acc.linger <= now:  # it has waited its linger: it goes now
+            acc.hurry(stream, first, now)
         shard = key.open_in()
         while parked and shard is not None and acc.join(stream, shard, parked[0], now, True):
             key.held.append(parked.popleft())

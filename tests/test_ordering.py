@@ -80,6 +80,23 @@ def test_a_key_has_one_unconfirmed_record_the_next_waits_for_it() -> None:
     assert second.result().sequence_number == "5" and eng.order.tables["s"] == {}
 
 
+def test_a_record_that_waited_its_linger_for_its_key_goes_at_once() -> None:
+    eng, _shell, stream = ordered(aggregation_enabled=False, record_max_buffered_time=0.1)
+    eng.accept(stream, b"1", "a", None, 0.0)
+    second = eng.accept(stream, b"2", "a", None, 0.01)
+    [first] = sealed(eng, stream)
+    eng.accept(stream, b"x", "b", None, 1.02)  # opens the containers: deadline 1.1
+    shard = stream.shards[0]
+    assert shard.open_deadline > 1.05
+    entry = {"ShardId": shard.shard_id, "SequenceNumber": "1"}
+    eng.on_answer(stream, [first], {"Records": [entry]}, 1.0, 1.05)
+    # "a"'s second waited 1.04 s, more than its linger: its containers are due now
+    assert shard.open_deadline == 1.05 and all(k.deadline <= 1.05 for k in shard.plain)
+    assert [k.members for k in shard.plain][-1] == [second]
+    eng.accept(stream, b"3", "c", None, 1.06)
+    assert shard.open_deadline == 1.05  # still due
+
+
 def test_a_key_s_records_share_one_aggregate_and_the_rest_wait() -> None:
     eng, shell, stream = ordered(aggregation_max_count=3)
     outs = [eng.accept(stream, b"%d" % i, "a", None, 0.0) for i in range(5)]
