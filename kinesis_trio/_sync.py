@@ -164,7 +164,7 @@ class SyncProducer(_LoopSide):
         self._call_soon: Callable[[Callable[[], object]], object] | None = None
         self._loop_thread = 0
         self._on_failure = on_failure
-        self._unsent_failures: list[FailedRecord] = []
+        self._unsent_failures: collections.deque[FailedRecord] = collections.deque()
         self._failure_caller = None
         # Lifecycle.
         self._close_lock = threading.Lock()

@@ -100,7 +100,7 @@ class _LoopSide:
     _loop_thread: int
     _on_failure: Callable[[FailedRecord], object] | None
     #: records failed here, never handed to the Producer (queued when it closed)
-    _unsent_failures: list[FailedRecord]
+    _unsent_failures: collections.deque[FailedRecord]
     _failure_caller: _CallbackThread | None
 
     async def _run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
@@ -167,7 +167,7 @@ class _LoopSide:
             await caller.call(record)
         if self._state == _CLOSED:  # after the close: the last ones, then the thread ends
             while self._unsent_failures:
-                await caller.call(self._unsent_failures.pop(0))
+                await caller.call(self._unsent_failures.popleft())
             await caller.stop()
 
     def _call_on_failure(self, record: FailedRecord) -> None:

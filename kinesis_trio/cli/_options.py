@@ -46,6 +46,13 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{_PROG}: error: {message}\n")
 
 
+#: ``produce --failed`` and ``perf --failed``
+_FAILED_HELP = (
+    "write failed records here as JSON lines (data in base64, keys, error, attempts), "
+    "which produce --records sends again"
+)
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -172,8 +179,7 @@ def _parser() -> argparse.ArgumentParser:
     produce.add_argument(
         "--failed",
         metavar="FILE",
-        help="write failed records here as JSON lines (data in base64, keys, error, attempts), "
-        "which produce --records sends again",
+        help=_FAILED_HELP,
     )
     _add_common(produce, progress_interval=5.0)
 
@@ -251,8 +257,7 @@ def _parser() -> argparse.ArgumentParser:
     perf.add_argument(
         "--failed",
         metavar="FILE",
-        help="write failed records here as JSON lines (data in base64, keys, error, attempts), "
-        "which produce --records sends again; not with --processes",
+        help=_FAILED_HELP + "; not with --processes",
     )
     # A process that --processes starts: its load as JSON (see _multi).
     perf.add_argument("--child", help=argparse.SUPPRESS)
