@@ -334,6 +334,8 @@ def simulate(seed: int, steps: int = 400, ordering: str = "per_key") -> Run:
     eng.rand.seed(seed)
     service = Service(rand, list(stream.map.shards))
     keys = [f"k{i}" for i in range(rand.choice([1, 3, 8]))]
+    # some keys are routed by an explicit hash key of their own
+    ehks = {k: str(rand.randrange(MAX_HASH)) if rand.random() < 0.3 else None for k in keys}
     put: dict[str, list[Outcome]] = {k: [] for k in keys}
     channel: list[tuple[ShardBuffer, list[KRecord]]] = []
     collector: list[KRecord] = []
@@ -388,7 +390,9 @@ def simulate(seed: int, steps: int = 400, ordering: str = "per_key") -> Run:
             key = rand.choice(keys)
             with contextlib.suppress(anyio.WouldBlock):
                 put[key].append(
-                    eng.accept(stream, b"%s:%d" % (key.encode(), len(put[key])), key, None, now)
+                    eng.accept(
+                        stream, b"%s:%d" % (key.encode(), len(put[key])), key, ehks[key], now
+                    )
                 )
         elif action < 0.5:
             for shard in stream.shards:
