@@ -65,18 +65,37 @@ def refusal(facts: StreamFacts) -> str | None:
 
 
 class _Key:
-    """One partition key's records: placed together (``held``) and waiting (``parked``)."""
+    """One partition key's records: placed together (``held``, of which the first ``done``
+    are resolved) and waiting (``parked``). Small while nothing waits: a producer whose
+    keys are all different (random ones) keeps one of these per record in flight."""
 
-    __slots__ = ("box", "held", "parked", "shard", "stream")
+    __slots__ = ("box", "done", "held", "parked", "shard", "stream")
 
-    def __init__(self, stream: StreamState) -> None:
+    def __init__(self, stream: StreamState, first: Outcome) -> None:
         self.stream = stream
-        self.held: deque[Outcome] = deque()
-        self.parked: deque[Outcome] = deque()
+        self.held: list[Outcome] = [first]
+        self.done = 0
+        self.parked: deque[Outcome] | None = None
         #: the shard whose aggregate in formation holds ``held``, and that aggregate's
         #: member list (``shard.members is box`` until it is sealed)
         self.shard: ShardBuffer | None = None
         self.box: list[Outcome] | None = None
+
+    def park(self, outcome: Outcome) -> None:
+        if self.parked is None:
+            self.parked = deque()
+        self.parked.append(outcome)
+
+    def unhold(self, keep: Outcome | None = None) -> None:
+        """Put the unresolved held records (but ``keep``) back at the head of the queue."""
+        back = [o for o in self.held[self.done :] if o is not keep]
+        if back:
+            if self.parked is None:
+                self.parked = deque()
+            self.parked.extendleft(reversed(back))
+        self.held = [] if keep is None else [keep]
+        self.done = 0
+        self.at(None)
 
     def at(self, shard: ShardBuffer | None) -> None:
         self.shard = shard
@@ -104,7 +123,7 @@ class KeyOrder:
 
     def pending(self) -> int:
         """Records waiting for an earlier record of their key (all streams)."""
-        return sum(len(k.parked) for t in self.tables.values() for k in t.values())
+        return sum(len(k.parked or ()) for t in self.tables.values() for k in t.values())
 
     # -- accepting --------------------------------------------------------------------------
 
@@ -126,8 +145,7 @@ class KeyOrder:
         key = table.get(partition_key)
         if key is None:
             shard = self.acc.add(stream, outcome, partition_key, n, pk_len, pk_grow, now)
-            key = table[partition_key] = _Key(stream)
-            key.held.append(outcome)
+            key = table[partition_key] = _Key(stream, outcome)
             key.at(shard)
             return
         if not key.parked:
@@ -142,7 +160,7 @@ class KeyOrder:
                 ):
                     # full: send it now rather than at its deadline, the key's next run waits
                     self.acc.seal_into_channel(shard)
-        key.parked.append(outcome)
+        key.park(outcome)
 
     # -- resolutions ------------------------------------------------------------------------
 
@@ -159,22 +177,22 @@ class KeyOrder:
             key = table.get(pk)  # type: ignore[arg-type]
             if key is None:
                 continue
-            held = key.held
-            if held and held[0] is outcome:
-                held.popleft()
-            elif outcome in held:
+            held, done, parked = key.held, key.done, key.parked
+            if done < len(held) and held[done] is outcome:
+                key.done = done + 1
+            elif outcome in held:  # resolved out of turn (it is after the resolved ones)
                 held.remove(outcome)
-            elif outcome in key.parked:
-                key.parked.remove(outcome)
+            elif parked and outcome in parked:
+                parked.remove(outcome)
             else:
                 continue
             if not res[R_OK]:
                 del table[pk]  # type: ignore[arg-type]
-                after = [o for o in (*held, *key.parked) if o._resolution is None]
+                after = [o for o in (*held[key.done :], *(parked or ())) if o._resolution is None]
                 if after:
                     self.fail(after, self._after_failure(pk, res))
-            elif not held:
-                if key.parked:
+            elif key.done >= len(held):
+                if parked:
                     self._release(key, res[R_AT])
                 else:
                     del table[pk]  # type: ignore[arg-type]
@@ -195,8 +213,10 @@ class KeyOrder:
         """Place the key's next run: its first parked record, and those after it that join
         it in the same aggregate."""
         stream, parked, acc = key.stream, key.parked, self.acc
+        assert parked
         first = parked.popleft()
-        key.held.append(first)
+        key.held = [first]
+        key.done = 0
         key.at(acc.place(stream, first, key_length(first), now, False))
         if first._arrival + acc.linger <= now:  # it has waited its linger: it goes now
             acc.hurry(stream, first, now)
@@ -224,12 +244,13 @@ class KeyOrder:
                 if key is None:  # not ordered (no partition key)
                     self.acc.place(stream, outcome, key_length(outcome), now, False)
                 elif pk not in again:  # its key's first: the key's whole run goes back
-                    key.parked.extendleft(reversed(key.held))
-                    key.held.clear()
-                    key.at(None)
+                    key.unhold()
                     again[pk] = key  # type: ignore[index]
-        for key in again.values():
-            self._release(key, now)
+        for pk, key in again.items():
+            if key.parked:
+                self._release(key, now)
+            else:  # (nothing of it was unresolved after all)
+                del table[pk]
 
     def split(self, batch: list[KRecord]) -> list[KRecord]:
         """``batch`` with its aggregates split into plain records (the shard map is stale):
@@ -253,9 +274,6 @@ class KeyOrder:
                     out.append(plain(outcome, krec.shard))
                 elif pk not in seen:  # its key's first goes, the others wait for it
                     seen.add(pk)
-                    key.parked.extendleft(reversed([o for o in key.held if o is not outcome]))
-                    key.held.clear()
-                    key.held.append(outcome)
-                    key.at(None)
+                    key.unhold(keep=outcome)
                     out.append(plain(outcome, krec.shard))
         return out
