@@ -308,28 +308,7 @@ class Accumulator:
                     )
                 )
             else:
-                ehks = [o._explicit_hash_key for o in members] if shard.sizer.ehks else None
-                blob = encode_records(
-                    [o._data for o in members],  # type: ignore[misc]
-                    [o._partition_key for o in members],  # type: ignore[misc]
-                    ehks,
-                )
-                krec = KRecord(
-                    members,
-                    blob,
-                    AGG_PARTITION_KEY,
-                    str(members[0]._hash_key),
-                    len(blob) + len(AGG_PARTITION_KEY),
-                    shard,
-                    deadline,
-                    True,
-                )
-                for o in members:
-                    # The aggregate holds the data now: one copy in memory, not two.
-                    # unpack gives it back to the members if they must go another way
-                    # (or fail: the ledger finds the aggregate by ``_agg``).
-                    o._data = None
-                    o._agg = krec
+                krec = _aggregate(members, shard, deadline, bool(shard.sizer.ehks))
                 if shard.rerouted:  # re-routed members may be older than the first one
                     krec.since = min(o._arrival for o in members)
                 batch.append(krec)
@@ -419,27 +398,38 @@ def regroup(krec: KRecord, live: list[Outcome]) -> list[KRecord]:
     if len(live) == 1:
         return _alone(krec, live)
     unpack(krec)
-    ehks = [o._explicit_hash_key for o in live]
+    with_ehks = any(o._explicit_hash_key is not None for o in live)
+    again = _aggregate(live, krec.shard, krec.deadline, with_ehks)
+    again.since = krec.since
+    return [again]
+
+
+def _aggregate(
+    members: list[Outcome], shard: ShardBuffer, deadline: float, with_ehks: bool
+) -> KRecord:
+    """A KPL aggregate of ``members`` (each with its data), which holds their data from now:
+    one copy in memory, not two. ``unpack`` gives it back to the members if they must go
+    another way (or fail: the ledger finds the aggregate by ``_agg``)."""
+    ehks = [o._explicit_hash_key for o in members] if with_ehks else None
     blob = encode_records(
-        [o._data for o in live],  # type: ignore[misc]
-        [o._partition_key for o in live],  # type: ignore[misc]
-        ehks if any(e is not None for e in ehks) else None,
+        [o._data for o in members],  # type: ignore[misc]
+        [o._partition_key for o in members],  # type: ignore[misc]
+        ehks,
     )
-    again = KRecord(
-        live,
+    krec = KRecord(
+        members,
         blob,
         AGG_PARTITION_KEY,
-        str(live[0]._hash_key),
+        str(members[0]._hash_key),
         len(blob) + len(AGG_PARTITION_KEY),
-        krec.shard,
-        krec.deadline,
+        shard,
+        deadline,
         True,
     )
-    again.since = krec.since
-    for o in live:
+    for o in members:
         o._data = None
-        o._agg = again
-    return [again]
+        o._agg = krec
+    return krec
 
 
 def unpack(krec: KRecord) -> None:
