@@ -15,7 +15,9 @@ import binascii
 import datetime
 import json
 import math
+import signal
 import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Literal, TextIO
 
@@ -452,11 +454,28 @@ def _run_tail(args: argparse.Namespace) -> int:
     options = _options(args, out)
 
     async def main(target: _Target) -> int:
-        async with target.client() as client:
+        interrupted = False
+        async with target.client() as client, anyio.create_task_group() as tg:
+
+            async def on_ctrl_c() -> None:
+                # Ctrl-C as a cancellation of the reader, whatever it is awaiting (the
+                # KeyboardInterrupt is raised below, once everything is closed)
+                nonlocal interrupted
+                with anyio.open_signal_receiver(signal.SIGINT) as signals:
+                    async for _ in signals:
+                        interrupted = True
+                        tg.cancel_scope.cancel()
+                        return
+
+            if threading.current_thread() is threading.main_thread():
+                tg.start_soon(on_ctrl_c)
             reader = _Tail(client, options, out, sys.stderr)
             await reader.run()
             if reader.broken_pipe:
                 _silence_stdout()
+            tg.cancel_scope.cancel()
+        if interrupted:
+            raise KeyboardInterrupt
         return 0
 
     return _with_target(args, main, embedded=False, shard_limit=0)
