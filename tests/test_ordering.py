@@ -528,7 +528,10 @@ async def test_a_producer_writes_each_key_in_put_order_through_throttling() -> N
         "aggregation_max_count": 7,
     }
     async with fake_producer(fake, **config) as p:
-        outs = {k: [await p.put(b"%s:%d" % (k.encode(), i), k) for i in range(60)] for k in keys}
+        outs: dict[str, list[Outcome]] = {k: [] for k in keys}
+        for k in keys:  # (no await in a nested comprehension: Python 3.10)
+            for i in range(60):
+                outs[k].append(await p.put(b"%s:%d" % (k.encode(), i), k))
         await p.flush()
     throttled = [
         o
