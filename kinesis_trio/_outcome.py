@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, NamedTuple
+import asyncio
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 
-import anyio
+import sniffio
+import trio
 
 if TYPE_CHECKING:
     from ._state import KRecord
@@ -152,6 +155,25 @@ def resolution_attempt(res: Resolution) -> Attempt | None:
     return attempt
 
 
+class _Event(Protocol):
+    def set(self) -> None: ...
+
+    def wait(self) -> Awaitable[object]: ...
+
+
+def _loop_event() -> _Event:
+    """The running event loop's own event (``trio.Event`` or ``asyncio.Event``).
+
+    ``anyio.Event`` wraps exactly these; the wrapper is one more object per waiting record,
+    alive while it waits, for the garbage collector to walk, and a backend lookup more per
+    wait (measured in benchmarks/results/gc.md). Both are cancel-safe the same way: a
+    cancelled waiter leaves the event and the other waiters as they were.
+    """
+    if sniffio.current_async_library() == "trio":
+        return trio.Event()
+    return asyncio.Event()
+
+
 class Outcome:
     """The pending result of one accepted record; resolved exactly once.
 
@@ -201,7 +223,7 @@ class Outcome:
         self._attempts: tuple[Attempt, ...] = ()
         self._resolution: Resolution | None = None
         self._sub = 0
-        self._event: anyio.Event | None = None
+        self._event: _Event | None = None
         #: the aggregate holding its data while ``_data`` is None (sealed into it)
         self._agg: KRecord | None = None
 
@@ -228,7 +250,7 @@ class Outcome:
         if res is None:
             event = self._event
             if event is None:
-                event = self._event = anyio.Event()
+                event = self._event = _loop_event()
             await event.wait()
             res = self._resolution
             assert res is not None

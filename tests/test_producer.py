@@ -244,7 +244,12 @@ async def test_cancelled_waiter_changes_nothing() -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(waiter)
             tg.start_soon(waiter)
-            await anyio.sleep(0.01)
+            # a third waiter, cancelled while the other two wait on the same event
+            async with anyio.create_task_group() as inner:
+                inner.start_soon(outcome.wait)
+                await anyio.sleep(0.01)
+                inner.cancel_scope.cancel()
+            assert not outcome.done()
             gate.open.set()
     assert len(got) == 2 and got[0] == got[1] and got[0].ok
     assert outcome.result() == got[0]
