@@ -18,6 +18,7 @@ an open producer and no records, for the same time, minus the null loop.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import sys
@@ -45,6 +46,10 @@ class Job:
     #: "loop": one task awaits the outcomes in order; "handler": a task per record puts it
     #: and awaits its own outcome (a web handler's shape)
     shape: str = "loop"
+    #: "default": the interpreter's collector as it is; "freeze": the application calls
+    #: ``gc.collect(); gc.freeze()`` once its producer has started (objects made at startup
+    #: are then never walked again by a full collection)
+    gc: str = "default"
 
 
 class _Resolved:
@@ -79,6 +84,11 @@ async def _drive(job: Job, producer: Any) -> dict[str, Any]:
         await outcome.wait()
         latencies.append(now() - scheduled)
 
+    if job.gc == "freeze":
+        gc.collect()
+        gc.freeze()
+    pauses = _GcPauses()
+    gc.callbacks.append(pauses)
     cpu0 = time.process_time()
     t0 = now()
     i = 0
@@ -109,12 +119,42 @@ async def _drive(job: Job, producer: Any) -> dict[str, Any]:
                 await anyio.sleep(job.duration)
     wall = now() - t0
     cpu = time.process_time() - cpu0
+    gc.callbacks.remove(pauses)
     latencies.sort()
 
     def q(p: float) -> float:
         return latencies[min(len(latencies) - 1, int(p * len(latencies)))] if latencies else 0.0
 
-    return {"records": i, "cpu_s": cpu, "wall_s": wall, "p50_s": q(0.5), "p99_s": q(0.99)}
+    return {
+        "records": i,
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "p50_s": q(0.5),
+        "p99_s": q(0.99),
+        "gc_s": pauses.total,
+        "gc_full": pauses.full,
+        "gc_full_max_s": pauses.full_max,
+    }
+
+
+class _GcPauses:
+    """Time spent in the garbage collector (a ``gc.callbacks`` entry), and its full passes."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self.full = 0
+        self.full_max = 0.0
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+            return
+        took = time.perf_counter() - self._start
+        self.total += took
+        if info["generation"] == 2:
+            self.full += 1
+            self.full_max = max(self.full_max, took)
 
 
 async def _child(job: Job) -> dict[str, Any]:

@@ -9,6 +9,11 @@
   stream (bench_steady's harness).
 * **Handler shape**: a task per record puts it and awaits its own outcome, 5,000 records/s
   on 8 shards; p99 against ``linger + 30 ms``.
+* **The collector** (``--gc``): each of the above runs with the interpreter's garbage
+  collector as it is (``default``) and again with the application calling ``gc.collect();
+  gc.freeze()`` once its producer has started (``freeze``), so that a full collection no
+  longer walks the objects every import made. The time in the collector and its full passes
+  are reported for each run.
 
 Writes ``results/<name>.{md,json}`` and ``results/<name>.png`` (p99 against rate).
 
@@ -39,6 +44,7 @@ def main() -> None:
     parser.add_argument("--handler-rate", type=float, default=5000.0)
     parser.add_argument("--handler-shards", type=int, default=8)
     parser.add_argument("--engine", choices=["kinesalite", "kinesis-local", "python"])
+    parser.add_argument("--gc", default="default,freeze", help="default and/or freeze")
     parser.add_argument("--name", default="steady_sweep", help="results/<name>.{md,json,png}")
     args = parser.parse_args()
 
@@ -57,8 +63,12 @@ def main() -> None:
     started = time.perf_counter()
     rates = [float(r) for r in args.rates.split(",") if r]
     backends = [b for b in args.backends.split(",") if b]
+    modes = [m for m in args.gc.split(",") if m]
+    # a variant: the backend, and ", gc frozen" when the application froze the collector
+    variants = [(b, m) for m in modes for b in backends]
+    labels = {v: v[0] + (", gc frozen" if v[1] == "freeze" else "") for v in variants}
     kind = args.engine or default_engine()
-    sweep: dict[str, list[dict[str, Any]]] = {b: [] for b in backends}
+    sweep: dict[str, list[dict[str, Any]]] = {labels[v]: [] for v in variants}
     handler: dict[str, dict[str, Any]] = {}
 
     def run(url: str, shards: int, job_args: dict[str, Any]) -> dict[str, Any]:
@@ -70,13 +80,19 @@ def main() -> None:
 
     with LocalKinesis(kind, shard_limit=200) as engine:
         url = engine.endpoint_url
-        for backend in backends:
+        for backend, gc_mode in variants:
+            label = labels[backend, gc_mode]
             for rate in rates:
                 out = run(
                     url,
                     args.shards,
                     dict(
-                        mode="producer", backend=backend, rate=rate, duration=args.duration, count=0
+                        mode="producer",
+                        backend=backend,
+                        rate=rate,
+                        duration=args.duration,
+                        count=0,
+                        gc=gc_mode,
                     ),
                 )
                 scheduled = int(rate * args.duration)
@@ -84,9 +100,9 @@ def main() -> None:
                 # the loop stops at the end of the step: the last tick's records may miss it
                 out["behind"] = out["records"] < 0.99 * scheduled
                 out["held"] = out["p99_s"] * 1e3 <= SWEEP_BOUND_MS and not out["behind"]
-                sweep[backend].append(out)
+                sweep[label].append(out)
                 print(
-                    f"sweep {backend:7} {rate:9,.0f}/s  records {out['records']:8,}"
+                    f"sweep {label:18} {rate:9,.0f}/s  records {out['records']:8,}"
                     f"  p50 {out['p50_s'] * 1e3:7.1f} ms  p99 {out['p99_s'] * 1e3:7.1f} ms"
                     f"  cpu {out['cpu_s']:.2f} s  {'held' if out['held'] else 'BROKE'}",
                     flush=True,
@@ -103,39 +119,45 @@ def main() -> None:
                     duration=args.duration,
                     count=0,
                     shape="handler",
+                    gc=gc_mode,
                 ),
             )
-            handler[backend] = out
+            handler[label] = out
             print(
-                f"handler {backend:7} {args.handler_rate:,.0f}/s p50 {out['p50_s'] * 1e3:.1f} ms"
-                f"  p99 {out['p99_s'] * 1e3:.1f} ms",
+                f"handler {label:18} {args.handler_rate:,.0f}/s p50 {out['p50_s'] * 1e3:.1f} ms"
+                f"  p99 {out['p99_s'] * 1e3:.1f} ms  gc {_gc(out)}",
                 flush=True,
             )
 
     rows = []
-    for backend in backends:
-        for out in sweep[backend]:
+    for label, outs in sweep.items():
+        for out in outs:
             rows.append(
                 [
-                    backend,
+                    label,
                     f"{out['rate']:,.0f}",
                     f"{out['records'] / out['wall_s']:,.0f}",
                     f"{out['p50_s'] * 1e3:.1f}",
                     f"{out['p99_s'] * 1e3:.1f}",
                     f"{out['cpu_s'] / out['wall_s'] * 100:.0f} %",
+                    _gc(out),
                     "yes" if out["held"] else ("no (behind)" if out["behind"] else "no"),
                 ]
             )
-    highest = {b: max((o["rate"] for o in sweep[b] if o["held"]), default=0.0) for b in backends}
+    highest = {
+        label: max((o["rate"] for o in outs if o["held"]), default=0.0)
+        for label, outs in sweep.items()
+    }
     hrows = [
         [
-            b,
+            label,
             f"{args.handler_rate:,.0f}",
-            f"{handler[b]['p50_s'] * 1e3:.1f}",
-            f"{handler[b]['p99_s'] * 1e3:.1f}",
-            "yes" if handler[b]["p99_s"] * 1e3 <= HANDLER_BOUND_MS else "no",
+            f"{out['p50_s'] * 1e3:.1f}",
+            f"{out['p99_s'] * 1e3:.1f}",
+            _gc(out),
+            "yes" if out["p99_s"] * 1e3 <= HANDLER_BOUND_MS else "no",
         ]
-        for b in backends
+        for label, out in handler.items()
     ]
     png = RESULTS_DIR / f"{args.name}.png"
     _plot(sweep, png, args.shards)
@@ -145,24 +167,27 @@ def main() -> None:
         f"Engine: {kind}. 200-byte records over 256 keys, default settings (linger "
         f"{LINGER_MS:g} ms), {args.duration:g} s per step, each step a fresh process on a "
         "fresh stream; latency from each record's scheduled arrival. CPU: the whole "
-        "process (producer and arrival loop) as a share of one core.",
+        "process (producer and arrival loop) as a share of one core. GC: the time in the "
+        "garbage collector as a share of the process CPU, then the full collections and "
+        'the longest of them; "gc frozen": the application called `gc.collect(); '
+        "gc.freeze()` once its producer had started.",
         "",
         f"## Sweep: {args.shards} shards; held: p99 within {SWEEP_BOUND_MS:g} ms, loop on time",
         "",
         markdown_table(
-            ["backend", "rate/s", "records/s", "p50 ms", "p99 ms", "CPU", "held"],
+            ["run", "rate/s", "records/s", "p50 ms", "p99 ms", "CPU", "GC", "held"],
             rows,
-            "lrrrrrl",
+            "lrrrrrrl",
         ),
         "",
         "Highest rate held: "
-        + ", ".join(f"{b} {highest[b]:,.0f}/s" for b in backends)
+        + ", ".join(f"{label} {rate:,.0f}/s" for label, rate in highest.items())
         + f" (the steps: {args.rates}). Plot: `{png.name}`.",
         "",
         f"## Handler shape: a task per record, {args.handler_shards} shards, "
         f"p99 bound {HANDLER_BOUND_MS:g} ms",
         "",
-        markdown_table(["backend", "rate/s", "p50 ms", "p99 ms", "within"], hrows, "lrrrl"),
+        markdown_table(["run", "rate/s", "p50 ms", "p99 ms", "GC", "within"], hrows, "lrrrrl"),
         "",
     ]
     publish(
@@ -173,6 +198,14 @@ def main() -> None:
     )
 
 
+def _gc(out: dict[str, Any]) -> str:
+    """The collector's share of the CPU, its full passes and the longest."""
+    if "gc_s" not in out:
+        return ""
+    share = out["gc_s"] / out["cpu_s"] * 100 if out["cpu_s"] else 0.0
+    return f"{share:.0f} %, {out['gc_full']} full, max {out['gc_full_max_s'] * 1e3:.0f} ms"
+
+
 def _plot(sweep: dict[str, list[dict[str, Any]]], path: Any, shards: int) -> None:
     import matplotlib
 
@@ -180,9 +213,13 @@ def _plot(sweep: dict[str, list[dict[str, Any]]], path: Any, shards: int) -> Non
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for backend, outs in sweep.items():
+    for label, outs in sweep.items():
         ax.plot(
-            [o["rate"] for o in outs], [o["p99_s"] * 1e3 for o in outs], marker="o", label=backend
+            [o["rate"] for o in outs],
+            [o["p99_s"] * 1e3 for o in outs],
+            marker="o",
+            linestyle="--" if "frozen" in label else "-",
+            label=label,
         )
     ax.axhline(SWEEP_BOUND_MS, color="grey", linestyle="--", label="linger + 20 ms")
     ax.set_xlabel("records/s (steady, scheduled)")
