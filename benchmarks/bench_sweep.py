@@ -45,6 +45,9 @@ def main() -> None:
     parser.add_argument("--handler-shards", type=int, default=8)
     parser.add_argument("--engine", choices=["kinesalite", "kinesis-local", "python"])
     parser.add_argument("--gc", default="default,freeze", help="default and/or freeze")
+    parser.add_argument(
+        "--awaiter", choices=["drain", "each"], default="drain", help="see bench_steady"
+    )
     parser.add_argument("--name", default="steady_sweep", help="results/<name>.{md,json,png}")
     args = parser.parse_args()
 
@@ -93,6 +96,7 @@ def main() -> None:
                         duration=args.duration,
                         count=0,
                         gc=gc_mode,
+                        awaiter=args.awaiter,
                     ),
                 )
                 scheduled = int(rate * args.duration)
@@ -170,7 +174,8 @@ def main() -> None:
         "process (producer and arrival loop) as a share of one core. GC: the time in the "
         "garbage collector as a share of the process CPU, then the full collections and "
         'the longest of them; "gc frozen": the application called `gc.collect(); '
-        "gc.freeze()` once its producer had started.",
+        "gc.freeze()` once its producer had started. The sweep's awaiter: "
+        f"`{args.awaiter}` (bench_steady).",
         "",
         f"## Sweep: {args.shards} shards; held: p99 within {SWEEP_BOUND_MS:g} ms, loop on time",
         "",
