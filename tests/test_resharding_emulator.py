@@ -17,7 +17,8 @@ from kinesis_trio import KinesisClient, Outcome, Producer, ProducerConfig, Stati
 from .emulator_fixtures import EMULATOR_FIXTURES, EmulatorEndpoint
 from .helpers import check_landed_kcl, read_stream
 
-pytestmark = pytest.mark.anyio
+# its emulator comes through getfixturevalue, which the marking hook cannot see
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 CREDS = StaticCredentials("AKIDLOCAL", "local-secret")
 
