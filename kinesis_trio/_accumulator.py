@@ -12,7 +12,12 @@ Linger deadlines fall on a grid of period ``linger`` (the clock's multiples of i
 that open within one window all seal at its end, whichever shard they are on, so at a steady
 rate one request per window carries every shard's due containers instead of one request per
 shard at its own time. A record waits at most ``linger`` (the KPL's
-``RecordMaxBufferedTime`` is a maximum), half of it on average.
+``RecordMaxBufferedTime`` is a maximum), half of it on average. Unless the window fills first:
+when ``early_size`` bytes (``linger_window_bytes``) have been placed in a stream's open
+containers within one window, they are all due at once (:meth:`Accumulator.send_early`), so
+at a high rate the window's records go in several requests as they come rather than all at
+its end, where sealing, signing and the round trip of the whole window would add to the wait
+of each of its records.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ class Accumulator:
         "agg_max_count",
         "coll_max_count",
         "coll_max_size",
+        "early_size",
         "linger",
         "on_open",
         "on_seal",
@@ -66,8 +72,12 @@ class Accumulator:
         queue_size: int,
         on_open: Callable[[ShardBuffer], None],
         on_seal: Callable[[ShardBuffer, list[KRecord]], None],
+        early_size: int = 262_144,
     ) -> None:
         self.agg_max_count = agg_max_count
+        #: bytes placed in a stream's open containers within one linger window that make
+        #: them all due at once (``linger_window_bytes``: they go now, not at its end)
+        self.early_size = early_size
         self.coll_max_count = coll_max_count
         self.coll_max_size = coll_max_size
         self.linger = linger
@@ -128,8 +138,11 @@ class Accumulator:
                 sizer.size += grow
                 sizer.count += 1
                 if shard.open_deadline == _INF:
-                    self._open(shard, now)
+                    self._open(stream, shard, now)
                 shard.members.append(outcome)
+                stream.window_bytes += grow
+                if stream.window_bytes >= self.early_size:
+                    self.send_early(stream, now)
                 return shard
         return self.place(stream, outcome, pk_len, now, check_room=True)
 
@@ -165,7 +178,7 @@ class Accumulator:
             agg_max_size = stream.agg_max_size
             grow = sizer.grow(len(data), pk, pk_len, ehk)
             if sizer.size + grow <= agg_max_size and sizer.count < self.agg_max_count:
-                self._add_member(shard, outcome, grow, now, not check_room)
+                self._add_member(stream, shard, outcome, grow, now, not check_room)
                 return shard
             if shard.members:  # the aggregate is full: seal it, start the next one
                 if check_room and shard.queued >= self.queue_size:
@@ -174,7 +187,7 @@ class Accumulator:
                 sizer = shard.sizer
                 grow = sizer.grow(len(data), pk, pk_len, ehk)
                 if sizer.size + grow <= agg_max_size:
-                    self._add_member(shard, outcome, grow, now, not check_room)
+                    self._add_member(stream, shard, outcome, grow, now, not check_room)
                     return shard
             # too large to aggregate: it goes alone
         size = outcome._size
@@ -185,7 +198,7 @@ class Accumulator:
                 raise anyio.WouldBlock
             self.seal_into_channel(shard)
         if shard.open_deadline == _INF:
-            self._open(shard, now)
+            self._open(stream, shard, now)
         shard.plain.append(
             KRecord(
                 [outcome],
@@ -199,6 +212,9 @@ class Accumulator:
             )
         )
         shard.plain_bytes += size
+        stream.window_bytes += size
+        if stream.window_bytes >= self.early_size:
+            self.send_early(stream, now)
         return None
 
     def join(
@@ -219,7 +235,7 @@ class Accumulator:
         grow = sizer.grow(len(data), pk, key_length(outcome), outcome._explicit_hash_key)
         if sizer.size + grow > stream.agg_max_size or sizer.count >= self.agg_max_count:
             return False
-        self._add_member(shard, outcome, grow, now, older)
+        self._add_member(stream, shard, outcome, grow, now, older)
         return True
 
     def hurry(self, stream: StreamState, outcome: Outcome, now: float) -> None:
@@ -230,7 +246,18 @@ class Accumulator:
         index = bisect_right(shard_map.starts, hash_key) - 1
         if index < 0 or hash_key > shard_map.ends[index]:
             index = 0  # as place() does for a gap in a stale map
-        shard = stream.shards[index]
+        self._due_now(stream.shards[index], now)
+
+    def send_early(self, stream: StreamState, now: float) -> None:
+        """A request's worth (``early_size``) was placed in the stream's open containers
+        within this linger window: make them all due now. At a steady high rate the window's
+        records then go in several requests as they come, not all at its end (where their
+        sealing, signing and round trip would add to the wait of every one of them)."""
+        stream.window_bytes = 0
+        for shard in stream.shards:
+            self._due_now(shard, now)
+
+    def _due_now(self, shard: ShardBuffer, now: float) -> None:
         if shard.is_empty() or shard.open_deadline <= now:
             return
         shard.open_deadline = now
@@ -250,19 +277,32 @@ class Accumulator:
                     self.place(stream, outcome, key_length(outcome), now, False)
 
     def _add_member(
-        self, shard: ShardBuffer, outcome: Outcome, grow: int, now: float, rerouted: bool
+        self,
+        stream: StreamState,
+        shard: ShardBuffer,
+        outcome: Outcome,
+        grow: int,
+        now: float,
+        rerouted: bool,
     ) -> None:
         pk = outcome._partition_key
         assert pk is not None  # only keyed records are aggregated
         shard.sizer.add(pk, outcome._explicit_hash_key, grow)
         if shard.open_deadline == _INF:
-            self._open(shard, now)
+            self._open(stream, shard, now)
         if rerouted:
             shard.rerouted = True
         shard.members.append(outcome)
+        stream.window_bytes += grow
+        if stream.window_bytes >= self.early_size:
+            self.send_early(stream, now)
 
-    def _open(self, shard: ShardBuffer, now: float) -> None:
-        shard.open_deadline = self.deadline(now)
+    def _open(self, stream: StreamState, shard: ShardBuffer, now: float) -> None:
+        deadline = self.deadline(now)
+        if deadline != stream.window_end:  # the first containers of a new window
+            stream.window_end = deadline
+            stream.window_bytes = 0
+        shard.open_deadline = deadline
         self.on_open(shard)
 
     def deadline(self, now: float) -> float:

@@ -43,6 +43,10 @@ class ProducerConfig:
     collection_max_size: int = PUT_RECORDS_MAX_BYTES_DEFAULT
     #: KPL ``RecordMaxBufferedTime``: longest a record waits to be batched (linger).
     record_max_buffered_time: float = 0.1
+    #: Bytes a stream's buffers take within one linger window before they all go at once
+    #: (not a KPL setting): at a high steady rate the window's records leave in several
+    #: requests as they come, not all at its end.
+    linger_window_bytes: int = 262_144
     #: KPL ``RecordTtl``: a record not confirmed within this time fails as expired.
     record_ttl: float = 30.0
     #: KPL ``MaxConnections``: the most PutRecords requests in flight at once. The number
@@ -141,6 +145,7 @@ class ProducerConfig:
         positive_int("aggregation_max_size", RECORD_MAX_SIZE_CEILING)
         positive_int("collection_max_count", PUT_RECORDS_MAX_ENTRIES)
         positive_int("collection_max_size", PUT_RECORDS_MAX_BYTES_CEILING)
+        positive_int("linger_window_bytes")
         positive_int("max_connections", 10_000)
         positive_int("max_outstanding_records")
         positive_int("max_outstanding_bytes")

@@ -83,6 +83,7 @@ class Engine:
             coll_max_count=config.collection_max_count,
             coll_max_size=config.collection_max_size,
             linger=config.record_max_buffered_time,
+            early_size=config.linger_window_bytes,
             queue_size=config.shard_queue_size,
             on_open=shell.opened,
             on_seal=shell.sealed,

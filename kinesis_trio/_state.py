@@ -156,6 +156,8 @@ class StreamState:
         "shards",
         "stale",
         "unverified",
+        "window_bytes",
+        "window_end",
     )
 
     def __init__(
@@ -213,6 +215,11 @@ class StreamState:
         }
         self.unverified: list[Unverified] = []
         self.received = 0  # accepted since the last metrics update
+        #: bytes placed in open containers within the linger window ending at
+        #: ``window_end`` since the window began or they were last all made due
+        #: (the accumulator's: ``Accumulator.send_early``)
+        self.window_bytes = 0
+        self.window_end = -_INF
         #: why ``put`` refuses records for the stream (``ordering="per_key"`` on an ``AUTO``
         #: stream: ``_ordering.refusal``), or None
         self.refusal: str | None = None

@@ -25,6 +25,7 @@ def accumulator(
     coll_max_size: int = 5 * 1024 * 1024,
     queue_size: int = 4,
     linger: float = 0.1,
+    early_size: int = 262_144,
 ) -> Accumulator:
     return Accumulator(
         agg_max_count=agg_max_count,
@@ -34,6 +35,7 @@ def accumulator(
         queue_size=queue_size,
         on_open=shell.opened,
         on_seal=shell.sealed,
+        early_size=early_size,
     )
 
 
@@ -119,6 +121,53 @@ def test_linger_deadlines_fall_at_the_end_of_their_window_on_every_shard() -> No
         assert now < deadline <= now + 0.5
         assert deadline / 0.5 == pytest.approx(round(deadline / 0.5))
     assert accumulator(shell, linger=0.0).deadline(3.0) == 3.0
+
+
+@pytest.mark.parametrize("aggregate", [True, False])
+def test_a_window_that_takes_its_bytes_early_is_due_at_once(aggregate: bool) -> None:
+    """``linger_window_bytes``: once a stream's open containers have taken that many bytes
+    within one window, every open shard is due now (not at the window's end); what comes
+    after opens containers due at the window's end again, and so on."""
+    shell = RecordingShell()
+    acc = accumulator(shell, linger=0.5, early_size=10_000, queue_size=10**9)
+    stream = stream_of(shell, even_shards(4), aggregate=aggregate)
+    now = 10.01
+    i = 0
+    while all(s.open_deadline == 10.5 or s.is_empty() for s in stream.shards):
+        add(acc, stream, b"x" * 100, f"key-{i}", now=now)
+        i += 1
+        assert i < 200
+    # the record that crossed 10,000 bytes (about 100 records of 100 bytes + key)
+    assert 85 <= i <= 100
+    opened = [s for s in stream.shards if not s.is_empty()]
+    assert len(opened) == 4 and all(s.open_deadline == now for s in opened)
+    assert all(acc.due(s, now, flushing=False) for s in opened)
+    assert stream.window_bytes == 0
+    if not aggregate:
+        assert all(k.deadline == now for s in opened for k in s.plain)
+    # the shards' workers seal them; the next records wait for the window's end again
+    for shard in stream.shards:
+        acc.seal(shard)
+    add(acc, stream, b"x" * 100, "after", now=10.2)
+    [after] = [s for s in stream.shards if not s.is_empty()]
+    assert after.open_deadline == 10.5 and not acc.due(after, 10.2, flushing=False)
+
+
+def test_bytes_of_an_earlier_window_do_not_count_towards_the_next() -> None:
+    """A window's count starts at its first container: 9,000 bytes at the end of one window
+    and 9,000 at the start of the next make nothing due early with a 10,000 limit."""
+    shell = RecordingShell()
+    acc = accumulator(shell, linger=0.5, early_size=10_000, queue_size=10**9)
+    stream = stream_of(shell, even_shards(2))
+    for i in range(80):
+        add(acc, stream, b"x" * 100, f"key-{i}", now=10.4)
+    assert all(s.open_deadline == 10.5 for s in stream.shards)
+    for shard in stream.shards:  # sealed at the window's end
+        acc.seal(shard)
+    for i in range(80):
+        add(acc, stream, b"x" * 100, f"key-{i}", now=10.6)
+    assert all(s.open_deadline == 11.0 for s in stream.shards)
+    assert not any(acc.due(s, 10.6, flushing=False) for s in stream.shards)
 
 
 def test_linger_opens_a_deadline_once_and_seal_clears_it() -> None:

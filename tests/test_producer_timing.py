@@ -65,6 +65,28 @@ async def test_linger_sends_a_lone_record_at_its_deadline(scale: float) -> None:
     assert result.attempts[0].delay >= (window_end - start) * 0.99
 
 
+async def test_a_window_that_fills_early_goes_before_its_end(scale: float) -> None:
+    """``linger_window_bytes``: records that fill a window's byte budget go at once,
+    without waiting for the window's end; a record after them waits for it."""
+    linger = 10.0 * scale
+    fake = FakeKinesis()
+    fake.create_stream("s", 4)
+    async with fake_producer(
+        fake, record_max_buffered_time=linger, linger_window_bytes=20_000
+    ) as producer:
+        await window_start(linger)
+        start = anyio.current_time()
+        first = [await producer.put(b"x" * 1000, f"k{i}") for i in range(25)]
+        results = [await o.wait() for o in first]
+        early = anyio.current_time() - start
+        late = await producer.put(b"y", "late")
+        await anyio.sleep(linger * 0.5)
+        assert not late.done()  # below the budget: it lingers
+        assert (await late.wait()).ok
+    assert all(r.ok for r in results)
+    assert early < linger * 0.2
+
+
 async def test_always_throttled_records_expire_after_the_ttl(scale: float) -> None:
     ttl = 30.0 * scale
 
