@@ -59,6 +59,7 @@ class Accumulator:
         "on_open",
         "on_seal",
         "order",
+        "outstanding",
         "queue_size",
     )
 
@@ -73,11 +74,14 @@ class Accumulator:
         on_open: Callable[[ShardBuffer], None],
         on_seal: Callable[[ShardBuffer, list[KRecord]], None],
         early_size: int = 262_144,
+        outstanding: Callable[[], int] = lambda: 0,
     ) -> None:
         self.agg_max_count = agg_max_count
         #: bytes placed in a stream's open containers within one linger window that make
         #: them all due at once (``linger_window_bytes``: they go now, not at its end)
         self.early_size = early_size
+        #: the bytes accepted and not resolved yet (the ledger's count, every stream's)
+        self.outstanding = outstanding
         self.coll_max_count = coll_max_count
         self.coll_max_size = coll_max_size
         self.linger = linger
@@ -250,11 +254,20 @@ class Accumulator:
 
     def send_early(self, stream: StreamState, now: float) -> None:
         """A request's worth (``early_size``) was placed in the stream's open containers
-        within this linger window: make them all due now. At a steady high rate the window's
-        records then go in several requests as they come, not all at its end (where their
-        sealing, signing and round trip would add to the wait of every one of them)."""
+        within this linger window: make them all due now, unless more than that is sealed
+        and unresolved already. At a steady high rate the window's records then go in
+        several requests as they come, not all at its end (where their sealing, signing and
+        round trip would add to the wait of every one of them); in a burst, nothing
+        changes."""
         stream.window_bytes = 0
-        for shard in stream.shards:
+        shards = stream.shards
+        held = sum(shard.sizer.size + shard.plain_bytes for shard in shards)
+        if self.outstanding() - held > self.early_size:
+            # More than a window's worth is sealed and not written yet: the producer is
+            # behind (a burst). Sending now would only cut the aggregates smaller; they fill
+            # as usual and the window ends as usual.
+            return
+        for shard in shards:
             self._due_now(shard, now)
 
     def _due_now(self, shard: ShardBuffer, now: float) -> None:

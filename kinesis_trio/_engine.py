@@ -87,6 +87,7 @@ class Engine:
             queue_size=config.shard_queue_size,
             on_open=shell.opened,
             on_seal=shell.sealed,
+            outstanding=lambda: self.ledger.bytes,
         )
         #: flush() calls under way: everything buffered goes at once (written only by
         #: flush_started / flush_ended; the shell reads it)

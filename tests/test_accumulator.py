@@ -26,6 +26,7 @@ def accumulator(
     queue_size: int = 4,
     linger: float = 0.1,
     early_size: int = 262_144,
+    outstanding: int = 0,
 ) -> Accumulator:
     return Accumulator(
         agg_max_count=agg_max_count,
@@ -36,6 +37,7 @@ def accumulator(
         on_open=shell.opened,
         on_seal=shell.sealed,
         early_size=early_size,
+        outstanding=lambda: outstanding,
     )
 
 
@@ -151,6 +153,27 @@ def test_a_window_that_takes_its_bytes_early_is_due_at_once(aggregate: bool) -> 
     add(acc, stream, b"x" * 100, "after", now=10.2)
     [after] = [s for s in stream.shards if not s.is_empty()]
     assert after.open_deadline == 10.5 and not acc.due(after, 10.2, flushing=False)
+
+
+def test_a_producer_behind_does_not_send_early() -> None:
+    """With more than a window's budget sealed and unresolved (a burst), the budget makes
+    nothing due: the aggregates fill as usual rather than go out small."""
+    shell = RecordingShell()
+    acc = accumulator(shell, linger=0.5, early_size=10_000, queue_size=10**9)
+    stream = stream_of(shell, even_shards(4))
+    backlog = {"bytes": 0}
+    # what the ledger counts: what the containers hold, and more than a budget sealed
+    acc.outstanding = lambda: backlog["bytes"] + 15_000
+    for i in range(150):
+        add(acc, stream, b"x" * 100, f"key-{i}", now=10.01)
+        backlog["bytes"] += 100 + len(f"key-{i}")
+    assert all(s.open_deadline == 10.5 for s in stream.shards)
+    assert not any(acc.due(s, 10.01, flushing=False) for s in stream.shards)
+    # once the backlog is written, the next budget's worth goes early again
+    acc.outstanding = lambda: 0
+    for i in range(100):
+        add(acc, stream, b"x" * 100, f"more-{i}", now=10.02)
+    assert all(s.open_deadline == 10.02 for s in stream.shards)
 
 
 def test_bytes_of_an_earlier_window_do_not_count_towards_the_next() -> None:
