@@ -83,10 +83,11 @@ _new_result = _new_attempt = tuple.__new__
 # A Resolution is what one Kinesis record (plain or aggregated) came to, shared by its user
 # records. It is a plain tuple of plain values rather than an object: CPython's collector
 # stops tracking such tuples, so the resolved outcomes an application keeps add only
-# themselves to every full garbage collection (the pauses were the latency tail).
+# themselves to every full garbage collection (the pauses were the latency tail). An
+# aggregate's also holds its Attempt: two tracked objects per aggregate, shared by its members.
 # Fields: ok, shard_id, sequence_number, aggregated, at (resolution time), error_code,
-# error_message, attempt (a failed attempt, else None), and a successful attempt's start,
-# delay and duration (else None).
+# error_message, attempt (the attempt that resolved it: a failed one, or an aggregate's
+# success; else None), and a successful attempt's start, delay and duration (else None).
 Resolution = tuple[
     bool,
     str | None,
@@ -120,7 +121,17 @@ def written(
     delay: float,
     duration: float,
 ) -> Resolution:
-    """A record written at ``shard_id``/``sequence_number`` by an attempt begun at ``start``."""
+    """A record written at ``shard_id``/``sequence_number`` by an attempt begun at ``start``.
+
+    An aggregate's resolution is shared by its members, so its attempt is built here, once
+    (not once per member that is awaited). A plain record's is built when it is asked for:
+    its resolution then holds only plain values, which the collector stops tracking.
+    """
+    attempt = (
+        _new_attempt(Attempt, (start, delay, duration, True, None, None, False))
+        if aggregated
+        else None
+    )
     return (
         True,
         shard_id,
@@ -129,7 +140,7 @@ def written(
         at,
         None,
         None,
-        None,
+        attempt,
         start,
         delay,
         duration,
@@ -259,10 +270,15 @@ class Outcome:
     def _result(self, res: Resolution) -> RecordResult:
         # Built on each call rather than kept: a kept result would be one more long-lived
         # object per record for the garbage collector to walk (equal values either way).
+        # resolution_attempt(), inline: this runs once per awaited record
+        attempt = res[R_ATTEMPT]
+        if attempt is None and res[R_START] is not None:
+            attempt = _new_attempt(
+                Attempt, (res[R_START], res[9], res[10], True, None, None, False)
+            )
         attempts = self._attempts
-        attempt = resolution_attempt(res)
         if attempt is not None:
-            attempts = (*attempts, attempt)
+            attempts = (*attempts, attempt) if attempts else (attempt,)
         return _new_result(
             RecordResult,
             (

@@ -7,6 +7,7 @@ from typing import Any
 from kinesis_trio._config import ProducerConfig
 from kinesis_trio._engine import Engine
 from kinesis_trio._errors import KinesisError
+from kinesis_trio._outcome import Attempt
 from kinesis_trio._shards import ShardMap
 from kinesis_trio._state import KRecord, StreamState
 from kinesis_trio._streams import StreamFacts
@@ -61,6 +62,36 @@ def test_accept_seal_answer_resolves_each_record_once() -> None:
     assert all(o.result().ok for o in outcomes)
     assert [o.result().sub_sequence_number for o in outcomes] == [0, 1, 2, 3, 4]
     assert eng.ledger.records == 0 and shell.progress_calls >= 1
+
+
+def test_the_members_of_an_aggregate_share_its_attempt_a_plain_record_gets_its_own() -> None:
+    """An aggregate's successful attempt is built once, when it is written, and shared by
+    its members (not once per member awaited); a plain record's is built when asked for."""
+    eng, _, stream = engine()
+    members = [eng.accept(stream, b"r%d" % i, f"k{i}", None, 0.0) for i in range(3)]
+    [agg] = sealed(eng, stream)
+    eng.on_answer(
+        stream,
+        [agg],
+        {"Records": [{"ShardId": agg.shard.shard_id, "SequenceNumber": "9"}]},
+        1.0,
+        1.5,
+    )
+    first, second, _ = (o.result() for o in members)
+    assert first.attempts == second.attempts == (Attempt(1.0, 1.0, 0.5, True),)
+    assert first.attempts[0] is second.attempts[0]
+    plain_eng, _, plain_stream = engine(aggregation_enabled=False)
+    [alone] = [plain_eng.accept(plain_stream, b"p", "k", None, 0.0)]
+    [krec] = sealed(plain_eng, plain_stream)
+    assert not krec.aggregated
+    plain_eng.on_answer(
+        plain_stream,
+        [krec],
+        {"Records": [{"ShardId": krec.shard.shard_id, "SequenceNumber": "7"}]},
+        1.0,
+        1.5,
+    )
+    assert alone.result().attempts == (Attempt(1.0, 1.0, 0.5, True),)
 
 
 def test_an_aggregate_written_across_a_split_is_sent_again_whole() -> None:
