@@ -60,7 +60,7 @@ _COLLECTOR_QUEUE = 16
 class _Shard(ShardBuffer):
     """A shard's buffer with its worker's channel (batches, and ``None`` to wake it)."""
 
-    __slots__ = ("nudged", "recv", "send", "stream")
+    __slots__ = ("idle", "nudged", "recv", "send", "stream")
 
     def __init__(self, shard: Shard, limiter: ShardLimiter, stream: _Stream) -> None:
         super().__init__(shard.shard_id, shard.start, shard.end, limiter)
@@ -71,6 +71,7 @@ class _Shard(ShardBuffer):
         self.recv: MemoryObjectReceiveStream[list[KRecord] | None] = recv
         self.stream = stream
         self.nudged = False  # a wake-up (None) is in the channel, not yet received
+        self.idle = False  # the worker waits on its channel with nothing in hand
 
     def nudge(self) -> None:
         """Wake the worker (once: a wake-up already queued is enough)."""
@@ -302,7 +303,8 @@ class Pipeline:
                 at = acc.wake_at(shard, flushing)
                 if at <= now:
                     assert isinstance(shard, _Shard)
-                    shard.nudge()
+                    if not self._seal_here(stream, shard, now):
+                        shard.nudge()
                 elif at < wake:
                     wake = at
             # No checkpoint between the scan and the scope: an ``opened`` poke cannot fall
@@ -312,13 +314,43 @@ class Pipeline:
                 await anyio.sleep_forever()
             stream.timer_scope = None
 
+    def _seal_here(self, stream: _Stream, shard: _Shard, now: float) -> bool:
+        """Seal a due shard and pass its batch on as its worker would, from the timer's
+        pass over the stream's shards, when the worker has nothing in hand (waiting on an
+        empty channel). The shards of a linger window then go in one pass of one task, not
+        a wake-up of each worker (at 32 shards and 10,000 records/s, the last worker sealed
+        3 ms after the window's end). What the limiter or the collector's channel will not
+        take now is queued for the worker, in order. Returns False, changing nothing, when
+        the worker must do it: it is busy or has batches queued before."""
+        if not shard.idle or shard.queued or shard.nudged or shard.retired:
+            return False
+        engine = self.engine
+        batch = engine.outgoing(stream, shard, engine.acc.seal(shard), now)
+        if batch:
+            coll = stream.coll_send
+            room = coll.statistics()
+            n = 0
+            if room.current_buffer_used < room.max_buffer_size:
+                n = shard.limiter.admit([k.size for k in batch], now)
+            if n:
+                chunk, batch = batch[:n], batch[n:]
+                coll.send_nowait(chunk)
+            if batch:
+                shard.queued += 1
+                shard.send.send_nowait(batch)
+        return True
+
     async def _shard_worker(self, stream: _Stream, shard: _Shard) -> None:
         acc = self.engine.acc
         engine = self.engine
         recv = shard.recv
         while True:
             if acc.wake_at(shard, bool(engine.flushing)) > self.now():
-                item = await recv.receive()
+                shard.idle = True
+                try:
+                    item = await recv.receive()
+                finally:
+                    shard.idle = False
                 if item is None:
                     shard.nudged = False
                 else:

@@ -87,6 +87,46 @@ async def test_a_window_that_fills_early_goes_before_its_end(scale: float) -> No
     assert early < linger * 0.2
 
 
+async def test_a_windows_shards_are_sealed_by_the_timer_in_order_past_a_limiter(
+    scale: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At a window's end the timer seals every due shard and hands the batches to the
+    collector itself: no shard worker is woken, and the shards go in one request. A batch
+    its shard's limiter will not take whole is split as the worker would split it: the part
+    admitted goes now, the rest after it (the worker paces it), in put order."""
+    from kinesis_trio import _shell
+
+    nudges: list[object] = []
+    nudge = _shell._Shard.nudge
+
+    def counted(self: _shell._Shard) -> None:
+        nudges.append(self)
+        nudge(self)
+
+    monkeypatch.setattr(_shell._Shard, "nudge", counted)
+    linger = 0.1 if scale == 1.0 else 0.05
+    fake = FakeKinesis()
+    fake.create_stream("s", 4)
+    # 2 % of a shard's 1,000 records/s: a bucket of 20 records
+    async with fake_producer(
+        fake, record_max_buffered_time=linger, aggregation_enabled=False, rate_limit=2
+    ) as producer:
+        await window_start(linger)
+        others = [await producer.put(b"o", f"other-{i}") for i in range(12)]
+        hot = [await producer.put(b"h%d" % i, "hot") for i in range(30)]
+        results = [await o.wait() for o in others + hot]
+        woken = len(nudges)  # (closing wakes every worker: a flush)
+    assert all(r.ok for r in results)
+    assert woken == 0
+    hot_shard = results[len(others)].shard_id
+    in_hot = [r for r in results[: len(others)] if r.shard_id == hot_shard]
+    entries = [body["Records"] for op, body in fake.requests if op == "PutRecords"]
+    # the first request: every other shard's records and the 20 the hot shard's bucket held
+    assert entries[0] == len(others) + 20 - len(in_hot) and sum(entries) == 42
+    seqs = [int(r.sequence_number or "0") for r in results[len(others) :]]
+    assert seqs == sorted(seqs)  # the hot key's records were written in put order
+
+
 async def test_always_throttled_records_expire_after_the_ttl(scale: float) -> None:
     ttl = 30.0 * scale
 
