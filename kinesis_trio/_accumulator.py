@@ -24,12 +24,21 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import anyio
 
-from ._aggregation import AggregateSizer, _vlen, deaggregate, encode_records
+from ._aggregation import (
+    _LEN3_HEADERS,
+    _PK_INDEX_PIECES,
+    AggregateSizer,
+    _vlen,
+    deaggregate,
+    encode_parts,
+    encode_records,
+    record_header,
+)
 from ._outcome import Outcome
 from ._state import KRecord, ShardBuffer, StreamState
 
@@ -144,6 +153,17 @@ class Accumulator:
                 if shard.open_deadline == _INF:
                     self._open(stream, shard, now)
                 shard.members.append(outcome)
+                parts = shard.parts
+                if parts is not None:  # the record encoded now: the seal only joins
+                    if inner < 4096 and key_index < 2048:
+                        parts += (
+                            _LEN3_HEADERS[inner],
+                            _PK_INDEX_PIECES[key_index],
+                            _LEN3_HEADERS[n],
+                            outcome._data,  # type: ignore[arg-type]
+                        )
+                    else:
+                        parts += (record_header(key_index, n, inner), outcome._data)  # type: ignore[arg-type]
                 stream.window_bytes += grow
                 if stream.window_bytes >= self.early_size:
                     self.send_early(stream, now)
@@ -306,6 +326,7 @@ class Accumulator:
         if rerouted:
             shard.rerouted = True
         shard.members.append(outcome)
+        shard.parts = None  # not the common path: the seal encodes the members
         stream.window_bytes += grow
         if stream.window_bytes >= self.early_size:
             self.send_early(stream, now)
@@ -361,12 +382,15 @@ class Accumulator:
                     )
                 )
             else:
-                krec = _aggregate(members, shard, deadline, bool(shard.sizer.ehks))
+                krec = _aggregate(
+                    members, shard, deadline, bool(shard.sizer.ehks), shard.parts, shard.sizer.pks
+                )
                 if shard.rerouted:  # re-routed members may be older than the first one
                     krec.since = min(o._arrival for o in members)
                 batch.append(krec)
             shard.sizer = AggregateSizer()
             shard.members = []
+            shard.parts = []
             shard.rerouted = False
         shard.plain = []
         shard.plain_bytes = 0
@@ -458,17 +482,25 @@ def regroup(krec: KRecord, live: list[Outcome]) -> list[KRecord]:
 
 
 def _aggregate(
-    members: list[Outcome], shard: ShardBuffer, deadline: float, with_ehks: bool
+    members: list[Outcome],
+    shard: ShardBuffer,
+    deadline: float,
+    with_ehks: bool,
+    parts: list[bytes] | None = None,
+    keys: Iterable[str] = (),
 ) -> KRecord:
     """A KPL aggregate of ``members`` (each with its data), which holds their data from now:
     one copy in memory, not two. ``unpack`` gives it back to the members if they must go
-    another way (or fail: the ledger finds the aggregate by ``_agg``)."""
-    ehks = [o._explicit_hash_key for o in members] if with_ehks else None
-    blob = encode_records(
-        [o._data for o in members],  # type: ignore[misc]
-        [o._partition_key for o in members],  # type: ignore[misc]
-        ehks,
-    )
+    another way (or fail: the ledger finds the aggregate by ``_agg``). ``parts``: the
+    members already encoded (``encode_parts``, with the key table ``keys``), if they were."""
+    if parts is not None and not with_ehks:
+        blob = encode_parts(keys, parts)
+    else:
+        blob = encode_records(
+            [o._data for o in members],  # type: ignore[misc]
+            [o._partition_key for o in members],  # type: ignore[misc]
+            [o._explicit_hash_key for o in members] if with_ehks else None,
+        )
     krec = KRecord(
         members,
         blob,

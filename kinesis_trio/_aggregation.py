@@ -297,7 +297,37 @@ def encode_records(
             record_header = bytes((_TAG_LEN3,)) + _varint(inner)
         append(record_header + piece + data_header)
         append(data)
-    proto = b"".join(pk_table + ehk_table + parts)
+    return _framed(b"".join(pk_table + ehk_table + parts))
+
+
+def encode_parts(partition_keys: Iterable[str], parts: list[bytes]) -> bytes:
+    """An aggregated record from its records already encoded: ``parts`` holds, for each
+    record in order, its header (:func:`record_header`) and then its data; the records use
+    no explicit hash key, and their key indexes follow ``partition_keys`` (the table, in
+    order). Byte-identical to :func:`encode_records` of the same records: the accumulator
+    writes each record's pieces as it places it, and the seal only joins them."""
+    entries = _PK_ENTRIES
+    table = [entries.get(key) or _pk_entry(key) for key in partition_keys]
+    return _framed(b"".join(table + parts))
+
+
+def record_header(key_index: int, n: int, inner: int) -> bytes:
+    """The bytes before a record's data in an aggregate (no explicit hash key): its own
+    length header (``inner``: its length after that header), its key index, and the data's
+    length header (``n`` bytes of data)."""
+    return (
+        (_LEN3_HEADERS[inner] if inner < 4096 else bytes((_TAG_LEN3,)) + _varint(inner))
+        + (
+            _PK_INDEX_PIECES[key_index]
+            if key_index < 2048
+            else bytes((_TAG_PK_INDEX,)) + _varint(key_index)
+        )
+        + (_LEN3_HEADERS[n] if n < 4096 else bytes((_TAG_LEN3,)) + _varint(n))
+    )
+
+
+def _framed(proto: bytes) -> bytes:
+    """The aggregated record: magic, the protobuf message, its MD5."""
     return b"".join((MAGIC, proto, hashlib.md5(proto, usedforsecurity=False).digest()))
 
 

@@ -80,6 +80,7 @@ class ShardBuffer:
         "limiter",
         "members",
         "open_deadline",
+        "parts",
         "plain",
         "plain_bytes",
         "queued",
@@ -96,6 +97,10 @@ class ShardBuffer:
         self.end = end
         self.sizer = AggregateSizer()
         self.members: list[Outcome] = []
+        #: the open aggregate's records already encoded, in order (``encode_parts``), while
+        #: every member came by the accumulator's common path; None once one did not (the
+        #: seal then encodes the members)
+        self.parts: list[bytes] | None = []
         self.plain: list[KRecord] = []
         self.plain_bytes = 0
         #: the linger deadline of the open containers (infinite while they are empty)

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kinesis_trio._accumulator import Accumulator, expired_in, prune, unaggregate
-from kinesis_trio._aggregation import _vlen, deaggregate
+from kinesis_trio._aggregation import _vlen, deaggregate, encode_records
 from kinesis_trio._outcome import failed
 from kinesis_trio._state import KRecord, ShardBuffer, StreamState
 
@@ -92,6 +92,35 @@ def test_the_inline_fast_path_places_as_place_does(
                 assert krec.size == len(krec.data) + 1
         results.append([(k.shard.shard_id, k.data, k.aggregated) for k in batches])
     assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("switch_at", [None, 0, 1500])
+def test_records_encoded_as_they_are_placed_join_into_the_members_encoding(
+    switch_at: int | None,
+) -> None:
+    """The common path encodes each record as it places it (the seal only joins the
+    pieces): past the precomputed tables too (key indexes from 2,048, lengths from 4,096).
+    A record placed another way (``place``) drops the pieces, and the seal encodes the
+    members; either way the aggregate is the members' ``encode_records``."""
+    shell = RecordingShell()
+    acc = accumulator(shell)
+    stream = stream_of(shell, even_shards(1), agg_max_size=1_048_576)
+    shard = stream.shards[0]
+    for i in range(2_100):
+        data, key = (b"d" * (5_000 if i % 700 == 3 else i % 9), f"key-{i}")
+        if i == switch_at:
+            acc.place(stream, outcome(data, key), len(key.encode()), 0.0, check_room=True)
+        else:
+            add(acc, stream, data, key)
+        assert (shard.parts is None) == (switch_at is not None and i >= switch_at)
+    members = list(shard.members)
+    expected = encode_records(
+        [o._data for o in members],  # type: ignore[misc]
+        [o._partition_key for o in members],  # type: ignore[misc]
+    )
+    [agg] = every_batch(shell, acc, stream)
+    assert agg.members == members and agg.data == expected
+    assert shard.parts == [] and not shard.members  # the next aggregate starts clean
 
 
 def test_a_full_channel_blocks_before_anything_changes() -> None:
