@@ -236,9 +236,7 @@ class Accumulator:
             )
         )
         shard.plain_bytes += size
-        stream.window_bytes += size
-        if stream.window_bytes >= self.early_size:
-            self.send_early(stream, now)
+        self._count_window(stream, size, now)
         return None
 
     def join(
@@ -327,7 +325,12 @@ class Accumulator:
             shard.rerouted = True
         shard.members.append(outcome)
         shard.parts = None  # not the common path: the seal encodes the members
-        stream.window_bytes += grow
+        self._count_window(stream, grow, now)
+
+    def _count_window(self, stream: StreamState, size: int, now: float) -> None:
+        """``size`` bytes more in the stream's open containers in this linger window; at
+        ``early_size``, :meth:`send_early` (``add`` does the same inline)."""
+        stream.window_bytes += size
         if stream.window_bytes >= self.early_size:
             self.send_early(stream, now)
 
