@@ -21,10 +21,19 @@ import json
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from .common import ROOT, create_stream, delete_stream, start_emulator
+from .common import (
+    ROOT,
+    create_stream,
+    delete_stream,
+    machine_info,
+    publish,
+    report_header,
+    start_emulator,
+)
 
 CASES: list[tuple[str, list[str]]] = [
     ("ff trio", ["--backend", "trio", "--mode", "fire-and-forget"]),
@@ -80,7 +89,9 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=100_000)
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--only", default="", help="comma-separated case names")
+    parser.add_argument("--name", default="", help="also write results/<name>.{md,json}")
     args = parser.parse_args()
+    started = time.perf_counter()
     trees = {"before": Path(args.before).resolve(), "after": Path(args.after).resolve()}
     cases = [c for c in CASES if not args.only or c[0] in args.only.split(",")]
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -103,10 +114,12 @@ def main() -> None:
                     )
     finally:
         emulator.stop()
-    print()
-    print(f"{args.rounds} rounds, {args.count} records of 200 B (paced: 8 s), {args.shards} shards")
-    print("| case | metric | before (median) | after (median) | after/before (median, range) |")
-    print("|---|---|---|---|---|")
+    table = [
+        f"{args.rounds} rounds, {args.count} records of 200 B (paced: 8 s), {args.shards} shards",
+        "",
+        "| case | metric | before (median) | after (median) | after/before (median, range) |",
+        "|---|---|---|---|---|",
+    ]
     for name, _ in cases:
         for metric in METRICS:
             got = [o.get(metric) for o in results[(name, "before")] + results[(name, "after")]]
@@ -115,11 +128,35 @@ def main() -> None:
             before = [float(o[metric]) for o in results[(name, "before")]]
             after = [float(o[metric]) for o in results[(name, "after")]]
             ratios = [a / b for a, b in zip(after, before, strict=True) if b]
-            print(
+            table.append(
                 f"| {name} | {metric} | {statistics.median(before):.2f} | "
                 f"{statistics.median(after):.2f} | {statistics.median(ratios):.3f} "
                 f"({min(ratios):.3f}-{max(ratios):.3f}) |"
             )
+    if not args.name:
+        print("\n" + "\n".join(table))
+        return
+    info = machine_info()
+    total = time.perf_counter() - started
+    md = report_header(
+        f"# Side by side: {args.before} (before) and {args.after} (after)", info, total
+    )
+    md += [f"Before: {_commit(trees['before'])}; after: {_commit(trees['after'])}.", "", *table, ""]
+    data = {f"{name} {label}": runs for (name, label), runs in results.items()}
+    publish(args.name, md, {"machine": info, "runs": data}, total)
+
+
+def _commit(tree: Path) -> str:
+    """The commit a tree is at (and whether its files differ from it)."""
+    head = subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return f"{head or 'unknown'}{' + uncommitted changes' if dirty else ''}"
 
 
 if __name__ == "__main__":
