@@ -70,23 +70,15 @@ class _Shell:
 def engine_parts(count: int, shards: int, collector: bool) -> dict[str, float]:
     """CPU seconds of each part of the engine's pipeline for ``count`` records."""
     from kinesis_trio._config import ProducerConfig
-    from kinesis_trio._engine import Engine
+    from kinesis_trio._engine import Engine, metrics_for
     from kinesis_trio._requests import body, chunks
     from kinesis_trio._shards import Shard, ShardMap
     from kinesis_trio._state import StreamState
     from kinesis_trio._streams import StreamFacts
-    from kinesis_trio.metrics import Metrics
 
     cfg = ProducerConfig(max_outstanding_records=count + 1, max_outstanding_bytes=2**40)
     shell = _Shell()
-    metrics = Metrics(
-        level=cfg.metrics_level,
-        granularity=cfg.metrics_granularity,
-        namespace=cfg.metrics_namespace,
-        sinks=(),
-        upload_interval=cfg.metrics_upload_delay,
-    )
-    eng = Engine(cfg, shell, metrics, refreshable=True)
+    eng = Engine(cfg, shell, metrics_for(cfg), refreshable=True)
     step = 2**128 // shards
     shard_list = [
         Shard(f"shardId-{i:012d}", i * step, 2**128 - 1 if i == shards - 1 else (i + 1) * step - 1)

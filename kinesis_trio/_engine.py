@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -46,13 +47,26 @@ from ._retry import Action, overload_cost
 from ._shards import hash_key_for, parse_explicit_hash_key
 from ._state import KRecord, ShardBuffer, StreamState
 from ._validate import partition_key_length
+from .metrics._names import MetricsSink
 from .metrics._recorder import Metrics
 
-__all__ = ["Engine"]
+__all__ = ["Engine", "metrics_for"]
 
 _log = get_logger("kinesis_trio.producer")
 _INF = math.inf
 _KEY_CACHE_MAX = 1 << 16
+
+
+def metrics_for(config: ProducerConfig, sinks: Sequence[MetricsSink] = ()) -> Metrics:
+    """The metrics recorder ``config`` asks for (level, granularity, namespace, upload
+    interval), publishing to ``sinks``."""
+    return Metrics(
+        level=config.metrics_level,
+        granularity=config.metrics_granularity,
+        namespace=config.metrics_namespace,
+        sinks=sinks,
+        upload_interval=config.metrics_upload_delay,
+    )
 
 
 class Engine:

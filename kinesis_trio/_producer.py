@@ -23,7 +23,7 @@ if sys.version_info < (3, 11):  # pragma: no cover
 from ._client import KinesisClient
 from ._config import ProducerConfig
 from ._credentials import StaticCredentials
-from ._engine import Engine
+from ._engine import Engine, metrics_for
 from ._errors import KinesisError, ProducerClosedError
 from ._failures import FailedRecord, FailureBuffer
 from ._logging import get_logger
@@ -118,13 +118,7 @@ class Producer:
         self._stream_locks: dict[str, anyio.Lock] = {}
         self._now: Callable[[], float] = anyio.current_time
         self._put_calls = 0
-        self._metrics = Metrics(
-            level=config.metrics_level,
-            granularity=config.metrics_granularity,
-            namespace=config.metrics_namespace,
-            sinks=metrics_sinks,
-            upload_interval=config.metrics_upload_delay,
-        )
+        self._metrics = metrics_for(config, metrics_sinks)
         self._measure = self._metrics.enabled
         self._failures = FailureBuffer(config.failures_buffer_records, config.failures_buffer_bytes)
         self._failures_event: anyio.Event | None = None

@@ -5,13 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from kinesis_trio._config import ProducerConfig
-from kinesis_trio._engine import Engine
+from kinesis_trio._engine import Engine, metrics_for
 from kinesis_trio._errors import KinesisError
 from kinesis_trio._outcome import Attempt
 from kinesis_trio._shards import ShardMap
 from kinesis_trio._state import KRecord, StreamState
 from kinesis_trio._streams import StreamFacts
-from kinesis_trio.metrics import Metrics
 
 from .engine_helpers import RecordingShell, even_shards
 
@@ -24,14 +23,7 @@ def engine(
     """An engine with one stream, loaded as the producer loads one (its policy applied)."""
     cfg = ProducerConfig(**config)
     shell = RecordingShell()
-    metrics = Metrics(
-        level=cfg.metrics_level,
-        granularity=cfg.metrics_granularity,
-        namespace=cfg.metrics_namespace,
-        sinks=(),
-        upload_interval=cfg.metrics_upload_delay,
-    )
-    eng = Engine(cfg, shell, metrics, refreshable=True)
+    eng = Engine(cfg, shell, metrics_for(cfg), refreshable=True)
     shard_map = ShardMap(even_shards(shards))
     stream = StreamState("s", shard_map)
     eng.maps.apply_facts(stream, facts or StreamFacts("s"), shard_map, 0.0)
