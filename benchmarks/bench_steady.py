@@ -26,6 +26,7 @@ import json
 import math
 import sys
 import time
+from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -56,8 +57,11 @@ class Job:
     #: the awaiter: "each" receives every (scheduled, outcome) pair with ``await receive()``,
     #: a pass through the scheduler per record; "drain" takes what is already there with
     #: ``receive_nowait`` and awaits only when the channel is empty (the figures before
-    #: issue 25's last stop were measured with "each")
+    #: issue 25's last stop were measured with "each"); "poll": no awaiter task, the arrival
+    #: loop takes resolved outcomes each tick (``_drive_polled``)
     awaiter: str = "drain"
+    #: the arrival loop's tick in seconds (bench_virtual: one record's interval at low rates)
+    tick: float = TICK
 
 
 class _Resolved:
@@ -65,6 +69,9 @@ class _Resolved:
 
     async def wait(self) -> None:
         return None
+
+    def done(self) -> bool:
+        return True
 
 
 class _NullProducer:
@@ -83,6 +90,8 @@ async def _next(recv: Any) -> tuple[float, Any]:
 
 
 async def _drive(job: Job, producer: Any) -> dict[str, Any]:
+    if job.awaiter == "poll":
+        return await _drive_polled(job, producer)
     payload = b"x" * SIZE
     keys = [f"key-{i}" for i in range(KEYS)]
     send, recv = anyio.create_memory_object_stream[tuple[float, Any]](math.inf)
@@ -140,13 +149,77 @@ async def _drive(job: Job, producer: Any) -> dict[str, Any]:
                             outcome = await producer.put(payload, keys[i % KEYS])
                             send.send_nowait((scheduled, outcome))
                         i += 1
-                    await anyio.sleep(TICK)
+                    await anyio.sleep(job.tick)
             elif job.rate == 0:
                 for i in range(job.count):
                     send.send_nowait((now(), await producer.put(payload, keys[i % KEYS])))
                 i = job.count
             else:
                 await anyio.sleep(job.duration)
+    wall = now() - t0
+    cpu = time.process_time() - cpu0
+    gc.callbacks.remove(pauses)
+    latencies.sort()
+
+    def q(p: float) -> float:
+        return latencies[min(len(latencies) - 1, int(p * len(latencies)))] if latencies else 0.0
+
+    return {
+        "records": i,
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "p50_s": q(0.5),
+        "p99_s": q(0.99),
+        "gc_s": pauses.total,
+        "gc_full": pauses.full,
+        "gc_full_max_s": pauses.full_max,
+    }
+
+
+async def _drive_polled(job: Job, producer: Any) -> dict[str, Any]:
+    """``--awaiter poll``: one task, no awaiter task. Each tick puts the records due, then
+    takes the resolved outcomes at the head of the line (``Outcome.done()``); once the
+    schedule ends, it awaits the rest in order. The null producer's run then wakes exactly
+    as often as the producer's (an awaiter task woken per record by the null producer, but
+    once per resolved batch by the real one, made the null run the costlier at low rates).
+    Latency is taken when the tick sees the outcome resolved: up to one tick late."""
+    payload = b"x" * SIZE
+    keys = [f"key-{i}" for i in range(KEYS)]
+    pending: deque[tuple[float, Any]] = deque()
+    latencies: list[float] = []
+    now = anyio.current_time
+    if job.gc == "freeze":
+        gc.collect()
+        gc.freeze()
+    pauses = _GcPauses()
+    gc.callbacks.append(pauses)
+    cpu0 = time.process_time()
+    t0 = now()
+    i = 0
+    if job.rate > 0:
+        end = job.duration
+        last = math.ceil(end * job.rate)
+        while True:
+            elapsed = now() - t0
+            if elapsed >= end:
+                break
+            due = min(math.floor(elapsed * job.rate) + 1, last)
+            while i < due:
+                pending.append((t0 + i / job.rate, await producer.put(payload, keys[i % KEYS])))
+                i += 1
+            while pending and pending[0][1].done():
+                latencies.append(now() - pending.popleft()[0])
+            await anyio.sleep(job.tick)
+    elif job.rate == 0:
+        for i in range(job.count):
+            pending.append((now(), await producer.put(payload, keys[i % KEYS])))
+        i = job.count
+    else:
+        await anyio.sleep(job.duration)
+    while pending:
+        scheduled, outcome = pending.popleft()
+        await outcome.wait()
+        latencies.append(now() - scheduled)
     wall = now() - t0
     cpu = time.process_time() - cpu0
     gc.callbacks.remove(pauses)
@@ -240,7 +313,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--engine", choices=["kinesalite", "kinesis-local", "python"])
     parser.add_argument("--name", default="steady", help="results/<name>.{md,json}")
-    parser.add_argument("--awaiter", choices=["drain", "each"], default="drain")
+    parser.add_argument("--awaiter", choices=["drain", "each", "poll"], default="drain")
     args = parser.parse_args()
     if args.child:
         job = Job(**json.loads(args.child))
