@@ -77,3 +77,42 @@ async def test_quiet_by_default_and_no_secrets_even_at_debug(
     assert "kinesis.call" in logged  # debug shows the requests
     assert CREDS.secret_access_key not in logged
     assert "Signature=" not in logged and "Authorization" not in logged
+
+
+def test_an_event_below_the_level_returns_before_structlog_and_one_above_it_is_logged(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kinesis_trio._logging import get_logger
+
+    log = get_logger("kinesis_trio.test_levels")
+    reached: list[str] = []
+    inner = log._log
+    for level in ("debug", "info", "warning", "error", "exception"):
+        original = getattr(inner, level)
+
+        def spy(event: str, _level: str = level, _f: Any = original, **kw: Any) -> None:
+            reached.append(_level)
+            _f(event, **kw)
+
+        monkeypatch.setattr(inner, level, spy)
+    with caplog.at_level(logging.WARNING, logger="kinesis_trio.test_levels"):
+        log.debug("quiet", n=1)
+        log.info("quiet", n=2)
+        log.warning("loud", n=3)
+        log.error("loud", n=4)
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            log.exception("loud", n=5)
+    # below WARNING nothing reached structlog (no processors, no DropEvent raised)
+    assert reached == ["warning", "error", "exception"]
+    logged = messages(caplog, "kinesis_trio.test_levels")
+    assert [m.split()[0] for m in logged] == ["event='loud'"] * 3
+    assert "n=3" in logged[0] and "n=5" in logged[2]
+    assert "ValueError: boom" in logged[2]
+    reached.clear()
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="kinesis_trio.test_levels"):
+        log.debug("now", n=6)
+    assert reached == ["debug"]
+    assert messages(caplog, "kinesis_trio.test_levels") == ["event='now' level='debug' n=6"]
