@@ -50,6 +50,8 @@ __all__ = ["Pipeline"]
 
 _log = get_logger("kinesis_trio.producer")
 _INF = math.inf
+#: the timer's pass when the collector's channel is full: nothing is ever added to it
+_FULL: list[KRecord] = []
 #: At most one ListShards per stream per this many seconds from this producer (plus jitter).
 _MIN_REFRESH_INTERVAL = 1.0
 _REFRESH_JITTER = 0.1
@@ -100,7 +102,8 @@ class _Stream(StreamState):
         super().__init__(name, shard_map, arn=arn)
         # Room for one batch per shard: the shards' containers seal at the same instant (the
         # end of their linger window) and the collector must find them all queued when it
-        # wakes, to send them in one request. No more: a collector that is behind (every
+        # wakes, to send them in one request (the timer's pass sends the batches it seals
+        # as one message; a worker sends its own). No more: a collector that is behind (every
         # connection busy) holds the workers back, and the backlog stays in the shards.
         room = max(_COLLECTOR_QUEUE, len(shard_map.shards))
         send, recv = anyio.create_memory_object_stream[list[KRecord]](room)
@@ -291,22 +294,30 @@ class Pipeline:
     # -- per-shard workers ------------------------------------------------------------------
 
     async def _linger_timer(self, stream: _Stream) -> None:
-        """Wake each shard's worker when its containers are due (their linger deadline, a
-        flush); sleep until the next deadline (``opened`` moves it earlier)."""
+        """Seal each shard's containers when they are due (their linger deadline, a flush),
+        or wake its worker to; sleep until the next deadline (``opened`` moves it earlier)."""
         acc = self.engine.acc
         engine = self.engine
+        coll = stream.coll_send
         while True:
             now = self.now()
             flushing = bool(engine.flushing)
             wake = _INF
+            # what the pass seals goes to the collector in one message, if it has room
+            out: list[KRecord] | None = None
             for shard in stream.shards:
                 at = acc.wake_at(shard, flushing)
                 if at <= now:
                     assert isinstance(shard, _Shard)
-                    if not self._seal_here(stream, shard, now):
+                    if out is None:
+                        room = coll.statistics()
+                        out = [] if room.current_buffer_used < room.max_buffer_size else _FULL
+                    if not self._seal_here(stream, shard, now, out):
                         shard.nudge()
                 elif at < wake:
                     wake = at
+            if out:
+                coll.send_nowait(out)
             # No checkpoint between the scan and the scope: an ``opened`` poke cannot fall
             # between them and be lost.
             with anyio.CancelScope(deadline=wake) as scope:
@@ -314,27 +325,27 @@ class Pipeline:
                 await anyio.sleep_forever()
             stream.timer_scope = None
 
-    def _seal_here(self, stream: _Stream, shard: _Shard, now: float) -> bool:
+    def _seal_here(self, stream: _Stream, shard: _Shard, now: float, out: list[KRecord]) -> bool:
         """Seal a due shard and pass its batch on as its worker would, from the timer's
         pass over the stream's shards, when the worker has nothing in hand (waiting on an
         empty channel). The shards of a linger window then go in one pass of one task, not
         a wake-up of each worker (at 32 shards and 10,000 records/s, the last worker sealed
-        3 ms after the window's end). What the limiter or the collector's channel will not
-        take now is queued for the worker, in order. Returns False, changing nothing, when
-        the worker must do it: it is busy or has batches queued before."""
+        3 ms after the window's end), and in one message to the collector: what the shard's
+        limiter admits is added to ``out`` (``_FULL``: the collector's channel has no room).
+        What is not taken now is queued for the worker, in order: the timer sends ``out``
+        before it next waits, so before the worker can run. Returns False, changing
+        nothing, when the worker must do it: it is busy or has batches queued before."""
         if not shard.idle or shard.queued or shard.nudged or shard.retired:
             return False
         engine = self.engine
         batch = engine.outgoing(stream, shard, engine.acc.seal(shard), now)
         if batch:
-            coll = stream.coll_send
-            room = coll.statistics()
             n = 0
-            if room.current_buffer_used < room.max_buffer_size:
+            if out is not _FULL:
                 n = shard.limiter.admit([k.size for k in batch], now)
             if n:
-                chunk, batch = batch[:n], batch[n:]
-                coll.send_nowait(chunk)
+                out += batch[:n]
+                batch = batch[n:]
             if batch:
                 shard.queued += 1
                 shard.send.send_nowait(batch)

@@ -127,6 +127,97 @@ async def test_a_windows_shards_are_sealed_by_the_timer_in_order_past_a_limiter(
     assert seqs == sorted(seqs)  # the hot key's records were written in put order
 
 
+def _collector_messages(producer: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Every message into the stream's collector channel: ("timer" or "worker", records)."""
+    stream = producer._engine.streams["s"]
+    sent: list[tuple[str, int]] = []
+    send_nowait, send = stream.coll_send.send_nowait, stream.coll_send.send
+    from_workers: list[object] = []  # the lists sent by workers (anyio's send calls
+    # send_nowait with the same list)
+
+    def timer(item: Any) -> None:
+        if not any(item is sent_by_worker for sent_by_worker in from_workers):
+            sent.append(("timer", len(item)))
+        send_nowait(item)
+
+    async def worker(item: Any) -> None:
+        sent.append(("worker", len(item)))
+        from_workers.append(item)
+        await send(item)
+
+    monkeypatch.setattr(stream.coll_send, "send_nowait", timer)
+    monkeypatch.setattr(stream.coll_send, "send", worker)
+    return sent
+
+
+async def test_the_timer_hands_a_windows_shards_to_the_collector_in_one_message(
+    scale: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batches the timer seals in one pass go to the collector as one message (one
+    channel send, one wake-up of the collector), in the order of the shards."""
+    linger = 0.1 if scale == 1.0 else 0.05
+    fake = FakeKinesis()
+    fake.create_stream("s", 4)
+    async with fake_producer(
+        fake, record_max_buffered_time=linger, aggregation_enabled=False
+    ) as producer:
+        sent = _collector_messages(producer, monkeypatch)
+        await window_start(linger)
+        outcomes = [await producer.put(b"v", f"key-{i}") for i in range(12)]
+        results = [await o.wait() for o in outcomes]
+        window = list(sent)
+    assert all(r.ok for r in results)
+    assert len({r.shard_id for r in results}) >= 3  # several shards in the window
+    assert window == [("timer", 12)]
+    entries = [body["Records"] for op, body in fake.requests if op == "PutRecords"]
+    assert entries == [12]
+
+
+async def test_with_the_collectors_channel_full_the_timer_leaves_the_batches_to_the_workers(
+    scale: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the collector's channel has no room, the timer's pass seals each due shard and
+    queues its batch for the shard's worker, which sends it when the channel has room;
+    every record is written, each key's in put order."""
+    linger = 0.1 if scale == 1.0 else 0.05
+    fake = FakeKinesis()
+    fake.create_stream("s", 4)
+    async with fake_producer(
+        fake, record_max_buffered_time=linger, aggregation_enabled=False
+    ) as producer:
+        sent = _collector_messages(producer, monkeypatch)
+        coll = producer._engine.streams["s"].coll_send
+        statistics = coll.statistics
+        full = [1]  # the first pass finds the channel full
+
+        def seen_full() -> Any:
+            room = statistics()
+            if full:
+                full.pop()
+                return room.__class__(
+                    current_buffer_used=room.max_buffer_size,
+                    max_buffer_size=room.max_buffer_size,
+                    open_send_streams=room.open_send_streams,
+                    open_receive_streams=room.open_receive_streams,
+                    tasks_waiting_send=room.tasks_waiting_send,
+                    tasks_waiting_receive=room.tasks_waiting_receive,
+                )
+            return room
+
+        monkeypatch.setattr(coll, "statistics", seen_full)
+        await window_start(linger)
+        outcomes = [await producer.put(b"%d" % i, f"key-{i % 3}") for i in range(12)]
+        results = [await o.wait() for o in outcomes]
+        window = list(sent)
+    assert all(r.ok for r in results)
+    assert not full  # the timer did look
+    assert [who for who, _ in window] == ["worker"] * len(window), window
+    assert sum(n for _, n in window) == 12
+    for key in range(3):
+        seqs = [int(r.sequence_number or "0") for r in results[key::3]]
+        assert seqs == sorted(seqs)
+
+
 async def test_always_throttled_records_expire_after_the_ttl(scale: float) -> None:
     ttl = 30.0 * scale
 
