@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ._responses import entry_error
@@ -24,7 +25,8 @@ def measure_answer(
     metrics.request_time(stream, end - start)
     metrics.kinesis_records_per_request(stream, len(krecs))
     metrics.user_records_per_request(stream, sum(len(k.members) for k in krecs))
-    # shard -> [user records, user bytes, Kinesis records, Kinesis bytes, buffering sum]
+    # shard -> [user records, user bytes, Kinesis records, Kinesis bytes, buffering sum,
+    #           aggregates, their user records, fewest in one, most in one]
     groups: dict[str, list[float]] = {}
     retries: dict[tuple[str, int], int] = {}
     errors: dict[tuple[str, str], int] = {}
@@ -39,20 +41,30 @@ def measure_answer(
         n = len(members)
         group = groups.get(shard_id)
         if group is None:
-            group = groups[shard_id] = [0, 0, 0, 0, 0.0]
+            group = groups[shard_id] = [0, 0, 0, 0, 0.0, 0, 0, math.inf, 0]
         group[0] += n
         group[1] += sum(o._size for o in members) if krec.aggregated else krec.size
         group[2] += 1
         group[3] += krec.size
         group[4] += (start - krec.since) * n
         if krec.aggregated:
-            metrics.user_records_per_kinesis_record(stream, shard_id, n)
+            group[5] += 1
+            group[6] += n
+            if n < group[7]:
+                group[7] = n
+            if n > group[8]:
+                group[8] = n
         tries = len(members[0]._attempts)
         retries[(shard_id, tries)] = retries.get((shard_id, tries), 0) + n
-    for shard_id, (users, user_bytes, kinesis, kinesis_bytes, buffering) in groups.items():
+    for shard_id, group in groups.items():
+        users, user_bytes, kinesis, kinesis_bytes, buffering, aggs, in_aggs, lo, hi = group
         metrics.user_records_put(stream, shard_id, int(users), int(user_bytes))
         metrics.kinesis_records_put(stream, shard_id, int(kinesis), int(kinesis_bytes))
         metrics.buffering_time(stream, shard_id, buffering / users, int(users))
+        if aggs:
+            metrics.user_records_per_kinesis_records(
+                stream, shard_id, int(aggs), int(in_aggs), int(lo), int(hi)
+            )
     for (shard_id, tries), n in retries.items():
         metrics.retries_per_record(stream, shard_id, tries, n)
     for (shard_id, code), n in errors.items():

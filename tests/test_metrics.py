@@ -1065,3 +1065,17 @@ def test_a_sample_kept_once_rolls_up_to_every_dimension_set(
     # and the window closes to the same data, then starts empty
     assert {(d.name, d.dimensions) for d in m._close_window()} == set(expected)
     assert m.snapshot() == []
+
+
+def test_a_shards_aggregates_summarized_at_once_give_the_samples_of_one_call_each() -> None:
+    one_by_one, at_once = Metrics(), Metrics()
+    for n in (12, 2, 7):
+        one_by_one.user_records_per_kinesis_record("s", SHARD0, n)
+    at_once.user_records_per_kinesis_records("s", SHARD0, 3, 21, 2, 12)
+    at_once.user_records_per_kinesis_records("s", SHARD0, 0, 0, 0, 0)  # nothing: no sample
+    before, after = one_by_one.snapshot(), at_once.snapshot()
+    assert [d for d in after if d.name == "UserRecordsPerKinesisRecord"]
+    assert [(d.dimensions, d.count, d.sum, d.minimum, d.maximum) for d in before] == [
+        (d.dimensions, d.count, d.sum, d.minimum, d.maximum) for d in after
+    ]
+    assert one_by_one.totals() == at_once.totals()

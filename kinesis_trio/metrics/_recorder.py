@@ -313,6 +313,16 @@ class Metrics:
             v = float(value)
             self._put("UserRecordsPerKinesisRecord", self._scope(stream, shard, 2), 1, v, v, v)
 
+    def user_records_per_kinesis_records(
+        self, stream: str, shard: str, count: int, total: int, lo: int, hi: int
+    ) -> None:
+        """UserRecordsPerKinesisRecord for ``count`` aggregated records of one shard at
+        once: ``total`` user records in all, ``lo`` the fewest in one, ``hi`` the most
+        (the same samples as ``count`` calls of ``user_records_per_kinesis_record``)."""
+        if self._active and count > 0 and "UserRecordsPerKinesisRecord" in self._enabled:
+            scopes = self._scope(stream, shard, 2)
+            self._put("UserRecordsPerKinesisRecord", scopes, count, float(total), lo, hi)
+
     def kinesis_records_per_request(self, stream: str, value: int) -> None:
         """KinesisRecordsPerPutRecordsRequest: Kinesis records in one PutRecords request."""
         if self._active and "KinesisRecordsPerPutRecordsRequest" in self._enabled:
