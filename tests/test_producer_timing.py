@@ -127,9 +127,14 @@ async def test_a_windows_shards_are_sealed_by_the_timer_in_order_past_a_limiter(
     assert seqs == sorted(seqs)  # the hot key's records were written in put order
 
 
+def _collector_stream(producer: Any) -> Any:
+    """The shell's state of stream "s" (its collector channel)."""
+    return producer._engine.streams["s"]
+
+
 def _collector_messages(producer: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     """Every message into the stream's collector channel: ("timer" or "worker", records)."""
-    stream = producer._engine.streams["s"]
+    stream = _collector_stream(producer)
     sent: list[tuple[str, int]] = []
     send_nowait, send = stream.coll_send.send_nowait, stream.coll_send.send
     from_workers: list[object] = []  # the lists sent by workers (anyio's send calls
@@ -186,7 +191,7 @@ async def test_with_the_collectors_channel_full_the_timer_leaves_the_batches_to_
         fake, record_max_buffered_time=linger, aggregation_enabled=False
     ) as producer:
         sent = _collector_messages(producer, monkeypatch)
-        coll = producer._engine.streams["s"].coll_send
+        coll: Any = _collector_stream(producer).coll_send
         statistics = coll.statistics
         full = [1]  # the first pass finds the channel full
 
