@@ -156,24 +156,7 @@ async def _drive(job: Job, producer: Any) -> dict[str, Any]:
                 i = job.count
             else:
                 await anyio.sleep(job.duration)
-    wall = now() - t0
-    cpu = time.process_time() - cpu0
-    gc.callbacks.remove(pauses)
-    latencies.sort()
-
-    def q(p: float) -> float:
-        return latencies[min(len(latencies) - 1, int(p * len(latencies)))] if latencies else 0.0
-
-    return {
-        "records": i,
-        "cpu_s": cpu,
-        "wall_s": wall,
-        "p50_s": q(0.5),
-        "p99_s": q(0.99),
-        "gc_s": pauses.total,
-        "gc_full": pauses.full,
-        "gc_full_max_s": pauses.full_max,
-    }
+    return _summary(i, time.process_time() - cpu0, now() - t0, latencies, pauses)
 
 
 async def _drive_polled(job: Job, producer: Any) -> dict[str, Any]:
@@ -220,8 +203,13 @@ async def _drive_polled(job: Job, producer: Any) -> dict[str, Any]:
         scheduled, outcome = pending.popleft()
         await outcome.wait()
         latencies.append(now() - scheduled)
-    wall = now() - t0
-    cpu = time.process_time() - cpu0
+    return _summary(i, time.process_time() - cpu0, now() - t0, latencies, pauses)
+
+
+def _summary(
+    records: int, cpu: float, wall: float, latencies: list[float], pauses: _GcPauses
+) -> dict[str, Any]:
+    """A run's figures: its CPU and wall time, latency quantiles, the collector's time."""
     gc.callbacks.remove(pauses)
     latencies.sort()
 
@@ -229,7 +217,7 @@ async def _drive_polled(job: Job, producer: Any) -> dict[str, Any]:
         return latencies[min(len(latencies) - 1, int(p * len(latencies)))] if latencies else 0.0
 
     return {
-        "records": i,
+        "records": records,
         "cpu_s": cpu,
         "wall_s": wall,
         "p50_s": q(0.5),
@@ -286,20 +274,27 @@ async def _child(job: Job) -> dict[str, Any]:
 
 
 def _run_child(job: Job) -> dict[str, Any]:
+    out: dict[str, Any] = run_module(
+        "benchmarks.bench_steady", json.dumps(asdict(job)), timeout=job.duration * 4 + 120
+    )
+    return out
+
+
+def run_module(module: str, child: str, timeout: float) -> Any:
+    """Run ``python -m <module> --child <child>`` in a fresh process; its last JSON line."""
     import subprocess
 
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_steady", "--child", json.dumps(asdict(job))],
+        [sys.executable, "-m", module, "--child", child],
         capture_output=True,
         text=True,
-        timeout=job.duration * 4 + 120,
+        timeout=timeout,
         check=False,
     )
     line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("{")), None)
     if proc.returncode or line is None:
         raise RuntimeError(f"child failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    out: dict[str, Any] = json.loads(line)
-    return out
+    return json.loads(line)
 
 
 def main() -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -32,7 +31,16 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from benchmarks.bench_steady import CREDENTIALS, KEYS, SIZE, TICK, Job, _drive, _NullProducer
+from benchmarks.bench_steady import (
+    CREDENTIALS,
+    KEYS,
+    SIZE,
+    TICK,
+    Job,
+    _drive,
+    _NullProducer,
+    run_module,
+)
 
 #: the virtual round trip of a request (kinesalite's p50 here: 10-13 ms)
 RTT = 0.010
@@ -294,19 +302,9 @@ def _run(plan: Plan) -> dict[str, Any]:
 
 
 def _run_child(plan: Plan) -> dict[str, Any]:
-    import subprocess
-
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_virtual", "--child", json.dumps(asdict(plan))],
-        capture_output=True,
-        text=True,
-        timeout=3600,
-        check=False,
+    out: dict[str, Any] = run_module(
+        "benchmarks.bench_virtual", json.dumps(asdict(plan)), timeout=3600
     )
-    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("{")), None)
-    if proc.returncode or line is None:
-        raise RuntimeError(f"child failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    out: dict[str, Any] = json.loads(line)
     return out
 
 
