@@ -123,11 +123,7 @@ async def _drive(job: Job, producer: Any) -> dict[str, Any]:
         await outcome.wait()
         latencies.append(now() - scheduled)
 
-    if job.gc == "freeze":
-        gc.collect()
-        gc.freeze()
-    pauses = _GcPauses()
-    gc.callbacks.append(pauses)
+    pauses = _GcPauses.start(job)
     cpu0 = time.process_time()
     t0 = now()
     i = 0
@@ -171,11 +167,7 @@ async def _drive_polled(job: Job, producer: Any) -> dict[str, Any]:
     pending: deque[tuple[float, Any]] = deque()
     latencies: list[float] = []
     now = anyio.current_time
-    if job.gc == "freeze":
-        gc.collect()
-        gc.freeze()
-    pauses = _GcPauses()
-    gc.callbacks.append(pauses)
+    pauses = _GcPauses.start(job)
     cpu0 = time.process_time()
     t0 = now()
     i = 0
@@ -230,6 +222,16 @@ def _summary(
 
 class _GcPauses:
     """Time spent in the garbage collector (a ``gc.callbacks`` entry), and its full passes."""
+
+    @classmethod
+    def start(cls, job: Job) -> _GcPauses:
+        """Freeze the heap if the job asks (``gc="freeze"``), then start counting."""
+        if job.gc == "freeze":
+            gc.collect()
+            gc.freeze()
+        pauses = cls()
+        gc.callbacks.append(pauses)
+        return pauses
 
     def __init__(self) -> None:
         self.total = 0.0
