@@ -199,14 +199,7 @@ async def test_with_the_collectors_channel_full_the_timer_leaves_the_batches_to_
             room = statistics()
             if full:
                 full.pop()
-                return room.__class__(
-                    current_buffer_used=room.max_buffer_size,
-                    max_buffer_size=room.max_buffer_size,
-                    open_send_streams=room.open_send_streams,
-                    open_receive_streams=room.open_receive_streams,
-                    tasks_waiting_send=room.tasks_waiting_send,
-                    tasks_waiting_receive=room.tasks_waiting_receive,
-                )
+                return room._replace(current_buffer_used=room.max_buffer_size)
             return room
 
         monkeypatch.setattr(coll, "statistics", seen_full)
