@@ -265,9 +265,9 @@ async def _child(job: Job) -> dict[str, Any]:
         calls = {"PutRecords": 0}
         original = client.call_raw
 
-        async def counting(operation: str, body: bytes) -> Any:
+        async def counting(operation: str, body: bytes, **options: Any) -> Any:
             calls[operation] = calls.get(operation, 0) + 1
-            return await original(operation, body)
+            return await original(operation, body, **options)
 
         client.call_raw = counting  # type: ignore[method-assign]
         result = await _drive(job, producer)

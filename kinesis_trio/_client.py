@@ -196,22 +196,38 @@ class KinesisClient(SignedService):
         """Call a Kinesis operation with a JSON body (bytes values are base64-encoded)."""
         return await self.call_raw(operation, _encode(body))
 
-    async def call_raw(self, operation: str, body: bytes) -> dict[str, Any]:
-        """Call a Kinesis operation with an already JSON-encoded body; return the response."""
+    async def call_raw(
+        self, operation: str, body: bytes, *, within: float | None = None
+    ) -> dict[str, Any]:
+        """Call a Kinesis operation with an already JSON-encoded body; return the response.
+
+        The whole call (hashing the body, getting credentials, the exchange and a retry
+        after an expired token) has one deadline: ``within`` seconds, by default the
+        client's ``request_timeout + connect_timeout``. Past it: ``RequestTimeoutError``.
+        """
         self._check_open()
-        if len(body) >= _HASH_IN_THREAD_MIN and not _virtual_clock():
-            digest = await anyio.to_thread.run_sync(_sha256_hex, body)
-        else:
-            digest = _sha256_hex(body)
-        creds = await self._credentials.get()
-        try:
-            return await self._send(operation, body, digest, creds)
-        except ExpiredTokenError:
-            fresh = await self._credentials.force_refresh(creds)
-            if fresh == creds:
-                raise
-            _log.debug("kinesis.expired_token_retry", operation=operation)
-            return await self._send(operation, body, digest, fresh)
+        limit = self._deadline if within is None else within
+        # Per-read timeouts would let a server trickling its answer a byte at a time pass
+        # them all: the call gets one deadline (a bare cancel scope: cheaper than
+        # fail_after's context manager, once per request).
+        with anyio.CancelScope(deadline=anyio.current_time() + limit) as scope:
+            if len(body) >= _HASH_IN_THREAD_MIN and not _virtual_clock():
+                digest = await anyio.to_thread.run_sync(_sha256_hex, body)
+            else:
+                digest = _sha256_hex(body)
+            creds = await self._credentials.get()
+            try:
+                return await self._send(operation, body, digest, creds)
+            except ExpiredTokenError:
+                fresh = await self._credentials.force_refresh(creds)
+                if fresh == creds:
+                    raise
+                _log.debug("kinesis.expired_token_retry", operation=operation)
+                return await self._send(operation, body, digest, fresh)
+        assert scope.cancelled_caught
+        raise RequestTimeoutError(
+            f"{operation} did not complete within {limit:g} s", operation=operation
+        )
 
     async def _send(self, operation: str, body: bytes, digest: str, creds: Any) -> dict[str, Any]:
         headers = self._signer.sign(
@@ -226,35 +242,24 @@ class KinesisClient(SignedService):
         fields: list[tuple[bytes, bytes]] = []
         answer_headers: httpx.Headers | None = None
         try:
-            # Per-read timeouts would let a server trickling its answer a byte at a time pass
-            # them all: the whole exchange gets one deadline (a bare cancel scope: cheaper
-            # than fail_after's context manager, once per request).
-            with anyio.CancelScope(deadline=anyio.current_time() + self._deadline) as scope:
-                headers["User-Agent"] = self._user_agent
-                pool = self._pool
-                if pool is not None:
-                    status, fields, content = await pool.post(self._origin, "/", headers, body)
-                else:
-                    request = httpx.Request(
-                        "POST",
-                        self._url,
-                        content=body,
-                        headers=headers,
-                        extensions={"timeout": self._timeouts},
-                    )
-                    response = await self._transport.handle_async_request(request)
-                    try:
-                        content = await response.aread()
-                    finally:
-                        await response.aclose()
-                    status, answer_headers = response.status_code, response.headers
-            if scope.cancelled_caught:
-                raise TimeoutError
-        except TimeoutError:
-            raise RequestTimeoutError(
-                f"{operation} did not complete within {self._deadline:g} s",
-                operation=operation,
-            ) from None
+            headers["User-Agent"] = self._user_agent
+            pool = self._pool
+            if pool is not None:
+                status, fields, content = await pool.post(self._origin, "/", headers, body)
+            else:
+                request = httpx.Request(
+                    "POST",
+                    self._url,
+                    content=body,
+                    headers=headers,
+                    extensions={"timeout": self._timeouts},
+                )
+                response = await self._transport.handle_async_request(request)
+                try:
+                    content = await response.aread()
+                finally:
+                    await response.aclose()
+                status, answer_headers = response.status_code, response.headers
         except httpx.RequestError as exc:
             error = _map_transport_error(exc, operation)
             _log.debug(

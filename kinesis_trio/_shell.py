@@ -37,7 +37,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ._client import KinesisClient
 from ._config import ProducerConfig
 from ._engine import Engine
-from ._errors import AccessDeniedError, KinesisTrioError, RequestTimeoutError
+from ._errors import AccessDeniedError, KinesisTrioError
 from ._limiter import ShardLimiter
 from ._logging import get_logger
 from ._requests import RequestCollector, body, chunks
@@ -499,30 +499,19 @@ class Pipeline:
         try:
             data = body(stream.json_head, krecs)
             start = self.now()
+            # one deadline for the whole call: past it, the client raises RequestTimeoutError
             limit = self.config.request_timeout + self.config.connect_timeout
-            response = None
-            error: BaseException | None = None
             try:
-                with anyio.move_on_after(limit):  # swallows only its own deadline
-                    try:
-                        response = await self.client.call_raw("PutRecords", data)
-                    except (KinesisTrioError, ValueError) as exc:
-                        error = exc
+                response = await self.client.call_raw("PutRecords", data, within=limit)
+            except (KinesisTrioError, ValueError) as exc:
+                self.engine.on_error(stream, krecs, exc, start, self.now(), size)
             except anyio.get_cancelled_exc_class():
                 # The producer is closing (close timeout, exit by exception or
                 # cancellation) while the request is out: it may have written them.
                 self.engine.mark_in_flight(krecs, in_flight(start, self.now()))
                 raise
-            end = self.now()
-            if response is None and error is None:
-                error = RequestTimeoutError(
-                    f"PutRecords did not complete within {limit} s", operation="PutRecords"
-                )
-            if error is not None:
-                self.engine.on_error(stream, krecs, error, start, end, size)
             else:
-                assert response is not None
-                self.engine.on_answer(stream, krecs, response, start, end, size)
+                self.engine.on_answer(stream, krecs, response, start, self.now(), size)
         finally:
             self._connection_freed(size)
 

@@ -883,6 +883,25 @@ async def test_expired_token_refreshes_and_resends_once() -> None:
     assert second.headers["X-Amz-Security-Token"] == "refreshed-token-1"
 
 
+async def test_a_call_has_one_deadline_that_covers_getting_credentials() -> None:
+    # The producer gives each PutRecords one bound (``within``) and relies on the client
+    # to keep it: credentials that never come are a RequestTimeoutError, not a hang.
+    rec = Recorder(ok({"FailedRecordCount": 0, "Records": []}))
+    async with make_client(rec) as client:
+
+        async def never() -> Any:
+            await anyio.sleep_forever()
+
+        client._credentials.get = never  # type: ignore[method-assign]
+        start = anyio.current_time()
+        with anyio.fail_after(30), pytest.raises(
+            RequestTimeoutError, match=r"PutRecords did not complete within 0\.2 s"
+        ):
+            await client.call_raw("PutRecords", b"{}", within=0.2)
+        assert anyio.current_time() - start < 5
+    assert rec.requests == []
+
+
 async def test_expired_token_with_static_credentials_raises() -> None:
     rec = Recorder(httpx.Response(400, json={"__type": "ExpiredTokenException"}))
     async with make_client(rec) as client:
