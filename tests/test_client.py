@@ -894,8 +894,9 @@ async def test_a_call_has_one_deadline_that_covers_getting_credentials() -> None
 
         client._credentials.get = never  # type: ignore[method-assign]
         start = anyio.current_time()
-        with anyio.fail_after(30), pytest.raises(
-            RequestTimeoutError, match=r"PutRecords did not complete within 0\.2 s"
+        with (
+            anyio.fail_after(30),
+            pytest.raises(RequestTimeoutError, match=r"PutRecords did not complete within 0\.2 s"),
         ):
             await client.call_raw("PutRecords", b"{}", within=0.2)
         assert anyio.current_time() - start < 5
