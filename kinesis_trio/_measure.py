@@ -56,15 +56,22 @@ def measure_answer(
                 group[8] = n
         tries = len(members[0]._attempts)
         retries[(shard_id, tries)] = retries.get((shard_id, tries), 0) + n
+    shard_answer = metrics.shard_answer
     for shard_id, group in groups.items():
         users, user_bytes, kinesis, kinesis_bytes, buffering, aggs, in_aggs, lo, hi = group
-        metrics.user_records_put(stream, shard_id, int(users), int(user_bytes))
-        metrics.kinesis_records_put(stream, shard_id, int(kinesis), int(kinesis_bytes))
-        metrics.buffering_time(stream, shard_id, buffering / users, int(users))
-        if aggs:
-            metrics.user_records_per_kinesis_records(
-                stream, shard_id, int(aggs), int(in_aggs), int(lo), int(hi)
-            )
+        shard_answer(
+            stream,
+            shard_id,
+            int(users),
+            int(user_bytes),
+            int(kinesis),
+            int(kinesis_bytes),
+            buffering,
+            int(aggs),
+            int(in_aggs),
+            int(lo) if aggs else 0,
+            int(hi),
+        )
     for (shard_id, tries), n in retries.items():
         metrics.retries_per_record(stream, shard_id, tries, n)
     for (shard_id, code), n in errors.items():

@@ -1079,3 +1079,50 @@ def test_a_shards_aggregates_summarized_at_once_give_the_samples_of_one_call_eac
         (d.dimensions, d.count, d.sum, d.minimum, d.maximum) for d in after
     ]
     assert one_by_one.totals() == at_once.totals()
+
+
+@pytest.mark.parametrize("level", ["detailed", "summary", "none"])
+@pytest.mark.parametrize("granularity", ["shard", "stream", "global"])
+@settings(max_examples=25, deadline=None)
+@given(
+    answers=st.lists(
+        st.tuples(
+            st.sampled_from(["shardId-000000000000", "shardId-000000000001"]),
+            st.integers(1, 500),  # user records
+            st.integers(0, 10**6),  # their bytes
+            st.integers(1, 50),  # Kinesis records
+            st.integers(0, 10**6),  # their bytes
+            st.floats(0, 30, allow_nan=False),  # seconds waited, summed
+            st.integers(0, 3),  # aggregates among them
+            st.integers(1, 100),  # fewest in one
+            st.integers(0, 100),  # more in the fullest one
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_a_shards_answer_in_one_call_gives_the_samples_of_the_separate_calls(
+    level: str, granularity: str, answers: list[tuple[Any, ...]]
+) -> None:
+    separate = Metrics(level=level, granularity=granularity)
+    at_once = Metrics(level=level, granularity=granularity)
+    for shard, users, ubytes, kinesis, kbytes, waited, aggs, lo, extra in answers:
+        hi = lo + extra
+        separate.user_records_put("s", shard, users, ubytes)
+        separate.kinesis_records_put("s", shard, kinesis, kbytes)
+        separate.buffering_time("s", shard, waited / users, users)
+        separate.user_records_per_kinesis_records("s", shard, aggs, aggs * lo + extra, lo, hi)
+        at_once.shard_answer(
+            "s", shard, users, ubytes, kinesis, kbytes, waited, aggs, aggs * lo + extra, lo, hi
+        )
+    expected = [
+        (d.name, d.dimensions, d.count, d.sum, d.minimum, d.maximum) for d in separate.snapshot()
+    ]
+    got = [(d.name, d.dimensions, d.count, d.sum, d.minimum, d.maximum) for d in at_once.snapshot()]
+    assert got == expected
+    assert at_once.totals() == separate.totals()
+    if level == "none":
+        assert got == []
+    else:
+        names = {name for name, *_ in got}
+        assert {"UserRecordsPut", "KinesisRecordsPut", "AllErrors"} <= names

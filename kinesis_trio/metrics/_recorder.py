@@ -323,6 +323,50 @@ class Metrics:
             scopes = self._scope(stream, shard, 2)
             self._put("UserRecordsPerKinesisRecord", scopes, count, float(total), lo, hi)
 
+    def shard_answer(
+        self,
+        stream: str,
+        shard: str,
+        users: int,
+        user_bytes: int,
+        kinesis: int,
+        kinesis_bytes: int,
+        buffering: float,
+        aggregates: int,
+        in_aggregates: int,
+        lo: int,
+        hi: int,
+    ) -> None:
+        """One shard's successes in one PutRecords answer, in one call: the samples of
+        ``user_records_put``, ``kinesis_records_put``, ``buffering_time`` (``buffering``:
+        the seconds waited, summed over the user records) and
+        ``user_records_per_kinesis_records`` (``aggregates`` of them holding
+        ``in_aggregates`` user records, ``lo`` to ``hi`` in one)."""
+        if not self._active:
+            return
+        scopes = self._scope(stream, shard, 2)
+        enabled = self._enabled
+        put = self._put
+        if users > 0:
+            if "UserRecordsPut" in enabled:
+                put("UserRecordsPut", scopes, users, float(users), 1.0, 1.0)
+            if "UserRecordsDataPut" in enabled:
+                mean = user_bytes / users
+                put("UserRecordsDataPut", scopes, users, float(user_bytes), mean, mean)
+            if "BufferingTime" in enabled:
+                ms = buffering / users * 1000.0
+                put("BufferingTime", scopes, users, ms * users, ms, ms)
+        if kinesis > 0:
+            if "KinesisRecordsPut" in enabled:
+                put("KinesisRecordsPut", scopes, kinesis, float(kinesis), 1.0, 1.0)
+            if "KinesisRecordsDataPut" in enabled:
+                mean = kinesis_bytes / kinesis
+                put("KinesisRecordsDataPut", scopes, kinesis, float(kinesis_bytes), mean, mean)
+            if "AllErrors" in enabled:
+                put("AllErrors", scopes, kinesis, 0.0, 0.0, 0.0)
+        if aggregates > 0 and "UserRecordsPerKinesisRecord" in enabled:
+            put("UserRecordsPerKinesisRecord", scopes, aggregates, float(in_aggregates), lo, hi)
+
     def kinesis_records_per_request(self, stream: str, value: int) -> None:
         """KinesisRecordsPerPutRecordsRequest: Kinesis records in one PutRecords request."""
         if self._active and "KinesisRecordsPerPutRecordsRequest" in self._enabled:
