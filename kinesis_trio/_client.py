@@ -159,7 +159,7 @@ class KinesisClient(SignedService):
             credentials=credentials,
             profile_name=profile_name,
         )
-        #: the whole of one HTTP exchange, answer included, must end within this
+        #: a call's default deadline: hashing, credentials and the exchange, answer included
         self._deadline = request_timeout + connect_timeout
         # Requests go to a lean HTTP/1.1 pool (_http11) that only POSTs and reads whole
         # answers: none of httpx's client layer (redirects, cookies, auth flows, event hooks)
