@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
+import sys
 import threading
 import time
 import weakref
@@ -32,7 +33,6 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.lowlevel
-import trio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from ._config import RECORD_MAX_SIZE_CEILING, ProducerConfig
@@ -61,6 +61,9 @@ Data = bytes | bytearray | memoryview
 
 def _runs_trio() -> bool:
     """Whether the calling thread is running a Trio event loop."""
+    trio = sys.modules.get("trio")  # not imported: not running
+    if trio is None:
+        return False
     try:
         trio.lowlevel.current_trio_token()
     except RuntimeError:

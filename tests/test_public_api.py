@@ -82,3 +82,34 @@ def test_cli_bad_arguments_get_one_line_errors() -> None:
         "finite number of seconds, got -1.0"
     ]
     assert "Traceback" not in out.stderr
+
+
+def test_importing_the_producer_loads_neither_trio_nor_protobuf() -> None:
+    """An asyncio application does not pay for trio, nor a producer for protobuf's runtime
+    (only reading aggregates needs it): each is objects more for every full garbage
+    collection to walk. Both still work once they are wanted, in the same process."""
+    script = (
+        "import sys\n"
+        "import kinesis_trio\n"
+        "print(sorted(m for m in ('trio', 'google.protobuf') if m in sys.modules))\n"
+        "import asyncio\n"
+        "from kinesis_trio.testing import FakeKinesis\n"
+        "async def main():\n"
+        "    fake = FakeKinesis()\n"
+        "    fake.create_stream('s', shard_count=1)\n"
+        "    async with kinesis_trio.Producer(\n"
+        "        's', region_name='us-east-1', endpoint_url='http://fake',\n"
+        "        credentials=kinesis_trio.StaticCredentials('a', 'b'),\n"
+        "        transport=fake.transport(),\n"
+        "    ) as p:\n"
+        "        r = await (await p.put(b'x', 'k')).wait()\n"
+        "    print(r.ok, 'trio' in sys.modules)\n"
+        "asyncio.run(main())\n"
+        "from kinesis_trio import deaggregate\n"
+        "print(len(deaggregate(b'plain', 'k')), 'google.protobuf' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["[]", "True False", "1 False"]
