@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -25,6 +26,28 @@ from ._names import (
     _log,
     _sink_name,
 )
+
+#: the metrics ``Metrics.shard_answer`` records
+_ANSWER_NAMES = frozenset(
+    {
+        "UserRecordsPut",
+        "UserRecordsDataPut",
+        "BufferingTime",
+        "KinesisRecordsPut",
+        "KinesisRecordsDataPut",
+        "AllErrors",
+        "UserRecordsPerKinesisRecord",
+    }
+)
+
+
+def _new_answer_sums() -> list[float]:
+    """A shard's open sums: user records, their bytes, the least and most mean bytes of an
+    answer's, buffering ms (summed over the records), the least and most mean ms; Kinesis
+    records, their bytes, least and most mean; aggregates, the user records in them, the
+    fewest and most in one."""
+    inf = math.inf
+    return [0, 0.0, inf, -inf, 0.0, inf, -inf, 0, 0.0, inf, -inf, 0, 0.0, inf, -inf]
 
 
 class Metrics:
@@ -91,6 +114,10 @@ class Metrics:
         self._totals: dict[str, float] = {}
         self._scopes: dict[tuple[str, str | None], tuple[Dimensions, ...]] = {}
         self._error_scopes: dict[tuple[str, str | None, str], tuple[Dimensions, ...]] = {}
+        # stream -> shard -> the open sums of its answers (``shard_answer``), folded into
+        # the window when it is read: a few additions per shard and answer, not 7 samples
+        self._answers: dict[str, dict[str, list[float]]] = {}
+        self._answer_names = _ANSWER_NAMES & self._enabled
         self._sink_failures = 0
         self._windows_published = 0
 
@@ -341,31 +368,86 @@ class Metrics:
         ``user_records_put``, ``kinesis_records_put``, ``buffering_time`` (``buffering``:
         the seconds waited, summed over the user records) and
         ``user_records_per_kinesis_records`` (``aggregates`` of them holding
-        ``in_aggregates`` user records, ``lo`` to ``hi`` in one)."""
-        if not self._active:
+        ``in_aggregates`` user records, ``lo`` to ``hi`` in one).
+
+        They are summed per shard and become samples of the window when it is read
+        (``snapshot``, ``totals``, each upload): the same statistic sets, at a few
+        additions per call."""
+        if not self._answer_names:
             return
-        scopes = self._scope(stream, shard, 2)
-        enabled = self._enabled
-        put = self._put
+        shards = self._answers.get(stream)
+        if shards is None:
+            shards = self._answers[stream] = {}
+        sums = shards.get(shard)
+        if sums is None:
+            sums = shards[shard] = _new_answer_sums()
         if users > 0:
-            if "UserRecordsPut" in enabled:
-                put("UserRecordsPut", scopes, users, float(users), 1.0, 1.0)
-            if "UserRecordsDataPut" in enabled:
-                mean = user_bytes / users
-                put("UserRecordsDataPut", scopes, users, float(user_bytes), mean, mean)
-            if "BufferingTime" in enabled:
-                ms = buffering / users * 1000.0
-                put("BufferingTime", scopes, users, ms * users, ms, ms)
+            sums[0] += users
+            sums[1] += user_bytes
+            mean = user_bytes / users
+            if mean < sums[2]:
+                sums[2] = mean
+            if mean > sums[3]:
+                sums[3] = mean
+            ms = buffering / users * 1000.0
+            sums[4] += ms * users
+            if ms < sums[5]:
+                sums[5] = ms
+            if ms > sums[6]:
+                sums[6] = ms
         if kinesis > 0:
-            if "KinesisRecordsPut" in enabled:
-                put("KinesisRecordsPut", scopes, kinesis, float(kinesis), 1.0, 1.0)
-            if "KinesisRecordsDataPut" in enabled:
-                mean = kinesis_bytes / kinesis
-                put("KinesisRecordsDataPut", scopes, kinesis, float(kinesis_bytes), mean, mean)
-            if "AllErrors" in enabled:
-                put("AllErrors", scopes, kinesis, 0.0, 0.0, 0.0)
-        if aggregates > 0 and "UserRecordsPerKinesisRecord" in enabled:
-            put("UserRecordsPerKinesisRecord", scopes, aggregates, float(in_aggregates), lo, hi)
+            sums[7] += kinesis
+            sums[8] += kinesis_bytes
+            mean = kinesis_bytes / kinesis
+            if mean < sums[9]:
+                sums[9] = mean
+            if mean > sums[10]:
+                sums[10] = mean
+        if aggregates > 0:
+            sums[11] += aggregates
+            sums[12] += in_aggregates
+            if lo < sums[13]:
+                sums[13] = lo
+            if hi > sums[14]:
+                sums[14] = hi
+
+    def _fold_answers(self) -> None:
+        """The open sums of ``shard_answer`` into the window, as samples."""
+        answers = self._answers
+        if not answers:
+            return
+        self._answers = {}
+        enabled = self._answer_names
+        put = self._put
+        for stream, shards in answers.items():
+            for shard, sums in shards.items():
+                scopes = self._scope(stream, shard, 2)
+                users = int(sums[0])
+                if users > 0:
+                    if "UserRecordsPut" in enabled:
+                        put("UserRecordsPut", scopes, users, float(users), 1.0, 1.0)
+                    if "UserRecordsDataPut" in enabled:
+                        put("UserRecordsDataPut", scopes, users, sums[1], sums[2], sums[3])
+                    if "BufferingTime" in enabled:
+                        put("BufferingTime", scopes, users, sums[4], sums[5], sums[6])
+                kinesis = int(sums[7])
+                if kinesis > 0:
+                    if "KinesisRecordsPut" in enabled:
+                        put("KinesisRecordsPut", scopes, kinesis, float(kinesis), 1.0, 1.0)
+                    if "KinesisRecordsDataPut" in enabled:
+                        put("KinesisRecordsDataPut", scopes, kinesis, sums[8], sums[9], sums[10])
+                    if "AllErrors" in enabled:
+                        put("AllErrors", scopes, kinesis, 0.0, 0.0, 0.0)
+                aggregates = int(sums[11])
+                if aggregates > 0 and "UserRecordsPerKinesisRecord" in enabled:
+                    put(
+                        "UserRecordsPerKinesisRecord",
+                        scopes,
+                        aggregates,
+                        sums[12],
+                        sums[13],
+                        sums[14],
+                    )
 
     def kinesis_records_per_request(self, stream: str, value: int) -> None:
         """KinesisRecordsPerPutRecordsRequest: Kinesis records in one PutRecords request."""
@@ -426,13 +508,16 @@ class Metrics:
 
     def snapshot(self) -> list[MetricDatum]:
         """The current (not yet published) window, every dimension set, sorted."""
+        self._fold_answers()
         return self._data(self._window, self._wall_now())
 
     def totals(self) -> dict[str, float]:
         """Lifetime sums per metric name at global granularity (UserRecordsPending: latest)."""
+        self._fold_answers()
         return dict(self._totals)
 
     def _close_window(self) -> list[MetricDatum]:
+        self._fold_answers()
         window, self._window = self._window, {}
         # Shard ids come and go with resharding: do not let the caches grow forever.
         data = self._data(window, self._wall_now())
