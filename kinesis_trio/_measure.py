@@ -26,9 +26,9 @@ def measure_answer(
     metrics.kinesis_records_per_request(stream, len(krecs))
     metrics.user_records_per_request(stream, sum(len(k.members) for k in krecs))
     # shard -> [user records, user bytes, Kinesis records, Kinesis bytes, buffering sum,
-    #           aggregates, their user records, fewest in one, most in one]
+    #           aggregates, their user records, fewest in one, most in one,
+    #           retries (summed over the user records), fewest, most]
     groups: dict[str, list[float]] = {}
-    retries: dict[tuple[str, int], int] = {}
     errors: dict[tuple[str, str], int] = {}
     for krec, entry in zip(krecs, entries, strict=True):
         code = entry_error(entry)
@@ -41,7 +41,7 @@ def measure_answer(
         n = len(members)
         group = groups.get(shard_id)
         if group is None:
-            group = groups[shard_id] = [0, 0, 0, 0, 0.0, 0, 0, math.inf, 0]
+            group = groups[shard_id] = [0, 0, 0, 0, 0.0, 0, 0, math.inf, 0, 0, math.inf, 0]
         group[0] += n
         group[1] += sum(o._size for o in members) if krec.aggregated else krec.size
         group[2] += 1
@@ -55,10 +55,14 @@ def measure_answer(
             if n > group[8]:
                 group[8] = n
         tries = len(members[0]._attempts)
-        retries[(shard_id, tries)] = retries.get((shard_id, tries), 0) + n
+        group[9] += tries * n
+        if tries < group[10]:
+            group[10] = tries
+        if tries > group[11]:
+            group[11] = tries
     shard_answer = metrics.shard_answer
     for shard_id, group in groups.items():
-        users, user_bytes, kinesis, kinesis_bytes, buffering, aggs, in_aggs, lo, hi = group
+        users, user_bytes, kinesis, kinesis_bytes, buffering, aggs, in_aggs, lo, hi = group[:9]
         shard_answer(
             stream,
             shard_id,
@@ -71,8 +75,9 @@ def measure_answer(
             int(in_aggs),
             int(lo) if aggs else 0,
             int(hi),
+            int(group[9]),
+            int(group[10]),
+            int(group[11]),
         )
-    for (shard_id, tries), n in retries.items():
-        metrics.retries_per_record(stream, shard_id, tries, n)
     for (shard_id, code), n in errors.items():
         metrics.errors(stream, shard_id, code, n)

@@ -1097,6 +1097,7 @@ def test_a_shards_aggregates_summarized_at_once_give_the_samples_of_one_call_eac
             st.integers(0, 3),  # aggregates among them
             st.integers(1, 100),  # fewest in one
             st.integers(0, 100),  # more in the fullest one
+            st.integers(0, 3),  # retries of each of its user records
         ),
         min_size=1,
         max_size=6,
@@ -1107,14 +1108,28 @@ def test_a_shards_answer_in_one_call_gives_the_samples_of_the_separate_calls(
 ) -> None:
     separate = Metrics(level=level, granularity=granularity)
     at_once = Metrics(level=level, granularity=granularity)
-    for shard, users, ubytes, kinesis, kbytes, waited, aggs, lo, extra in answers:
+    for shard, users, ubytes, kinesis, kbytes, waited, aggs, lo, extra, tries in answers:
         hi = lo + extra
         separate.user_records_put("s", shard, users, ubytes)
         separate.kinesis_records_put("s", shard, kinesis, kbytes)
         separate.buffering_time("s", shard, waited / users, users)
         separate.user_records_per_kinesis_records("s", shard, aggs, aggs * lo + extra, lo, hi)
+        separate.retries_per_record("s", shard, tries, users)
         at_once.shard_answer(
-            "s", shard, users, ubytes, kinesis, kbytes, waited, aggs, aggs * lo + extra, lo, hi
+            "s",
+            shard,
+            users,
+            ubytes,
+            kinesis,
+            kbytes,
+            waited,
+            aggs,
+            aggs * lo + extra,
+            lo,
+            hi,
+            tries * users,
+            tries,
+            tries,
         )
     expected = [
         (d.name, d.dimensions, d.count, d.minimum, d.maximum, d.sum) for d in separate.snapshot()
@@ -1130,6 +1145,7 @@ def test_a_shards_answer_in_one_call_gives_the_samples_of_the_separate_calls(
     else:
         names = {name for name, *_ in got}
         assert {"UserRecordsPut", "KinesisRecordsPut", "AllErrors"} <= names
+        assert ("RetriesPerRecord" in names) == (level == "detailed")
 
 
 def test_answers_are_counted_once_however_often_the_window_is_read() -> None:

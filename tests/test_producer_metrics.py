@@ -64,6 +64,13 @@ async def test_a_run_records_the_kpl_metrics() -> None:
         s.shard_id for s in fake.open_shards("s")
     }
     assert sum(d.sum for d in shard_level) == 300
+    # each record written is one RetriesPerRecord sample: its failed tries before
+    retries = [d for d in published if d.name == "RetriesPerRecord" and d.dimensions == ()]
+    tries = [len(o.result().attempts) - 1 for o in outcomes]
+    assert sum(d.count for d in retries) == 300
+    assert sum(d.sum for d in retries) == sum(tries) > 0
+    assert min(d.minimum for d in retries) == min(tries)
+    assert max(d.maximum for d in retries) == max(tries)
     throttled = [d for d in published if d.name == "ErrorsByCode"]
     assert any(
         d.dimension("ErrorCode") == "ProvisionedThroughputExceededException" for d in throttled

@@ -37,6 +37,7 @@ _ANSWER_NAMES = frozenset(
         "KinesisRecordsDataPut",
         "AllErrors",
         "UserRecordsPerKinesisRecord",
+        "RetriesPerRecord",
     }
 )
 
@@ -45,9 +46,10 @@ def _new_answer_sums() -> list[float]:
     """A shard's open sums: user records, their bytes, the least and most mean bytes of an
     answer's, buffering ms (summed over the records), the least and most mean ms; Kinesis
     records, their bytes, least and most mean; aggregates, the user records in them, the
-    fewest and most in one."""
+    fewest and most in one; retries summed over the user records, the fewest and most of
+    one."""
     inf = math.inf
-    return [0, 0.0, inf, -inf, 0.0, inf, -inf, 0, 0.0, inf, -inf, 0, 0.0, inf, -inf]
+    return [0, 0.0, inf, -inf, 0.0, inf, -inf, 0, 0.0, inf, -inf, 0, 0.0, inf, -inf, 0.0, inf, -inf]
 
 
 class Metrics:
@@ -363,12 +365,17 @@ class Metrics:
         in_aggregates: int,
         lo: int,
         hi: int,
+        retries: int = 0,
+        least_retries: int = 0,
+        most_retries: int = 0,
     ) -> None:
         """One shard's successes in one PutRecords answer, in one call: the samples of
         ``user_records_put``, ``kinesis_records_put``, ``buffering_time`` (``buffering``:
-        the seconds waited, summed over the user records) and
+        the seconds waited, summed over the user records),
         ``user_records_per_kinesis_records`` (``aggregates`` of them holding
-        ``in_aggregates`` user records, ``lo`` to ``hi`` in one).
+        ``in_aggregates`` user records, ``lo`` to ``hi`` in one) and
+        ``retries_per_record`` (``retries``: summed over the user records,
+        ``least_retries`` to ``most_retries`` for one).
 
         They are summed per shard and become samples of the window when it is read
         (``snapshot``, ``totals``, each upload): the same statistic sets, at a few
@@ -395,6 +402,11 @@ class Metrics:
                 sums[5] = ms
             if ms > sums[6]:
                 sums[6] = ms
+            sums[15] += retries
+            if least_retries < sums[16]:
+                sums[16] = least_retries
+            if most_retries > sums[17]:
+                sums[17] = most_retries
         if kinesis > 0:
             sums[7] += kinesis
             sums[8] += kinesis_bytes
@@ -430,6 +442,9 @@ class Metrics:
                         put("UserRecordsDataPut", scopes, users, sums[1], sums[2], sums[3])
                     if "BufferingTime" in enabled:
                         put("BufferingTime", scopes, users, sums[4], sums[5], sums[6])
+                    if "RetriesPerRecord" in enabled:
+                        least, most = float(sums[16]), float(sums[17])
+                        put("RetriesPerRecord", scopes, users, sums[15], least, most)
                 kinesis = int(sums[7])
                 if kinesis > 0:
                     if "KinesisRecordsPut" in enabled:
