@@ -316,6 +316,18 @@ def _own(segments: dict[str, list[dict[str, Any]]], name: str) -> list[float]:
     ]
 
 
+def _gc(segments: dict[str, list[dict[str, Any]]], name: str) -> tuple[float, float]:
+    """The collector's share of a segment: its µs per record beyond the null segment's (the
+    median over the rounds), and the median of its full passes per segment."""
+    from benchmarks.common import median_of
+
+    prod, null = segments[f"producer {name}"], segments[f"null {name}"]
+    us = median_of(
+        [(p["gc_s"] - n["gc_s"]) / p["records"] * 1e6 for p, n in zip(prod, null, strict=True)]
+    )
+    return us, median_of([float(p["gc_full"]) for p in prod])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -375,6 +387,7 @@ def main() -> None:
                     ),
                     "p99_virtual_ms": median_of([p["p99_s"] for p in prod]) * 1e3,
                 }
+                row["gc_us_per_record"], row["gc_full_per_segment"] = _gc(segments, name)
                 table[f"{base} {name}"] = row
                 rows.append(
                     [
@@ -389,6 +402,7 @@ def main() -> None:
                         f"{row['requests_per_s']:.1f}",
                         f"{row['records_per_request']:.0f}",
                         f"{row['p99_virtual_ms']:.1f}",
+                        f"{row['gc_us_per_record']:.1f} ({row['gc_full_per_segment']:g})",
                     ]
                 )
             null_burst = median_of(
@@ -407,9 +421,16 @@ def main() -> None:
                     "",
                     "",
                     "",
+                    "{:.1f} ({:g})".format(*_gc(segments, "burst")),
                 ]
             )
-            table[f"{base} burst"] = {"producer_us_per_record": burst_us, "rounds_us": burst}
+            gc_us, gc_full = _gc(segments, "burst")
+            table[f"{base} burst"] = {
+                "producer_us_per_record": burst_us,
+                "rounds_us": burst,
+                "gc_us_per_record": gc_us,
+                "gc_full_per_segment": gc_full,
+            }
             print(f"{base}: done ({time.perf_counter() - started:.0f} s)", flush=True)
     parts_rows: list[list[object]] = []
     if args.parts_rate > 0:
@@ -455,7 +476,12 @@ def main() -> None:
         "over the rounds; range: the rounds' lowest and highest. Ratio: over the burst "
         "figure of the same process. Core: µs/record x rate. Null: the null segment's own "
         "µs per record (the harness). p99: from each record's scheduled arrival, in virtual "
-        "time (the schedule's own: linger, round trip).",
+        "time (the schedule's own: linger, round trip). GC: the part of µs/record spent in "
+        "the garbage collector (beyond its null segment's; in the figure, not added to it), "
+        "and in brackets the full collections in a segment (medians over the rounds). A "
+        "full collection walks every object the process tracks, the records in flight "
+        "included: in a burst, where the records stay in flight longest, it is most of the "
+        "spread between rounds.",
         "",
         markdown_table(
             [
@@ -470,9 +496,10 @@ def main() -> None:
                 "requests/s",
                 "records/request",
                 "p99 ms (virtual)",
+                "GC µs/record (full)",
             ],
             rows,
-            "rlrrrrrrrrr",
+            "rlrrrrrrrrrr",
         ),
         "",
     ]
