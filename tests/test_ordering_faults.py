@@ -40,7 +40,6 @@ chain of shards:
 
 from __future__ import annotations
 
-import hashlib
 import random
 import time
 import uuid
@@ -61,6 +60,7 @@ from kinesis_trio import (
     StaticCredentials,
     deaggregate,
 )
+from kinesis_trio._shards import hash_key_for
 from kinesis_trio.testing import FakeKinesis, Faults
 
 from .emulator_fixtures import EmulatorEndpoint
@@ -90,11 +90,6 @@ def keyed_records(n: int, seed: int) -> list[tuple[bytes, str]]:
         size = rng.choice([8, 60, 200, 200, 900, 3000])
         out.append((head + rng.randbytes(max(0, size - len(head))), key))
     return out
-
-
-def hash_key(partition_key: str) -> int:
-    """The key's place in the hash key space (MD5 of its UTF-8 bytes, as Kinesis maps it)."""
-    return int.from_bytes(hashlib.md5(partition_key.encode()).digest(), "big")
 
 
 def put_index(data: bytes) -> int:
@@ -290,7 +285,7 @@ async def fake_run(
                 # merge waits for its first put after the split rather than leaving "the child
                 # got a record" to the faults' timing (1 run in 60-300 found it empty).
                 lo, hi = high.start, high.end
-                child = [j for j in range(n // 3, i) if lo <= hash_key(sent[j][1]) <= hi]
+                child = [j for j in range(n // 3, i) if lo <= hash_key_for(sent[j][1]) <= hi]
                 assert child, "no put for the split's upper child between the reshards"
                 assert (await sent[child[0]][3].wait()).shard_id == high.shard_id
                 fake.merge_shards("s", high.shard_id, right.shard_id)
