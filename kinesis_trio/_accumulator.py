@@ -324,7 +324,18 @@ class Accumulator:
         if rerouted:
             shard.rerouted = True
         shard.members.append(outcome)
-        shard.parts = None  # not the common path: the seal encodes the members
+        parts = shard.parts
+        if parts is not None:
+            if outcome._explicit_hash_key is None:
+                # encoded now, as ``add`` does: in a burst every aggregate but a shard's
+                # first starts here (its first record is the one the full one left out)
+                data = outcome._data
+                assert data is not None
+                n = len(data)
+                key_index = shard.sizer.pks[pk]
+                parts += (record_header(key_index, n, 2 + _vlen(key_index) + _vlen(n) + n), data)
+            else:  # the seal encodes the members, with their explicit hash keys
+                shard.parts = None
         self._count_window(stream, grow, now)
 
     def _count_window(self, stream: StreamState, size: int, now: float) -> None:

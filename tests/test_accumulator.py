@@ -94,14 +94,17 @@ def test_the_inline_fast_path_places_as_place_does(
     assert results[0] == results[1]
 
 
-@pytest.mark.parametrize("switch_at", [None, 0, 1500])
+@pytest.mark.parametrize(
+    ("switch_at", "with_ehk"), [(None, False), (0, False), (1500, False), (0, True), (1500, True)]
+)
 def test_records_encoded_as_they_are_placed_join_into_the_members_encoding(
-    switch_at: int | None,
+    switch_at: int | None, with_ehk: bool
 ) -> None:
-    """The common path encodes each record as it places it (the seal only joins the
-    pieces): past the precomputed tables too (key indexes from 2,048, lengths from 4,096).
-    A record placed another way (``place``) drops the pieces, and the seal encodes the
-    members; either way the aggregate is the members' ``encode_records``."""
+    """Each record is encoded as it is placed (the seal only joins the pieces), by ``add``
+    and by ``place`` alike: past the precomputed tables too (key indexes from 2,048,
+    lengths from 4,096). A record with an explicit hash key drops the pieces (the seal
+    encodes the members with their keys' table); either way the aggregate is the members'
+    ``encode_records``."""
     shell = RecordingShell()
     acc = accumulator(shell)
     stream = stream_of(shell, even_shards(1), agg_max_size=1_048_576)
@@ -109,18 +112,48 @@ def test_records_encoded_as_they_are_placed_join_into_the_members_encoding(
     for i in range(2_100):
         data, key = (b"d" * (5_000 if i % 700 == 3 else i % 9), f"key-{i}")
         if i == switch_at:
+            ehk = str(i) if with_ehk else None
+            placed = outcome(data, key, ehk=ehk)
+            acc.place(stream, placed, len(key.encode()), 0.0, check_room=True)
+        elif switch_at is not None and i > switch_at and i % 3 == 0:
             acc.place(stream, outcome(data, key), len(key.encode()), 0.0, check_room=True)
         else:
             add(acc, stream, data, key)
-        assert (shard.parts is None) == (switch_at is not None and i >= switch_at)
+        dropped = with_ehk and switch_at is not None and i >= switch_at
+        assert (shard.parts is None) == dropped
     members = list(shard.members)
     expected = encode_records(
         [o._data for o in members],  # type: ignore[misc]
         [o._partition_key for o in members],  # type: ignore[misc]
+        [o._explicit_hash_key for o in members] if with_ehk else None,
     )
     [agg] = every_batch(shell, acc, stream)
     assert agg.members == members and agg.data == expected
     assert shard.parts == [] and not shard.members  # the next aggregate starts clean
+
+
+def test_an_aggregate_begun_by_a_full_one_is_encoded_as_placed() -> None:
+    """In a burst every aggregate but a shard's first begins in ``place`` (with the record
+    the full one could not take): it keeps the encoding-as-placed path, and each sealed
+    aggregate is its members' ``encode_records``."""
+    shell = RecordingShell()
+    acc = accumulator(shell, agg_max_count=50, queue_size=100)
+    stream = stream_of(shell, even_shards(1))
+    shard = stream.shards[0]
+    for i in range(260):
+        add(acc, stream, b"v" * (i % 13), f"k{i % 37}")
+        assert shard.parts is not None
+    batches = every_batch(shell, acc, stream)
+    assert [len(k.members) for k in batches] == [50, 50, 50, 50, 50, 10]
+    start = 0
+    for krec in batches:
+        indexes = range(start, start + len(krec.members))
+        datas, keys = [b"v" * (i % 13) for i in indexes], [f"k{i % 37}" for i in indexes]
+        assert krec.aggregated and krec.data == encode_records(datas, keys)
+        assert [(r.data, r.partition_key) for r in deaggregate(krec.data, "x")] == list(
+            zip(datas, keys, strict=True)
+        )
+        start += len(krec.members)
 
 
 def test_a_full_channel_blocks_before_anything_changes() -> None:
