@@ -167,6 +167,8 @@ class Plan:
     rounds: int
     #: time the pieces a request pays once (``_Parts``); their wrappers cost CPU themselves
     parts: bool = False
+    #: the arrival loop's shortest tick (s): it puts the records due, then sleeps this long
+    tick: float = TICK
 
 
 #: (module, attribute owner path, label): the synchronous pieces paid once per request
@@ -237,7 +239,7 @@ async def _child(plan: Plan) -> dict[str, Any]:
 
     def job(rate: float, mode: str) -> Job:
         duration = plan.records / rate if rate else 0.0
-        tick = max(TICK, 1 / rate) if rate else TICK
+        tick = max(plan.tick, 1 / rate) if rate else plan.tick
         return Job(
             mode, plan.backend, rate, duration, plan.records, "", "", tick=tick, awaiter="poll"
         )
@@ -342,6 +344,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--name", default="virtual", help="results/<name>.{md,json}")
     parser.add_argument(
+        "--tick", type=float, default=TICK, help="the arrival loop's shortest tick (s)"
+    )
+    parser.add_argument(
         "--parts-rate",
         type=float,
         default=100.0,
@@ -365,7 +370,8 @@ def main() -> None:
     for shards in shard_counts:
         for backend in backends:
             base = f"{shards} {backend}"
-            segments = _run_child(Plan(backend, shards, [*rates, 0.0], args.records, args.rounds))
+            plan = Plan(backend, shards, [*rates, 0.0], args.records, args.rounds, tick=args.tick)
+            segments = _run_child(plan)
             runs[base] = segments
 
             burst = _own(segments, "burst")
@@ -440,7 +446,7 @@ def main() -> None:
     if args.parts_rate > 0:
         timed: dict[str, dict[str, Any]] = {}
         for backend in backends:
-            plan = Plan(backend, 8, [args.parts_rate], args.records, 3, parts=True)
+            plan = Plan(backend, 8, [args.parts_rate], args.records, 3, True, args.tick)
             segments = _run_child(plan)
             runs[f"parts {backend}"] = segments
             name = f"{args.parts_rate:g}/s"
@@ -474,9 +480,9 @@ def main() -> None:
         f"producer; it runs {args.rounds} rounds, and each round runs every rate and the "
         f"burst as a segment of {args.records:,} records, next to the same schedule with a "
         "null producer (null first in even rounds, second in odd ones). The arrival loop "
-        "ticks every max(1 ms, 1/rate) and takes the resolved outcomes each tick "
-        "(`bench_steady --awaiter poll`). µs/record: the producer's own CPU (the segment's "
-        "process CPU, minus the in-process endpoint's, minus its null segment's), median "
+        f"ticks every max({args.tick * 1e3:g} ms, 1/rate) and takes the resolved outcomes "
+        "each tick (`bench_steady --awaiter poll`). µs/record: the producer's own CPU (the "
+        "segment's process CPU, minus the in-process endpoint's, minus its null segment's), median "
         "over the rounds; range: the rounds' lowest and highest. Ratio: over the burst "
         "figure of the same process. Core: µs/record x rate. Null: the null segment's own "
         "µs per record (the harness). p99: from each record's scheduled arrival, in virtual "
