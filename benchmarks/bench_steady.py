@@ -311,6 +311,9 @@ def main() -> None:
     parser.add_argument("--engine", choices=["kinesalite", "kinesis-local", "python"])
     parser.add_argument("--name", default="steady", help="results/<name>.{md,json}")
     parser.add_argument("--awaiter", choices=["drain", "each", "poll"], default="drain")
+    parser.add_argument(
+        "--tick", type=float, default=TICK, help="the arrival loop's shortest tick (s)"
+    )
     args = parser.parse_args()
     if args.child:
         job = Job(**json.loads(args.child))
@@ -365,6 +368,7 @@ def main() -> None:
                                 url,
                                 stream,
                                 awaiter=args.awaiter,
+                                tick=args.tick,
                             )
                             measure(f"{shards} {backend} {mode} {name}", job)
                             delete_stream(url, stream)
@@ -424,7 +428,8 @@ def main() -> None:
     md += [
         f"Engine: {kind}. {SIZE}-byte records over {KEYS} keys, default settings; "
         f"{args.duration:g} s per rate, burst of {args.burst:,} records; medians of "
-        f"{args.rounds} round(s); each figure from a fresh process, minus the same loop "
+        f"{args.rounds} round(s); the arrival loop ticks every {args.tick * 1e3:g} ms, "
+        f"awaiter `{args.awaiter}`; each figure from a fresh process, minus the same loop "
         "with a null producer. Ratio: steady µs/record over burst µs/record (same shards, "
         "same backend). Core: the producer's own CPU as a share of one core. Latency from "
         "each record's scheduled arrival.",
