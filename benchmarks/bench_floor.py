@@ -34,8 +34,9 @@ each; the burst figure is the virtual one either way.
 
 The bound: ``1 + (excess / records per tick + request / records per request) / burst``,
 with the burst figure, the records per request and the measured ratio from a
-``bench_virtual`` child of the same run (8 shards). A measured ratio can come below the
-bound only through noise; a target below the bound cannot be met by any design that keeps
+``bench_virtual`` child of the same run (8 shards). The measured ratio, in virtual time,
+can come below the virtual clock's bound only through noise (the real-time bound is for a
+run in real time); a target below the bound cannot be met by any design that keeps
 botocore's signer and one request per linger window.
 
     uv run python -m benchmarks.bench_floor      # --rates 100,1000,5000,20000 --rounds 5
