@@ -65,21 +65,7 @@ _SHARDS = 8
 async def _puts(blocks: int) -> dict[str, Any]:
     """The put probe: medians of each kind of put, and of a pass through the event loop
     (a 1 ms sleep) after a put and with no put, in ns."""
-    from kinesis_trio import Producer, StaticCredentials, _client, _http11
-
-    _client._virtual_clock = lambda: True
-    far = bench_virtual._Far(_SHARDS, bench_virtual.RTT)
-
-    async def connect(pool: _http11.Http11Pool, origin: _http11.Origin) -> _http11._Connection:
-        return _http11._Connection(bench_virtual._VirtualStream(far), origin)
-
-    _http11.Http11Pool._connect = connect  # type: ignore[method-assign,assignment]
-    producer = Producer(
-        "virtual",
-        region_name="us-east-1",
-        endpoint_url=bench_virtual.ORIGIN_URL,
-        credentials=StaticCredentials(*CREDENTIALS),
-    )
+    producer, _ = bench_virtual.virtual_producer(_SHARDS)
     data = b"x" * SIZE
     keys = [f"key-{i}" for i in range(KEYS)]
     clock = time.perf_counter_ns

@@ -214,13 +214,15 @@ class _Parts:
             setattr(owner, name, functools.wraps(original)(timed))
 
 
-async def _child(plan: Plan) -> dict[str, Any]:
+def virtual_producer(shards: int) -> tuple[Any, _Far]:
+    """A producer (not started) whose every connection is an in-memory stream to a fake of
+    ``shards`` shards, and that fake's end (its CPU, its requests)."""
     from kinesis_trio import Producer, StaticCredentials, _client, _http11
 
     # a large body is hashed in a worker thread, which a virtual clock would leap past
     # (trio's MockClock is recognized already; these clocks are not)
     _client._virtual_clock = lambda: True
-    far = _Far(plan.shards, RTT)
+    far = _Far(shards, RTT)
 
     async def connect(pool: _http11.Http11Pool, origin: _http11.Origin) -> _http11._Connection:
         return _http11._Connection(_VirtualStream(far), origin)
@@ -233,6 +235,11 @@ async def _child(plan: Plan) -> dict[str, Any]:
         endpoint_url=ORIGIN_URL,
         credentials=StaticCredentials(*CREDENTIALS),
     )
+    return producer, far
+
+
+async def _child(plan: Plan) -> dict[str, Any]:
+    producer, far = virtual_producer(plan.shards)
     null = _NullProducer()
     segments: dict[str, list[dict[str, Any]]] = {}
     parts = _Parts() if plan.parts else None
@@ -446,7 +453,7 @@ def main() -> None:
     if args.parts_rate > 0:
         timed: dict[str, dict[str, Any]] = {}
         for backend in backends:
-            plan = Plan(backend, 8, [args.parts_rate], args.records, 3, True, args.tick)
+            plan = Plan(backend, 8, [args.parts_rate], args.records, 3, parts=True, tick=args.tick)
             segments = _run_child(plan)
             runs[f"parts {backend}"] = segments
             name = f"{args.parts_rate:g}/s"
