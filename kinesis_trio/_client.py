@@ -8,17 +8,13 @@ from __future__ import annotations
 
 import base64
 import datetime
-import hashlib
 import json
 import os
 import ssl
-import sys
-import time
 from collections.abc import Mapping
 from typing import Any
 
 import anyio
-import anyio.to_thread
 import httpx
 
 from ._credentials import (
@@ -26,42 +22,48 @@ from ._credentials import (
     StaticCredentials,
 )
 from ._errors import (
-    ConnectError,
-    ConnectionLostError,
-    ExpiredTokenError,
+    KinesisError,
     ProvisionedThroughputExceededError,
-    RequestTimeoutError,
     ResourceNotFoundError,
     ServiceError,
-    TransportError,
     error_from_response,
+    malformed_answer,
+    parse_json,
 )
-from ._http11 import Http11Pool, headers_of, origin_of
-from ._logging import get_logger
-from ._service import SignedService
+from ._retry import backoff_delay
+from ._service import AnswerReader, SignedService
 
-__all__ = ["KinesisClient"]
-
-_log = get_logger("kinesis_trio.client")
+__all__ = ["KinesisClient", "read_answer"]
 
 _TARGET_PREFIX = "Kinesis_20131202."
 _CONTENT_TYPE = "application/x-amz-json-1.1"
-# Bodies at least this big are hashed for the signature in a worker thread (hashlib releases
-# the GIL), so a 5 MB PutRecords does not stall the event loop for ~3 ms.
-_HASH_IN_THREAD_MIN = 1 << 20
 
-
-def _virtual_clock() -> bool:
-    """Trio with a ``MockClock`` (tests): a worker thread would let its autojump leap
-    ahead while the loop waits for the thread."""
-    testing = sys.modules.get("trio.testing")
-    if testing is None:
-        return False
-    try:
-        clock = sys.modules["trio"].lowlevel.current_clock()
-    except RuntimeError:  # not in a trio run
-        return False
-    return isinstance(clock, testing.MockClock)
+#: The operations whose answer has no body: botocore's service model gives them no
+#: ``output`` shape (tests/test_client.py holds this set to the model). Any other
+#: operation's 2xx answer must be a JSON object.
+NO_OUTPUT = frozenset(
+    {
+        "AddTagsToStream",
+        "CreateStream",
+        "DecreaseStreamRetentionPeriod",
+        "DeleteChannel",
+        "DeleteResourcePolicy",
+        "DeleteStream",
+        "DeregisterStreamConsumer",
+        "IncreaseStreamRetentionPeriod",
+        "MergeShards",
+        "PutResourcePolicy",
+        "RemoveTagsFromStream",
+        "SplitShard",
+        "StartStreamEncryption",
+        "StopStreamEncryption",
+        "TagResource",
+        "UntagResource",
+        "UpdateMaxRecordSize",
+        "UpdateStreamMode",
+        "UpdateStreamRecordDistributionStrategy",
+    }
+)
 
 
 def _user_agent() -> str:
@@ -85,25 +87,67 @@ def _encode(body: Mapping[str, Any]) -> bytes:
     return json.dumps(body, separators=(",", ":"), default=_json_default).encode()
 
 
-def _sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def read_answer(
+    operation: str, status: int, headers: Mapping[str, str], content: bytes
+) -> dict[str, Any] | KinesisError:
+    """What a Kinesis answer means: the JSON object of a usable 2xx, or the error the
+    service sent (returned). Any other answer is refused with a ``KinesisError`` that is
+    not ``from_service`` (raised), so the request counts as possibly processed and its
+    connection is closed: a 2xx whose body is empty (for an operation with an output),
+    not JSON, nested too deep or not an object; a 1xx or 3xx; an error without the
+    service's error shape. Never raises anything else."""
+    if 200 <= status < 300:
+        if not content and operation in NO_OUTPUT:
+            return {}
+        data = parse_json(content) if content else None
+        if isinstance(data, dict):
+            return data
+        what = "empty" if not content else "not a JSON object"
+        raise ServiceError(
+            "MalformedResponse",
+            f"the answer's body (HTTP {status}) is {what}",
+            status_code=status,
+            operation=operation,
+            request_id=headers.get("x-amzn-RequestId"),
+            from_service=False,
+        )
+    error = error_from_response(operation, status, content, headers)
+    if not error.from_service:
+        raise error
+    return error
 
 
-def _map_transport_error(exc: httpx.RequestError, operation: str) -> TransportError:
-    text = str(exc)
-    message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    if isinstance(
-        exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.ProxyError)
-    ):
-        return ConnectError(message, operation=operation)
-    if isinstance(exc, httpx.UnsupportedProtocol):
-        return ConnectError(message, operation=operation)
-    if isinstance(exc, httpx.TimeoutException):  # ReadTimeout, WriteTimeout
-        return RequestTimeoutError(message, operation=operation)
-    if isinstance(exc, (httpx.NetworkError, httpx.ProtocolError, httpx.DecodingError)):
-        # ReadError, WriteError, CloseError, RemoteProtocolError, LocalProtocolError, ...
-        return ConnectionLostError(message, operation=operation)
-    return TransportError(message, operation=operation, sent=True)
+def _put_records_reader(count: int) -> AnswerReader[dict[str, Any]]:
+    """PutRecords' ``read`` for a request of ``count`` records: an answer whose ``Records``
+    is not a list of ``count`` entries is not this request's (refused, ambiguous)."""
+
+    def read(
+        status: int, headers: Mapping[str, str], content: bytes
+    ) -> dict[str, Any] | KinesisError:
+        answer = read_answer("PutRecords", status, headers, content)
+        if isinstance(answer, dict):
+            entries = answer.get("Records")
+            if type(entries) is not list or len(entries) != count:
+                raise ServiceError(
+                    "MalformedResponse",
+                    f"the answer's Records is not a list of the {count} records sent",
+                    status_code=status,
+                    operation="PutRecords",
+                    request_id=headers.get("x-amzn-RequestId"),
+                    from_service=False,
+                )
+        return answer
+
+    return read
+
+
+def _reader(operation: str) -> AnswerReader[dict[str, Any]]:
+    def read(
+        status: int, headers: Mapping[str, str], content: bytes
+    ) -> dict[str, Any] | KinesisError:
+        return read_answer(operation, status, headers, content)
+
+    return read
 
 
 def _stream_ref(stream_name: str | None, stream_arn: str | None) -> dict[str, Any]:
@@ -124,8 +168,10 @@ class KinesisClient(SignedService):
     region. Endpoint: ``endpoint_url``, else ``AWS_ENDPOINT_URL_KINESIS``,
     ``AWS_ENDPOINT_URL``, ``https://kinesis.{region}.amazonaws.com``. Credentials:
     ``credentials`` (a :class:`StaticCredentials` or a ready ``CredentialProvider``), else
-    botocore's standard chain for ``profile_name``. ``transport`` replaces httpx's network
-    transport (tests use ``httpx.MockTransport``).
+    botocore's standard chain for ``profile_name``. ``transport`` replaces the network: an
+    ``httpx.AsyncBaseTransport`` (``httpx.MockTransport``) is called through httpx's
+    interface; ``FakeKinesis.transport()`` is reached through the client's own connection
+    pool and HTTP framing, over in-memory connections.
 
     Errors: :class:`KinesisError` subclasses for error responses, :class:`TransportError`
     subclasses for network failures, :class:`CredentialsError`. One ``ExpiredTokenException``
@@ -149,8 +195,6 @@ class KinesisClient(SignedService):
         verify: bool | str | ssl.SSLContext = True,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        if max_connections < 1:
-            raise ValueError("max_connections must be at least 1")
         super().__init__(
             "kinesis",
             "KINESIS",
@@ -158,32 +202,15 @@ class KinesisClient(SignedService):
             endpoint_url=endpoint_url,
             credentials=credentials,
             profile_name=profile_name,
+            transport=transport,
+            max_connections=max_connections,
+            request_timeout=request_timeout,
+            connect_timeout=connect_timeout,
+            verify=_ssl_verify(verify),
+            user_agent=_user_agent(),
         )
-        #: a call's default deadline: hashing, credentials and the exchange, answer included
-        self._deadline = request_timeout + connect_timeout
-        # Requests go to a lean HTTP/1.1 pool (_http11) that only POSTs and reads whole
-        # answers: none of httpx's client layer (redirects, cookies, auth flows, event hooks)
-        # or general transport machinery is used, and a request costs a fraction of the CPU.
-        # A transport passed in (tests: httpx.MockTransport) is called through httpx's
-        # interface instead. The client owns the transport's lifetime.
-        self._origin = origin_of(self._url)
-        self._pool: Http11Pool | None = None
-        if transport is None:
-            self._pool = Http11Pool(
-                verify=_ssl_verify(verify),
-                max_connections=max_connections,
-                connect_timeout=connect_timeout,
-                pool_timeout=request_timeout,
-            )
-        self._transport: httpx.AsyncBaseTransport = transport or self._pool  # type: ignore[assignment]
-        self._http = httpx.AsyncClient(transport=self._transport)
-        self._timeouts = {
-            "connect": connect_timeout,
-            "read": request_timeout,
-            "write": request_timeout,
-            "pool": request_timeout,
-        }
-        self._user_agent = _user_agent()
+        self._readers: dict[str, AnswerReader[dict[str, Any]]] = {}
+        self._headers: dict[str, dict[str, str]] = {}
 
     def __repr__(self) -> str:
         return (
@@ -197,108 +224,34 @@ class KinesisClient(SignedService):
         return await self.call_raw(operation, _encode(body))
 
     async def call_raw(
-        self, operation: str, body: bytes, *, within: float | None = None
+        self,
+        operation: str,
+        body: bytes,
+        *,
+        within: float | None = None,
+        entries: int | None = None,
     ) -> dict[str, Any]:
         """Call a Kinesis operation with an already JSON-encoded body; return the response.
 
         The whole call (hashing the body, getting credentials, the exchange and a retry
         after an expired token) has one deadline: ``within`` seconds, by default the
         client's ``request_timeout + connect_timeout``. Past it: ``RequestTimeoutError``.
-        """
-        self._check_open()
-        limit = self._deadline if within is None else within
-        # Per-read timeouts would let a server trickling its answer a byte at a time pass
-        # them all: the call gets one deadline (a bare cancel scope: cheaper than
-        # fail_after's context manager, once per request).
-        with anyio.CancelScope(deadline=anyio.current_time() + limit) as scope:
-            if len(body) >= _HASH_IN_THREAD_MIN and not _virtual_clock():
-                digest = await anyio.to_thread.run_sync(_sha256_hex, body)
-            else:
-                digest = _sha256_hex(body)
-            creds = await self._credentials.get()
-            try:
-                return await self._send(operation, body, digest, creds)
-            except ExpiredTokenError:
-                fresh = await self._credentials.force_refresh(creds)
-                if fresh == creds:
-                    raise
-                _log.debug("kinesis.expired_token_retry", operation=operation)
-                return await self._send(operation, body, digest, fresh)
-        assert scope.cancelled_caught
-        raise RequestTimeoutError(
-            f"{operation} did not complete within {limit:g} s", operation=operation
-        )
+        ``entries`` (PutRecords): the number of records sent; an answer whose ``Records``
+        is not a list that long is refused (``ServiceError`` ``MalformedResponse``).
 
-    async def _send(self, operation: str, body: bytes, digest: str, creds: Any) -> dict[str, Any]:
-        headers = self._signer.sign(
-            body,
-            digest,
-            creds,
-            {"Content-Type": _CONTENT_TYPE, "X-Amz-Target": _TARGET_PREFIX + operation},
-        )
-        start = time.perf_counter()
-        status = 0
-        content = b""
-        fields: list[tuple[bytes, bytes]] = []
-        answer_headers: httpx.Headers | None = None
-        try:
-            headers["User-Agent"] = self._user_agent
-            pool = self._pool
-            if pool is not None:
-                status, fields, content = await pool.post(self._origin, "/", headers, body)
-            else:
-                request = httpx.Request(
-                    "POST",
-                    self._url,
-                    content=body,
-                    headers=headers,
-                    extensions={"timeout": self._timeouts},
-                )
-                response = await self._transport.handle_async_request(request)
-                try:
-                    content = await response.aread()
-                finally:
-                    await response.aclose()
-                status, answer_headers = response.status_code, response.headers
-        except httpx.RequestError as exc:
-            error = _map_transport_error(exc, operation)
-            _log.debug(
-                "kinesis.call",
-                operation=operation,
-                status=None,
-                duration=round(time.perf_counter() - start, 6),
-                error=type(error).__name__,
-                sent=error.sent,
-            )
-            raise error from exc
-        duration = round(time.perf_counter() - start, 6)
-        if 200 <= status < 300:
-            _log.debug("kinesis.call", operation=operation, status=status, duration=duration)
-            if not content:
-                return {}
-            try:
-                data = json.loads(content)
-            except ValueError:
-                data = None
-            if not isinstance(data, dict):
-                raise ServiceError(
-                    "MalformedResponse",
-                    "the response body is not a JSON object",
-                    status_code=status,
-                    operation=operation,
-                    request_id=(answer_headers or headers_of(fields)).get("x-amzn-RequestId"),
-                )
-            return data
-        err = error_from_response(operation, status, content, answer_headers or headers_of(fields))
-        _log.debug(
-            "kinesis.call",
-            operation=operation,
-            status=status,
-            duration=duration,
-            error=err.code,
-            request_id=err.request_id,
-        )
-        raise err
+        An answer that is not the service's (a 2xx that cannot be used, a 1xx or 3xx, an
+        error without the service's error shape) raises a ``KinesisError`` whose
+        ``from_service`` is False; its connection is closed.
+        """
+        headers = self._headers.get(operation)
+        if headers is None:
+            self._readers[operation] = _reader(operation)
+            headers = self._headers[operation] = {
+                "Content-Type": _CONTENT_TYPE,
+                "X-Amz-Target": _TARGET_PREFIX + operation,
+            }
+        read = self._readers[operation] if entries is None else _put_records_reader(entries)
+        return await self._call(operation, body, headers, read, within=within)
 
     # -- operations -------------------------------------------------------------------------
 
@@ -333,12 +286,8 @@ class KinesisClient(SignedService):
                 found = []
             token = page.get("NextToken")
             if not isinstance(found, list) or not (token is None or isinstance(token, str)):
-                raise ServiceError(
-                    "MalformedResponse",
-                    "ListShards answered with a malformed page (Shards is not a list, or "
-                    "NextToken is not a string)",
-                    status_code=200,
-                    operation="ListShards",
+                raise malformed_answer(
+                    "ListShards", "Shards is not a list, or NextToken is not a string"
                 )
             shards.extend(found)
             if not token:
@@ -424,7 +373,10 @@ class KinesisClient(SignedService):
         if timestamp is not None:
             body["Timestamp"] = timestamp
         resp = await self.call("GetShardIterator", body)
-        return str(resp["ShardIterator"])
+        iterator = resp.get("ShardIterator")
+        if type(iterator) is not str or not iterator:
+            raise malformed_answer("GetShardIterator", "ShardIterator is not a string")
+        return iterator
 
     async def get_records(self, shard_iterator: str, limit: int | None = None) -> dict[str, Any]:
         """GetRecords; the raw response (``Data`` still base64)."""
@@ -493,7 +445,7 @@ class KinesisClient(SignedService):
                     throttled += 1
                     if throttled > 20:
                         raise
-                    await anyio.sleep(0.2)
+                    await anyio.sleep(max(0.2, backoff_delay(throttled, base=0.2, cap=2.0)))
                     continue
                 batch = page.get("Records") or []
                 for record in batch:

@@ -51,7 +51,8 @@ class ProducerConfig:
     record_ttl: float = 30.0
     #: KPL ``MaxConnections``: the most PutRecords requests in flight at once. The number
     #: in flight adapts between 1 and this to what the endpoint takes without queueing
-    #: (see ``adaptive_concurrency``).
+    #: (see ``adaptive_concurrency``). Two more connections serve shard-map refreshes, so
+    #: they never wait behind PutRecords that hang.
     max_connections: int = 24
     #: Adapt the requests in flight to the endpoint's round trips, timeouts and 5xx answers
     #: (``False``: always ``max_connections``, as the KPL does).

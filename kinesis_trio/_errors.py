@@ -28,6 +28,12 @@
 
 ``retryable`` on KinesisError and TransportError is a hint following the Kinesis
 documentation (throttling, 5xx, network errors: yes; validation, auth, missing stream: no).
+
+``from_service`` on KinesisError tells a well-formed error the service sent (a 4xx or 5xx
+whose JSON body has a ``__type``, or with an ``x-amzn-ErrorType`` header) from an answer
+that only looks like one (a 3xx, an HTML page from a proxy, a body that cannot be read):
+the request may have been processed under the latter, so the producer retries its records
+as ambiguous (``possible_duplicate``) and never fails them for good on it.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ __all__ = [
     "ValidationError",
     "error_from_response",
     "malformed_answer",
+    "parse_json",
 ]
 
 _MAX_MESSAGE = 512
@@ -79,13 +86,17 @@ class KinesisError(KinesisTrioError):
         status_code: int = 0,
         operation: str = "",
         request_id: str | None = None,
+        from_service: bool = True,
     ) -> None:
         self.code = code
         self.message = message
         self.status_code = status_code
         self.operation = operation
         self.request_id = request_id
-        self.retryable = self._retryable(code)
+        #: a well-formed error the service sent (else: an answer the request may have been
+        #: processed under); never for a 1xx, 2xx or 3xx status
+        self.from_service = from_service and not 100 <= status_code < 400
+        self.retryable = self._retryable(code) or not from_service
         super().__init__(code, message)
 
     def _retryable(self, code: str) -> bool:
@@ -112,6 +123,7 @@ class KinesisError(KinesisTrioError):
                 self.status_code,
                 self.operation,
                 self.request_id,
+                self.from_service,
             ),
         )
 
@@ -123,8 +135,16 @@ def _rebuild_kinesis_error(
     status_code: int,
     operation: str,
     request_id: str | None,
+    from_service: bool = True,
 ) -> KinesisError:
-    return cls(code, message, status_code=status_code, operation=operation, request_id=request_id)
+    return cls(
+        code,
+        message,
+        status_code=status_code,
+        operation=operation,
+        request_id=request_id,
+        from_service=from_service,
+    )
 
 
 class ResourceNotFoundError(KinesisError):
@@ -340,10 +360,30 @@ def malformed_answer(operation: str, what: str) -> ServiceError:
         f"{operation} answered with a malformed {_ANSWER_OF.get(operation, 'answer')}: {what}",
         status_code=200,
         operation=operation,
+        from_service=False,
     )
 
 
 _ANSWER_OF = {"ListShards": "shard list", "DescribeStreamSummary": "summary"}
+
+
+def _text(value: Any) -> str:
+    """A message of any JSON type as bounded text (a nested value's repr may not recurse)."""
+    if isinstance(value, str):
+        return value[: _MAX_MESSAGE * 4]
+    try:
+        return str(value)[: _MAX_MESSAGE * 4]
+    except (RecursionError, MemoryError, ValueError):
+        return f"<a {type(value).__name__}>"
+
+
+def parse_json(body: bytes) -> Any:
+    """``body`` as JSON, or ``None`` when it is not JSON or cannot be read (invalid UTF-8,
+    nested too deep for the parser, too large to hold): an answer never raises."""
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError, MemoryError):
+        return None
 
 
 def error_from_response(
@@ -353,19 +393,19 @@ def error_from_response(
 
     The code comes from the JSON ``__type`` (namespace before ``#`` stripped), else the
     ``x-amzn-ErrorType`` header, else ``code``/``Code`` in the body, else the status code.
+    The error is ``from_service`` when the status is 4xx or 5xx and the code came from the
+    ``__type`` or the header (the service's own error shape); any other answer says nothing
+    reliable about what became of the request.
     """
-    parsed: Any = None
-    if body:
-        try:
-            parsed = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            parsed = None
+    parsed: Any = parse_json(body) if body else None
     data: Mapping[str, Any] = parsed if isinstance(parsed, dict) else {}
 
     raw_code: Any = data.get("__type") or _header(headers, "x-amzn-ErrorType")
-    if not raw_code:
-        raw_code = data.get("code") or data.get("Code")
-    code = _clean_code(raw_code) if isinstance(raw_code, str) else ""
+    code = _clean_code(raw_code[:256]) if isinstance(raw_code, str) else ""
+    from_service = bool(code) and 400 <= status < 600
+    if not code:
+        fallback: Any = data.get("code") or data.get("Code")
+        code = _clean_code(fallback[:256]) if isinstance(fallback, str) else ""
     if not code:
         code = str(status)
 
@@ -375,9 +415,14 @@ def error_from_response(
     if raw_message is None and parsed is None and body:
         # Not JSON (an HTML page from a proxy, say): keep a short, one-line excerpt.
         raw_message = body[:_MAX_MESSAGE].decode("utf-8", "replace")
-    message = _one_line(str(raw_message)) if raw_message is not None else ""
+    message = _one_line(_text(raw_message)) if raw_message is not None else ""
 
     request_id = _header(headers, "x-amzn-RequestId") or _header(headers, "x-amz-request-id")
     return _class_for(code, status)(
-        code, message, status_code=status, operation=operation, request_id=request_id
+        code,
+        message,
+        status_code=status,
+        operation=operation,
+        request_id=request_id,
+        from_service=from_service,
     )

@@ -1,22 +1,32 @@
-"""A lean HTTP/1.1 connection pool for the client's signed POSTs.
+"""The connection pool every signed request goes through; h11 frames each exchange.
 
-The client needs one thing of HTTP: send a POST with a known body to one endpoint over a
-kept-alive connection and read the whole answer. httpx's transport (httpcore, h11) does that
-through several layers of general machinery that cost more CPU than the rest of a request
-together (``benchmarks/bench_request.py``). This pool does only that: it writes the request
-head itself, reads the answer with a small strict parser (status line, header fields,
-``Content-Length``, chunked or read-to-close bodies; anything else is a protocol error) and
-keeps idle connections for reuse.
+The clients need one thing of HTTP: POST a known body to one endpoint over a kept-alive
+connection and read the whole answer. The pool owns the connections (opening them, TLS, at
+most ``max_connections`` exchanges at a time, idle ones kept for reuse); every byte of the
+request and the answer is framed by ``h11.Connection``, which refuses what RFC 9112
+refuses (bad chunk sizes, conflicting lengths, control bytes in header values, a status
+outside 100-999, ...). The pool adds what h11 leaves to its caller:
+
+- caps: an answer's head (``max_incomplete_event_size``) and its body (:data:`MAX_BODY`);
+- the answer is read through the caller's ``read`` function, inside the exchange: a
+  connection is put back for reuse only when both sides are done (h11's
+  ``start_next_cycle``), no byte follows the answer, and ``read`` accepted it. An error,
+  a cancellation, an answer asking to close, bytes after it, or an answer ``read``
+  refused (a 2xx the client cannot use) closes the connection;
+- the stale-idle check: an idle connection the server has closed or written to is dropped
+  when taken.
 
 Errors are httpx's (``ConnectError``, ``ConnectTimeout``, ``PoolTimeout``, ``WriteError``,
-``ReadError``, ``RemoteProtocolError``), so the client reads them as it reads httpcore's: a
+``ReadError``, ``RemoteProtocolError``), so the clients read them as they read httpcore's: a
 failure before the request could be written (``ConnectError``, ``ConnectTimeout``,
-``PoolTimeout``) means nothing was sent. A connection whose exchange did not end cleanly
-(an error, a cancellation, an answer that asks to close, bytes after the answer) is closed,
-never reused; an idle connection the server has closed or written to is dropped when taken.
+``PoolTimeout``) means nothing was sent; any other may come after the server took it. No
+other exception leaves an exchange: whatever h11 or the stream raises on bytes it was
+given becomes a ``RemoteProtocolError``.
 
-It is also an ``httpx.AsyncBaseTransport``, so ``httpx.AsyncClient(transport=pool)`` works,
-but the client calls :meth:`Http11Pool.post` directly.
+The caller bounds the whole exchange (the client's deadline). Connections are TCP (TLS for
+``https``) unless an ``opener`` is given: :class:`kinesis_trio.testing.FakeKinesis`'s
+transport opens in-memory streams whose far end is the fake's own h11 server, so in-process
+tests run this same pool and framing.
 """
 
 from __future__ import annotations
@@ -25,42 +35,56 @@ import contextlib
 import select
 import socket
 import ssl
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol, TypeVar, runtime_checkable
 
 import anyio
 import anyio.abc
+import h11
 import httpx
 
-__all__ = ["Http11Pool", "Origin"]
+__all__ = ["MAX_BODY", "Fields", "Http11Pool", "Origin", "StreamOpener", "origin_of"]
 
 #: (scheme, host, port)
 Origin = tuple[str, str, int]
+#: An answer's header fields as h11 gives them (names lowercased).
+Fields = list[tuple[bytes, bytes]]
 
-_MAX_HEAD = 64 * 1024  # status line and header fields of one answer
-_MAX_LINE = 8 * 1024  # one chunk-size line or trailer field
+_MAX_HEAD = 64 * 1024  # status line and header fields of one answer (and of an interim one)
 #: the largest answer body taken (GetRecords returns at most 10 MiB of data, base64 in JSON)
 MAX_BODY = 64 * 1024 * 1024
 _RECEIVE = 256 * 1024
 _JOIN_MAX = 64 * 1024  # bodies up to this size go out in one write with the head
 
+_T = TypeVar("_T")
+
+#: What the caller makes of a whole answer (status, header fields, body). Raising refuses
+#: the answer: the connection is closed and the exception goes to the caller.
+Reader = Callable[[int, Fields, bytes], _T]
+
+
+@runtime_checkable
+class StreamOpener(Protocol):
+    """Something that opens byte streams to an origin (in place of TCP)."""
+
+    def open_stream(self, origin: Origin) -> Awaitable[anyio.abc.ByteStream]:
+        """A new connection to ``origin``."""
+        ...
+
 
 class _Connection:
-    __slots__ = ("buffer", "origin", "sock", "stream")
+    __slots__ = ("h11", "origin", "sock", "stream")
 
     def __init__(self, stream: anyio.abc.ByteStream, origin: Origin) -> None:
         self.stream = stream
         self.origin = origin
-        self.buffer = bytearray()
-        sock: socket.socket | None = None
-        try:
-            sock = stream.extra(anyio.abc.SocketAttribute.raw_socket)
-        except anyio.TypedAttributeLookupError:  # pragma: no cover - always a socket here
-            sock = None
-        self.sock = sock
+        self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
+        self.sock: socket.socket | None = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
 
     def stale(self) -> bool:
         """True if the server closed this idle connection or wrote to it unasked."""
         sock = self.sock
-        if sock is None:  # pragma: no cover
+        if sock is None:
             return False
         try:
             poller = select.poll()
@@ -69,68 +93,10 @@ class _Connection:
         except (OSError, ValueError):
             return True
 
-    async def fill(self) -> bool:
-        """Receive more bytes into the buffer; False at the end of the stream."""
-        try:
-            chunk = await self.stream.receive(_RECEIVE)
-        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            return False
-        except (OSError, ssl.SSLError) as exc:
-            raise httpx.ReadError(_describe(exc)) from exc
-        self.buffer += chunk
-        return True
-
-    async def line(self, what: str) -> bytes:
-        """One CRLF-terminated line (without the CRLF) from the buffer."""
-        start = 0
-        while True:
-            end = self.buffer.find(b"\r\n", start)
-            if end >= 0:
-                out = bytes(self.buffer[:end])
-                del self.buffer[: end + 2]
-                return out
-            if len(self.buffer) > _MAX_LINE:
-                raise httpx.RemoteProtocolError(f"{what} longer than {_MAX_LINE} bytes")
-            start = max(0, len(self.buffer) - 1)
-            if not await self.fill():
-                raise httpx.RemoteProtocolError(f"the server closed the connection within {what}")
-
-    async def exact(self, size: int, what: str) -> bytes:
-        while len(self.buffer) < size:
-            if not await self.fill():
-                raise httpx.RemoteProtocolError(
-                    f"the server closed the connection within {what}"
-                    f" ({len(self.buffer)} of {size} bytes)"
-                )
-        out = bytes(self.buffer[:size])
-        del self.buffer[:size]
-        return out
-
 
 def _describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _parse_head(head: bytes) -> tuple[int, bool, list[tuple[bytes, bytes]]]:
-    """Status, HTTP/1.1 or later, and the header fields of one answer's head."""
-    lines = head.split(b"\r\n")
-    status_line = lines[0]
-    parts = status_line.split(b" ", 2)
-    if (
-        len(parts) < 2
-        or not parts[0].startswith(b"HTTP/1.")
-        or len(parts[1]) != 3
-        or not parts[1].isdigit()
-    ):
-        raise httpx.RemoteProtocolError(f"malformed status line {status_line[:100]!r}")
-    fields: list[tuple[bytes, bytes]] = []
-    for raw in lines[1:]:
-        name, sep, value = raw.partition(b":")
-        if not sep or not name or name != name.strip() or raw[:1] in (b" ", b"\t"):
-            raise httpx.RemoteProtocolError(f"malformed header field {raw[:100]!r}")
-        fields.append((name, value.strip(b" \t")))
-    return int(parts[1]), parts[0] != b"HTTP/1.0", fields
 
 
 class Http11Pool(httpx.AsyncBaseTransport):
@@ -139,7 +105,7 @@ class Http11Pool(httpx.AsyncBaseTransport):
     ``verify`` is an ``ssl.SSLContext`` for ``https`` origins, ``True`` for the default
     verification or ``False`` for none. A connection takes at most ``connect_timeout``
     seconds to open (TLS included); waiting for a free connection, at most ``pool_timeout``.
-    The caller bounds the whole exchange (the client's deadline).
+    ``opener`` opens the connections instead of TCP. The caller bounds the whole exchange.
     """
 
     def __init__(
@@ -149,6 +115,8 @@ class Http11Pool(httpx.AsyncBaseTransport):
         max_connections: int = 24,
         connect_timeout: float = 6.0,
         pool_timeout: float = 6.0,
+        opener: StreamOpener | None = None,
+        max_body: int = MAX_BODY,
     ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
@@ -159,6 +127,8 @@ class Http11Pool(httpx.AsyncBaseTransport):
         self._max_idle = max_connections
         self._connect_timeout = connect_timeout
         self._pool_timeout = pool_timeout
+        self._opener = opener
+        self._max_body = max_body
         self._closed = False
 
     def _ssl_context(self) -> ssl.SSLContext:
@@ -172,18 +142,24 @@ class Http11Pool(httpx.AsyncBaseTransport):
         return context
 
     async def post(
-        self, origin: Origin, target: str, headers: dict[str, str], body: bytes
-    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-        """POST ``body`` to ``target`` at ``origin``; the status, header fields and body."""
+        self,
+        origin: Origin,
+        target: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        read: Reader[_T],
+    ) -> _T:
+        """POST ``body`` to ``target`` at ``origin``; what ``read`` makes of the answer."""
         if self._closed:
             raise RuntimeError("the connection pool is closed")
-        lines = [f"POST {target} HTTP/1.1\r\n"]
-        for name, value in headers.items():
-            if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
-                raise httpx.LocalProtocolError(f"header {name!r} holds a line break")
-            lines.append(f"{name}: {value}\r\n")
-        lines.append(f"Content-Length: {len(body)}\r\n\r\n")
-        head = "".join(lines).encode("latin-1")
+        fields = [*headers.items(), ("Content-Length", str(len(body)))]
+        if not any(name.lower() == "host" for name in headers):
+            host = origin[1] if origin[2] in (80, 443) else f"{origin[1]}:{origin[2]}"
+            fields.insert(0, ("Host", host))
+        try:
+            request = h11.Request(method="POST", target=target, headers=fields)
+        except h11.LocalProtocolError as exc:  # a header h11 refuses to write: nothing sent
+            raise httpx.LocalProtocolError(str(exc)) from None
         try:
             self._slots.acquire_nowait()
         except anyio.WouldBlock:
@@ -197,17 +173,27 @@ class Http11Pool(httpx.AsyncBaseTransport):
         try:
             conn = await self._take(origin)
             try:
-                status, fields, content, keep = await self._exchange(conn, head, body)
+                result = await self._exchange(conn, request, body, read)
             except BaseException:
                 await anyio.aclose_forcefully(conn.stream)
                 raise
-            if keep and not self._closed and len(self._idle) < self._max_idle:
+            if self._reusable(conn):
                 self._idle.append(conn)
             else:
                 await anyio.aclose_forcefully(conn.stream)
-            return status, fields, content
+            return result
         finally:
             self._slots.release()
+
+    def _reusable(self, conn: _Connection) -> bool:
+        state = conn.h11
+        if self._closed or len(self._idle) >= self._max_idle:
+            return False
+        if state.our_state is not h11.DONE or state.their_state is not h11.DONE:
+            return False  # an answer that asked to close, or a body read to the close
+        state.start_next_cycle()
+        # bytes nobody asked for (a 204's body, a second answer): the state is unknown
+        return not state.trailing_data[0]
 
     async def _take(self, origin: Origin) -> _Connection:
         idle = self._idle
@@ -229,8 +215,10 @@ class Http11Pool(httpx.AsyncBaseTransport):
         scheme, host, port = origin
         try:
             with anyio.fail_after(self._connect_timeout):
-                if scheme == "https":
-                    stream: anyio.abc.ByteStream = await anyio.connect_tcp(
+                if self._opener is not None:
+                    stream = await self._opener.open_stream(origin)
+                elif scheme == "https":
+                    stream = await anyio.connect_tcp(
                         host,
                         port,
                         ssl_context=self._ssl_context(),
@@ -252,110 +240,86 @@ class Http11Pool(httpx.AsyncBaseTransport):
         return conn
 
     async def _exchange(
-        self, conn: _Connection, head: bytes, body: bytes
-    ) -> tuple[int, list[tuple[bytes, bytes]], bytes, bool]:
+        self, conn: _Connection, request: h11.Request, body: bytes, read: Reader[_T]
+    ) -> _T:
+        state = conn.h11
         stream = conn.stream
         try:
+            head = state.send(request)
+            pieces = (state.send_with_data_passthrough(h11.Data(data=body)) or []) if body else []
+            tail = state.send(h11.EndOfMessage())
+        except h11.LocalProtocolError as exc:  # pragma: no cover - a fresh cycle takes any POST
+            raise httpx.LocalProtocolError(str(exc)) from None
+        try:
             if len(body) <= _JOIN_MAX:
-                await stream.send(head + body)
+                await stream.send(b"".join([head or b"", *pieces, tail or b""]))
             else:
-                await stream.send(head)
-                await stream.send(body)
+                await stream.send(head or b"")
+                for piece in pieces:
+                    await stream.send(piece)
+                if tail:
+                    await stream.send(tail)
         except (OSError, ssl.SSLError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             raise httpx.WriteError(_describe(exc)) from exc
-        while True:
-            status, keep, fields = await self._read_head(conn)
-            if status >= 200 or status == 101:
-                break
-            # an interim answer (100 Continue, 103 Early Hints): the real one follows
-        length: int | None = None
-        chunked = False
-        for name, value in fields:
-            lower = name.lower()
-            if lower == b"content-length":
-                if not value.isdigit():
-                    raise httpx.RemoteProtocolError(f"malformed Content-Length {value[:40]!r}")
-                if length is not None and length != int(value):
-                    raise httpx.RemoteProtocolError("conflicting Content-Length fields")
-                length = int(value)
-                if length > MAX_BODY:
-                    raise httpx.RemoteProtocolError(
-                        f"an answer of {length} bytes: more than the {MAX_BODY} taken"
-                    )
-            elif lower == b"transfer-encoding":
-                codings = [c.strip().lower() for c in value.split(b",")]
-                if codings[-1:] != [b"chunked"] or len(codings) != 1:
-                    raise httpx.RemoteProtocolError(f"unsupported Transfer-Encoding {value!r}")
-                chunked = True
-            elif lower == b"connection":
-                tokens = {t.strip().lower() for t in value.split(b",")}
-                if b"close" in tokens:
-                    keep = False
-                elif b"keep-alive" in tokens:
-                    keep = True
-        if chunked:
-            content = await self._read_chunked(conn)
-        elif length is not None:
-            content = await conn.exact(length, "the answer's body")
-        elif status in (204, 304):
-            content = b""
-        else:
-            # no length given: the body ends when the server closes the connection
-            while True:
-                if len(conn.buffer) > MAX_BODY:
-                    raise httpx.RemoteProtocolError(f"an answer of more than {MAX_BODY} bytes")
-                if not await conn.fill():
-                    break
-            content = bytes(conn.buffer)
-            conn.buffer.clear()
-            keep = False
-        if conn.buffer:  # bytes nobody asked for: the connection's state is unknown
-            keep = False
-        return status, fields, content, keep
-
-    async def _read_head(self, conn: _Connection) -> tuple[int, bool, list[tuple[bytes, bytes]]]:
-        start = 0
-        while True:
-            end = conn.buffer.find(b"\r\n\r\n", start)
-            if end >= 0 and end <= _MAX_HEAD:
-                break
-            if len(conn.buffer) > _MAX_HEAD:
-                raise httpx.RemoteProtocolError(f"the answer's head is over {_MAX_HEAD} bytes")
-            start = max(0, len(conn.buffer) - 3)
-            if not await conn.fill():
-                if conn.buffer:
-                    raise httpx.RemoteProtocolError(
-                        "the server closed the connection within the answer's head"
-                    )
-                raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
-        head = bytes(conn.buffer[:end])
-        del conn.buffer[: end + 4]
-        return _parse_head(head)
-
-    async def _read_chunked(self, conn: _Connection) -> bytes:
+        status = 0
+        fields: Fields = []
         parts: list[bytes] = []
-        total = 0
+        size = 0
         while True:
-            size_line = await conn.line("a chunk-size line")
-            digits = size_line.split(b";", 1)[0].strip()
+            event = await self._next_event(conn)
+            if type(event) is h11.Data:
+                size += len(event.data)
+                if size > self._max_body:
+                    raise httpx.RemoteProtocolError(
+                        f"an answer of more than {self._max_body} bytes"
+                    )
+                parts.append(event.data)
+            elif type(event) is h11.Response:
+                status, fields = event.status_code, list(event.headers)
+                for name, value in fields:
+                    # h11 took it as digits; one that cannot fit is refused before its body
+                    if name == b"content-length" and (
+                        len(value) > 19 or int(value) > self._max_body
+                    ):
+                        raise httpx.RemoteProtocolError(
+                            f"an answer of {value[:40].decode()} bytes: more than the "
+                            f"{self._max_body} taken"
+                        )
+            elif type(event) is h11.EndOfMessage:
+                break
+            elif type(event) is h11.InformationalResponse:
+                continue  # 100 Continue, 103 Early Hints: the final answer follows
+            else:  # ConnectionClosed: h11 raises for a close within an answer
+                raise httpx.RemoteProtocolError(  # pragma: no cover
+                    "the server closed the connection without an answer"
+                )
+        content = bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
+        return read(status, fields, content)
+
+    async def _next_event(self, conn: _Connection) -> h11.Event:
+        """The answer's next event; bytes are received as h11 needs them."""
+        state = conn.h11
+        while True:
             try:
-                size = int(digits, 16)
-            except ValueError:
-                raise httpx.RemoteProtocolError(
-                    f"malformed chunk size {size_line[:40]!r}"
-                ) from None
-            if size < 0 or not digits or digits[:1] in (b"+", b"-"):
-                raise httpx.RemoteProtocolError(f"malformed chunk size {size_line[:40]!r}")
-            if size == 0:
-                while await conn.line("the trailer"):
-                    pass  # trailer fields: not used
-                return b"".join(parts)
-            total += size
-            if total > MAX_BODY:
-                raise httpx.RemoteProtocolError(f"an answer of more than {MAX_BODY} bytes")
-            parts.append(await conn.exact(size, "a chunk"))
-            if await conn.exact(2, "a chunk's end") != b"\r\n":
-                raise httpx.RemoteProtocolError("a chunk does not end with CRLF")
+                event = state.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise httpx.RemoteProtocolError(f"malformed answer: {exc}") from None
+            except Exception as exc:  # anything else h11 raised on the bytes it was given
+                raise httpx.RemoteProtocolError(f"malformed answer: {_describe(exc)}") from None
+            if event is not h11.NEED_DATA:
+                if event is h11.PAUSED:  # pragma: no cover - a client is never paused here
+                    raise httpx.RemoteProtocolError("the answer cannot be read on")
+                return event  # type: ignore[return-value]
+            try:
+                chunk = await conn.stream.receive(_RECEIVE)
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                chunk = b""
+            except (OSError, ssl.SSLError, anyio.BrokenResourceError) as exc:
+                raise httpx.ReadError(_describe(exc)) from exc
+            try:
+                state.receive_data(chunk)
+            except h11.RemoteProtocolError as exc:
+                raise httpx.RemoteProtocolError(f"malformed answer: {exc}") from None
 
     # -- httpx.AsyncBaseTransport ----------------------------------------------------------
 
@@ -368,12 +332,16 @@ class Http11Pool(httpx.AsyncBaseTransport):
             raise httpx.UnsupportedProtocol(f"unsupported URL scheme {url.scheme!r}")
         port = url.port or (443 if url.scheme == "https" else 80)
         body = await request.aread()
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in ("content-length",)}
+        skip = ("content-length", "transfer-encoding")
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in skip}
         target = url.raw_path.decode("ascii")
-        status, fields, content = await self.post(
-            (url.scheme, url.host, port), target, headers, body
+        return await self.post(
+            (url.scheme, url.host, port),
+            target,
+            headers,
+            body,
+            lambda status, fields, content: httpx.Response(status, headers=fields, content=content),
         )
-        return httpx.Response(status, headers=fields, content=content)
 
     async def aclose(self) -> None:
         """Close every idle connection; later requests fail."""
@@ -391,8 +359,3 @@ def origin_of(url: str) -> Origin:
     parsed = httpx.URL(url)
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     return (parsed.scheme, parsed.host, port)
-
-
-def headers_of(fields: list[tuple[bytes, bytes]]) -> httpx.Headers:
-    """The answer's header fields as ``httpx.Headers`` (case-insensitive lookups)."""
-    return httpx.Headers(fields)

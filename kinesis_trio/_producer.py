@@ -53,6 +53,11 @@ class _StreamNotLoaded(anyio.WouldBlock):
     """put_nowait to a stream whose shard map is not loaded yet (``put`` loads it)."""
 
 
+#: Connections the producer's client has beyond ``max_connections``, for calls that are not
+#: PutRecords (ListShards, DescribeStreamSummary).
+_CONTROL_CONNECTIONS = 2
+
+
 class Producer:
     """A Kinesis producer with KPL aggregation, per-shard batching, backpressure and outcomes.
 
@@ -66,8 +71,9 @@ class Producer:
     says the same; another account's stream is reached only by its ARN, which must be in
     the client's region). ``region_name``, ``endpoint_url`` and
     ``credentials`` default as the AWS SDKs do (``AWS_REGION``, ``AWS_ENDPOINT_URL_KINESIS``,
-    the botocore credential chain). ``transport`` is an httpx transport for tests (for
-    instance ``kinesis_trio.testing``'s fake Kinesis).
+    the botocore credential chain). ``transport`` replaces the network for tests:
+    ``kinesis_trio.testing``'s fake Kinesis (reached through the producer's own connection
+    pool and HTTP framing), or any ``httpx.AsyncBaseTransport``.
     """
 
     def __init__(
@@ -103,7 +109,9 @@ class Producer:
             "endpoint_url": endpoint_url,
             "credentials": credentials,
             "profile_name": profile_name,
-            "max_connections": config.max_connections,
+            # PutRecords take at most max_connections; the rest keep shard-map refreshes
+            # and dry runs from waiting behind requests that hang
+            "max_connections": config.max_connections + _CONTROL_CONNECTIONS,
             "request_timeout": config.request_timeout,
             "connect_timeout": config.connect_timeout,
             "verify": config.verify,

@@ -105,6 +105,7 @@ FATAL_CODES = frozenset(
 _RETRY = Decision(Action.RETRY)
 _RETRY_AMBIGUOUS = Decision(Action.RETRY, ambiguous=True)
 _THROTTLED = Decision(Action.RETRY, throttled=True)
+_THROTTLED_AMBIGUOUS = Decision(Action.RETRY, throttled=True, ambiguous=True)
 _THROTTLED_FAIL = Decision(Action.FAIL, throttled=True)
 _FAIL = Decision(Action.FAIL)
 
@@ -136,10 +137,12 @@ def classify_exception(exc: BaseException, *, fail_if_throttled: bool = False) -
     if isinstance(exc, ExpiredTokenError):
         return Decision(Action.REFRESH_CREDENTIALS)
     if isinstance(exc, KinesisError):
-        if 200 <= exc.status_code < 300:
-            # A success status with a body we could not read (not JSON, not an object): the
-            # request may well have been processed, so a retry can duplicate records.
-            return _RETRY_AMBIGUOUS
+        if not exc.from_service:
+            # Not an error the service sent: a success status with a body that cannot be
+            # read, a 1xx or 3xx, an error page from something in between. The request may
+            # well have been processed, so a retry can duplicate records; it is never a
+            # reason to fail them for good.
+            return _THROTTLED_AMBIGUOUS if exc.status_code == 429 else _RETRY_AMBIGUOUS
         return classify_code(exc.code, exc.status_code, fail_if_throttled=fail_if_throttled)
     if isinstance(exc, TransportError):
         # Not sent (connect failure): a clean retry. Sent (timeout, reset): ambiguous.

@@ -37,7 +37,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from ._client import KinesisClient
 from ._config import ProducerConfig
 from ._engine import Engine
-from ._errors import AccessDeniedError, KinesisTrioError
+from ._errors import AccessDeniedError, ConnectionLostError, KinesisTrioError
 from ._limiter import ShardLimiter
 from ._logging import get_logger
 from ._requests import RequestCollector, body, chunks
@@ -502,9 +502,17 @@ class Pipeline:
             # one deadline for the whole call: past it, the client raises RequestTimeoutError
             limit = self.config.request_timeout + self.config.connect_timeout
             try:
-                response = await self.client.call_raw("PutRecords", data, within=limit)
-            except (KinesisTrioError, ValueError) as exc:
+                response = await self.client.call_raw(
+                    "PutRecords", data, within=limit, entries=len(krecs)
+                )
+            except KinesisTrioError as exc:
                 self.engine.on_error(stream, krecs, exc, start, self.now(), size)
+            except Exception as exc:  # a bug reading an answer: the records may be written
+                _log.exception("put_records_unreadable", stream=stream.name)
+                lost = ConnectionLostError(
+                    f"the answer could not be read ({type(exc).__name__})", operation="PutRecords"
+                )
+                self.engine.on_error(stream, krecs, lost, start, self.now(), size)
             except anyio.get_cancelled_exc_class():
                 # The producer is closing (close timeout, exit by exception or
                 # cancellation) while the request is out: it may have written them.

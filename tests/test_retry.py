@@ -82,14 +82,15 @@ REQUEST_TABLE: list[tuple[int, str, Decision]] = [
     (400, "LimitExceededException", THROTTLED),
     (400, "KMSThrottlingException", THROTTLED),
     (400, "ThrottlingException", THROTTLED),
-    (429, "", THROTTLED),
+    # no error shape of the service's (an empty body): the request may have been processed
+    (429, "", Decision(Action.RETRY, throttled=True, ambiguous=True)),
     (500, "InternalFailure", RETRY),
     (503, "ServiceUnavailable", RETRY),
-    (502, "", RETRY),
-    (504, "", RETRY),
+    (502, "", Decision(Action.RETRY, ambiguous=True)),
+    (504, "", Decision(Action.RETRY, ambiguous=True)),
     (500, "SomethingNew", RETRY),
     (400, "SomethingNew", FAIL),
-    (413, "", FAIL),
+    (413, "", Decision(Action.RETRY, ambiguous=True)),
 ]
 
 

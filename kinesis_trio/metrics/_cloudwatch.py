@@ -4,20 +4,17 @@ failures are worth another try is the retry policy's: ``_retry.metrics_retryable
 from __future__ import annotations
 
 import datetime
-import hashlib
-import json
-import random
 import re
 import time
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import anyio
 import httpx
 
 from .._credentials import CredentialProvider, StaticCredentials
-from .._errors import KinesisTrioError
-from .._retry import EXPIRED_TOKEN_CODES, metrics_retryable
+from .._errors import CredentialsError, KinesisTrioError, TransportError, parse_json
+from .._retry import backoff_delay, metrics_retryable
 from .._service import SignedService
 from ._names import DEFAULT_NAMESPACE, MetricDatum, _log
 
@@ -28,6 +25,9 @@ _CW_CONTENT_TYPE = "application/x-www-form-urlencoded; charset=utf-8"
 MAX_DATUMS_PER_REQUEST = 1000  # PutMetricData: "no more than 1000 different metrics"
 MAX_REQUEST_BYTES = 1_000_000  # "limited to 1 MB in size for HTTP POST requests"
 MAX_DIMENSIONS = 30  # "up to 30 dimensions per metric"
+_HEADERS = {"Content-Type": _CW_CONTENT_TYPE}
+_MAX_ERROR_BODY = 64 * 1024  # of an error answer, what is searched for its code
+_BACKOFF_CAP = 10.0  # seconds: the longest wait between two tries
 _XML_FIELD = {
     tag: re.compile(rf"<{tag}>([^<]*)</{tag}>") for tag in ("Code", "Message", "RequestId")
 }
@@ -60,11 +60,13 @@ def _one_line(text: str, limit: int = 256) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def _parse_error(response: httpx.Response) -> tuple[str, str, str | None]:
-    """(code, message, request id) from a query-protocol (XML) or JSON error response."""
-    headers = response.headers
+def _parse_error(
+    status: int, headers: Mapping[str, str], content: bytes
+) -> tuple[str, str, str | None, bool]:
+    """(code, message, request id, sent by the service) from a query-protocol (XML) or JSON
+    error response. Never raises: a body that cannot be read gives the status as the code."""
     request_id = headers.get("x-amzn-RequestId") or headers.get("x-amz-request-id")
-    text = response.text
+    text = content[:_MAX_ERROR_BODY].decode("utf-8", "replace")
     code = message = ""
     query_error = headers.get("x-amzn-query-error")
     if query_error:
@@ -77,17 +79,28 @@ def _parse_error(response: httpx.Response) -> tuple[str, str, str | None]:
         rid = _XML_FIELD["RequestId"].search(text)
         request_id = request_id or (rid.group(1) if rid else None)
     elif text.lstrip().startswith("{"):
-        try:
-            body = json.loads(text)
-        except ValueError:
-            body = None
+        body = parse_json(content)
         if isinstance(body, dict):
-            raw = str(body.get("__type") or body.get("code") or "")
-            code = code or raw.rsplit("#", 1)[-1]
-            message = str(body.get("message") or body.get("Message") or "")
+            raw = body.get("__type") or body.get("code") or ""
+            code = code or (raw.rsplit("#", 1)[-1] if isinstance(raw, str) else "")
+            raw_message = body.get("message") or body.get("Message") or ""
+            message = raw_message if isinstance(raw_message, str) else ""
+    from_service = bool(code) and 400 <= status < 600
     if not code:
-        code = "Throttling" if response.status_code == 429 else f"HTTP{response.status_code}"
-    return code, _one_line(message), request_id
+        code = "Throttling" if status == 429 else f"HTTP{status}"
+    return code[:256], _one_line(message), request_id, from_service
+
+
+def _read_answer(status: int, headers: Mapping[str, str], content: bytes) -> CloudWatchError | None:
+    """A PutMetricData answer: ``None`` for a 2xx, the service's error (returned), or an
+    answer that only looks like an error (raised: its connection is closed)."""
+    if 200 <= status < 300:
+        return None
+    code, message, request_id, from_service = _parse_error(status, headers, content)
+    error = CloudWatchError(code, message, status_code=status, request_id=request_id)
+    if not from_service:
+        raise error
+    return error
 
 
 def _fmt_number(value: float) -> str:
@@ -172,17 +185,18 @@ class CloudWatchSink(SignedService):
             endpoint_url=endpoint_url,
             credentials=credentials,
             profile_name=profile_name,
+            transport=transport,
+            max_connections=2,
+            request_timeout=request_timeout,
+            connect_timeout=request_timeout,
+            user_agent="kinesis-trio-metrics",
         )
         self.namespace = namespace
         self._max_attempts = max_attempts
         self._backoff = max(0.0, retry_backoff)
         self._max_datums = max_datums_per_request
         self._max_bytes = max_request_bytes
-        self._http = httpx.AsyncClient(
-            timeout=httpx.Timeout(request_timeout),
-            transport=transport,
-            headers={"User-Agent": "kinesis-trio-metrics"},
-        )
+        self._request_timeout = request_timeout
 
     def __repr__(self) -> str:
         return (
@@ -223,34 +237,35 @@ class CloudWatchSink(SignedService):
             raise first
 
     async def _send(self, body: bytes, count: int) -> None:
-        digest = hashlib.sha256(body).hexdigest()
         for attempt in range(1, self._max_attempts + 1):
-            creds = await self._credentials.get()
-            headers = self._signer.sign(body, digest, creds, {"Content-Type": _CW_CONTENT_TYPE})
             start = time.perf_counter()
             try:
-                response = await self._http.post(self._url, content=body, headers=headers)
-            except httpx.RequestError as exc:
+                await self._call(
+                    "PutMetricData",
+                    body,
+                    _HEADERS,
+                    _read_answer,
+                    within=self._request_timeout,
+                )
+            except CloudWatchError as exc:
+                error = exc
+                retryable = metrics_retryable(exc.code, exc.status_code or 0)
+            except TransportError as exc:
                 error = CloudWatchError(type(exc).__name__, _one_line(str(exc)))
                 retryable = True
+            except CredentialsError as exc:
+                error = CloudWatchError("CredentialsError", _one_line(str(exc)))
+                retryable = False
             else:
-                status = response.status_code
-                if 200 <= status < 300:
-                    _log.debug(
-                        "cloudwatch.put_metric_data",
-                        status=status,
-                        datums=count,
-                        bytes=len(body),
-                        attempt=attempt,
-                        duration=round(time.perf_counter() - start, 6),
-                    )
-                    return
-                code, message, request_id = _parse_error(response)
-                error = CloudWatchError(code, message, status_code=status, request_id=request_id)
-                retryable = metrics_retryable(code, status)
-                if code in EXPIRED_TOKEN_CODES:
-                    fresh = await self._credentials.force_refresh(creds)
-                    retryable = fresh != creds
+                _log.debug(
+                    "cloudwatch.put_metric_data",
+                    status="ok",
+                    datums=count,
+                    bytes=len(body),
+                    attempt=attempt,
+                    duration=round(time.perf_counter() - start, 6),
+                )
+                return
             _log.debug(
                 "cloudwatch.put_metric_data",
                 status=error.status_code,
@@ -263,5 +278,4 @@ class CloudWatchSink(SignedService):
             )
             if not retryable or attempt >= self._max_attempts:
                 raise error
-            delay = self._backoff * (2 ** (attempt - 1))
-            await anyio.sleep(delay * (0.5 + random.random() / 2))
+            await anyio.sleep(backoff_delay(attempt, base=self._backoff, cap=_BACKOFF_CAP))

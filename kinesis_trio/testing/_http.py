@@ -19,6 +19,7 @@ from pathlib import Path
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import h11
 import httpx
 from anyio.streams.tls import TLSListener
@@ -26,7 +27,7 @@ from anyio.streams.tls import TLSListener
 from .._logging import get_logger
 from ._server import FakeKinesis
 
-__all__ = ["LocalEndpoint", "serve"]
+__all__ = ["FakeTransport", "LocalEndpoint", "serve"]
 
 _log = get_logger("kinesis_trio.local")
 _MAX_HEADERS = 64 * 1024
@@ -119,18 +120,9 @@ class _Connection:
                 break
             else:  # the client went away mid-request
                 return None
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in head.headers]
-        if any(k.lower() == "content-type" and "cbor" in v.lower() for k, v in headers):
-            # The Java SDKs send CBOR to Kinesis by default; this engine speaks JSON 1.1 only.
-            _log.warning("local_kinesis_cbor_refused", hint=_CBOR_HINT)
-            return _plain(400, f"CBOR is not supported: {_CBOR_HINT}")
-        host = next((v for k, v in headers if k.lower() == "host"), "localhost")
-        request = httpx.Request(
-            head.method.decode("ascii"),
-            f"http://{host}{head.target.decode('latin-1')}",
-            headers=headers,
-            content=b"".join(chunks),
-        )
+        request = _to_request(head, b"".join(chunks))
+        if isinstance(request, list):
+            return request
         try:
             response = await self._answer(request)
         except _Hangup:
@@ -177,6 +169,22 @@ class _Connection:
         if raw is not None:
             with contextlib.suppress(OSError):
                 raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+def _to_request(head: h11.Request, content: bytes) -> httpx.Request | list[h11.Event]:
+    """The request h11 read, as the fake's handler takes it (or the answer refusing it)."""
+    headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in head.headers]
+    if any(k.lower() == "content-type" and "cbor" in v.lower() for k, v in headers):
+        # The Java SDKs send CBOR to Kinesis by default; this engine speaks JSON 1.1 only.
+        _log.warning("local_kinesis_cbor_refused", hint=_CBOR_HINT)
+        return _plain(400, f"CBOR is not supported: {_CBOR_HINT}")
+    host = next((v for k, v in headers if k.lower() == "host"), "localhost")
+    return httpx.Request(
+        head.method.decode("ascii"),
+        f"http://{host}{head.target.decode('latin-1')}",
+        headers=headers,
+        content=content,
+    )
 
 
 def _events(response: httpx.Response) -> list[h11.Event]:
@@ -257,6 +265,136 @@ async def _serve_forever(
     handle: Callable[[anyio.abc.ByteStream], Awaitable[None]],
 ) -> None:
     await listener.serve(handle)
+
+
+class FakeTransport(httpx.AsyncBaseTransport):
+    """The fake as a transport (``FakeKinesis.transport()``).
+
+    The package's clients open in-memory connections with it (:meth:`open_stream`): their
+    own pool and h11 framing write each request as bytes, and the fake's h11 server at the
+    far end reads it and writes its answer as bytes, as over a socket, so in-process tests
+    run the same HTTP path as a real endpoint. Any other httpx client calls the fake
+    directly (:meth:`handle_async_request`, as ``httpx.MockTransport`` would).
+    """
+
+    def __init__(self, fake: FakeKinesis) -> None:
+        self._fake = fake
+        #: connections opened (tests count them)
+        self.opened = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """The fake's answer to ``request``; a ``reset_*`` fault raises ``httpx.ReadError``."""
+        await request.aread()
+        return await self._fake._handle(request)
+
+    async def open_stream(self, origin: tuple[str, str, int]) -> anyio.abc.ByteStream:
+        """A new in-memory connection to the fake."""
+        await anyio.lowlevel.checkpoint()
+        self.opened += 1
+        max_body = self._fake.max_request_size * 4 // 3 + 1024 * 1024
+        return _MemoryConnection(self._fake, max_body)
+
+
+class _MemoryConnection(anyio.abc.ByteStream):
+    """One in-memory connection: the bytes the client sends go into the fake's h11 server;
+    the client's ``receive`` runs the server (in the client's task) until it has answer
+    bytes. A request the client has not finished sending, or a ``hang_*`` fault, waits
+    until the client gives up (its deadline), as a real endpoint would."""
+
+    def __init__(self, fake: FakeKinesis, max_body: int) -> None:
+        self._fake = fake
+        self._max_body = max_body
+        self._server = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEADERS)
+        self._out = bytearray()
+        self._eof = False  # the server closed its side (after what is in ``_out``)
+        self._reset = False  # the server reset the connection
+        self._closed = False  # the client closed it
+
+    async def send(self, item: bytes) -> None:
+        await anyio.lowlevel.checkpoint()
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if self._reset or self._eof:
+            raise anyio.BrokenResourceError
+        self._server.receive_data(bytes(item))
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        await anyio.lowlevel.checkpoint()
+        while not self._out:
+            if self._closed:
+                raise anyio.ClosedResourceError
+            if self._reset:
+                raise anyio.BrokenResourceError("connection reset by the fake")
+            if self._eof:
+                raise anyio.EndOfStream
+            await self._serve()
+        chunk = bytes(self._out[:max_bytes])
+        del self._out[:max_bytes]
+        return chunk
+
+    async def send_eof(self) -> None:
+        self._server.receive_data(b"")
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def _serve(self) -> None:
+        """Read one request and write its answer (or close, or reset)."""
+        server = self._server
+        try:
+            if server.our_state is h11.DONE and server.their_state is h11.DONE:
+                server.start_next_cycle()
+            head = self._next(server)
+            if head is None:
+                await anyio.sleep_forever()  # the client waits on a request it never ended
+            if isinstance(head, h11.ConnectionClosed) or not isinstance(head, h11.Request):
+                self._eof = True
+                return
+            chunks: list[bytes] = []
+            size = 0
+            while True:
+                event = self._next(server)
+                if event is None:
+                    await anyio.sleep_forever()
+                if isinstance(event, h11.Data):
+                    size += len(event.data)
+                    if size > self._max_body:
+                        self._write(_plain(413, f"request body over {self._max_body:,} bytes"))
+                        return
+                    chunks.append(event.data)
+                elif isinstance(event, h11.EndOfMessage):
+                    break
+                else:
+                    self._eof = True
+                    return
+            request = _to_request(head, b"".join(chunks))
+            if isinstance(request, list):
+                self._write(request)
+                return
+            try:
+                response = await self._fake._handle(request)
+            except httpx.ReadError:  # a reset_* fault
+                self._reset = True
+                return
+            self._write(_events(response))
+        except h11.RemoteProtocolError as exc:
+            self._write(_plain(exc.error_status_hint, f"bad HTTP request: {exc}"))
+        except h11.LocalProtocolError:  # an answer h11 refuses to write: hang up
+            self._eof = True
+
+    @staticmethod
+    def _next(server: h11.Connection) -> h11.Event | None:
+        event = server.next_event()
+        if event is h11.NEED_DATA or event is h11.PAUSED:
+            return None
+        return event  # type: ignore[return-value]
+
+    def _write(self, events: list[h11.Event]) -> None:
+        server = self._server
+        for event in events:
+            self._out += server.send(event) or b""
+        if server.our_state is h11.MUST_CLOSE:
+            self._eof = True
 
 
 def self_signed_context(directory: Path, host: str = "localhost") -> tuple[ssl.SSLContext, Path]:

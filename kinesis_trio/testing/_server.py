@@ -136,8 +136,13 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         self.clock_offset: float = 0.0
 
     def transport(self) -> httpx.AsyncBaseTransport:
-        """An httpx transport serving this fake (pass it as ``Producer(transport=...)``)."""
-        return httpx.MockTransport(self._handle)
+        """An httpx transport serving this fake (pass it as ``Producer(transport=...)``).
+
+        The package's clients talk to it over in-memory connections through their own
+        connection pool and HTTP framing, the fake's h11 server at the far end."""
+        from ._http import FakeTransport
+
+        return FakeTransport(self)
 
     def _respond(self, status: int, body: dict[str, Any]) -> httpx.Response:
         self._request_ids += 1
