@@ -17,22 +17,27 @@ Nothing here awaits or reads the clock: ``now`` is an argument.
 from __future__ import annotations
 
 import datetime
+import random
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ._aggregation import UserRecord, deaggregate
+from ._errors import malformed_answer
+from ._retry import backoff_delay
 from ._shards import hash_key_for
 
 __all__ = [
     "BYTES_PER_SECOND",
     "CALLS_PER_SECOND",
+    "Page",
     "ReadPacer",
     "ShardInfo",
     "ShardLineage",
     "Split",
     "parse_timestamp",
+    "read_page",
     "split_record",
 ]
 
@@ -57,20 +62,26 @@ class ShardInfo:
     closed: bool
 
     @classmethod
-    def from_api(cls, shard: Mapping[str, Any]) -> ShardInfo:
-        """From one entry of a ListShards answer."""
-        parents = tuple(
-            str(p) for p in (shard.get("ParentShardId"), shard.get("AdjacentParentShardId")) if p
-        )
-        keys = shard.get("HashKeyRange") or {}
-        seq = shard.get("SequenceNumberRange") or {}
-        return cls(
-            str(shard["ShardId"]),
-            parents,
-            int(keys.get("StartingHashKey", 0)),
-            int(keys.get("EndingHashKey", (1 << 128) - 1)),
-            seq.get("EndingSequenceNumber") is not None,
-        )
+    def from_api(cls, shard: Any) -> ShardInfo:
+        """From one entry of a ListShards answer; a malformed entry raises ``ServiceError``
+        (``MalformedResponse``, not from the service: retried)."""
+        try:
+            parents = tuple(
+                str(p)
+                for p in (shard.get("ParentShardId"), shard.get("AdjacentParentShardId"))
+                if p
+            )
+            keys = shard.get("HashKeyRange") or {}
+            seq = shard.get("SequenceNumberRange") or {}
+            shard_id = shard["ShardId"]
+            start = _hash_key(keys.get("StartingHashKey", 0))
+            end = _hash_key(keys.get("EndingHashKey", (1 << 128) - 1))
+            closed = seq.get("EndingSequenceNumber") is not None
+        except (AttributeError, KeyError, TypeError, ValueError):
+            raise malformed_answer("ListShards", "a shard entry that cannot be read") from None
+        if type(shard_id) is not str:
+            raise malformed_answer("ListShards", "a shard id that is not a string")
+        return cls(shard_id, parents, start, end, closed)
 
     def holds(self, hash_key: int) -> bool:
         """Whether ``hash_key`` lies in [start, end]."""
@@ -137,6 +148,14 @@ class ShardLineage:
         return sorted(s for s in self.shards if s not in self.started)
 
 
+def _hash_key(value: Any) -> int:
+    """A hash key of a ListShards answer: a decimal string (or int) of at most 39 digits."""
+    text = str(value) if type(value) in (str, int) else ""
+    if not text.isdigit() or len(text) > 39:
+        raise ValueError("not a hash key")
+    return int(text)
+
+
 # -- pacing ------------------------------------------------------------------------------------
 
 
@@ -146,9 +165,11 @@ class ReadPacer:
 
     ``next_at`` starts at 0 (at once). After a call that returned ``nbytes``: not before
     ``now + max(1 / CALLS_PER_SECOND, nbytes / BYTES_PER_SECOND)``; after an empty page at
-    the shard's end (``idle``): not before ``now + idle_interval`` either. A throttled call
-    (ProvisionedThroughputExceededException) waits ``backoff_base * 2 ** (n - 1)`` for the
-    n-th throttle in a row, at most ``backoff_max``; a successful call resets the count.
+    the shard's end (``idle``): not before ``now + idle_interval`` either. A failed call
+    (throttled, or an error worth another try) waits the package's one backoff
+    (:func:`~kinesis_trio._retry.backoff_delay`: full jitter under ``backoff_base * 2 **
+    (n - 1)`` for the n-th failure in a row, capped at ``backoff_max``), and never less
+    than the call rate allows; a successful call resets the count.
     """
 
     idle_interval: float = 1.0
@@ -156,6 +177,7 @@ class ReadPacer:
     backoff_max: float = 10.0
     next_at: float = 0.0
     throttles: int = 0
+    rand: random.Random = field(default_factory=random.Random, repr=False)
 
     def delay(self, now: float) -> float:
         """Seconds to wait before the next call (0: go now)."""
@@ -172,10 +194,51 @@ class ReadPacer:
     def throttled(self, now: float) -> float:
         """A call was throttled at ``now``: back off; returns the wait."""
         self.throttles += 1
-        wait = min(self.backoff_max, self.backoff_base * 2.0 ** (self.throttles - 1))
+        wait = backoff_delay(
+            self.throttles, base=self.backoff_base, cap=self.backoff_max, rand=self.rand
+        )
         wait = max(wait, 1.0 / CALLS_PER_SECOND)
         self.next_at = now + wait
         return wait
+
+
+# -- a GetRecords answer ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Page:
+    """A GetRecords answer, checked: ``records`` are objects with string ``Data``,
+    ``PartitionKey`` and ``SequenceNumber``; ``next_iterator`` is a string or ``None`` (the
+    shard is closed and read to its end); ``behind`` is ``MillisBehindLatest`` (``None``
+    when not given)."""
+
+    records: list[dict[str, Any]]
+    next_iterator: str | None
+    behind: int | None
+
+
+def read_page(answer: Mapping[str, Any]) -> Page:
+    """Check a GetRecords answer; a malformed one raises ``ServiceError``
+    (``MalformedResponse``, not from the service: read again after a backoff)."""
+    records = answer.get("Records")
+    if records is None:
+        records = []
+    if type(records) is not list:
+        raise malformed_answer("GetRecords", "Records is not a list")
+    for record in records:
+        if type(record) is not dict or not all(
+            type(record.get(name)) is str for name in ("Data", "PartitionKey", "SequenceNumber")
+        ):
+            raise malformed_answer(
+                "GetRecords", "a record without a string Data, PartitionKey or SequenceNumber"
+            )
+    iterator = answer.get("NextShardIterator")
+    if iterator is not None and type(iterator) is not str:
+        raise malformed_answer("GetRecords", "NextShardIterator is not a string")
+    behind = answer.get("MillisBehindLatest")
+    if behind is not None and (type(behind) is not int or behind < 0):
+        raise malformed_answer("GetRecords", "MillisBehindLatest is not a count of milliseconds")
+    return Page(records, iterator or None, behind)
 
 
 # -- de-aggregation with the shard's range ----------------------------------------------------

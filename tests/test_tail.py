@@ -7,12 +7,14 @@ import base64
 import datetime
 import itertools
 import json
+import random
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kinesis_trio._aggregation import encode_aggregate, partition_hash_key
+from kinesis_trio._retry import backoff_delay
 from kinesis_trio._tail import (
     BYTES_PER_SECOND,
     ReadPacer,
@@ -185,13 +187,30 @@ def test_an_empty_page_at_the_end_waits_the_idle_interval() -> None:
     assert pacer.delay(4.0) == pytest.approx(0.2)
 
 
+class _Top(random.Random):
+    """A random source that always draws its top (1.0): the backoff's ceiling."""
+
+    def random(self) -> float:
+        return 1.0
+
+
 def test_throttles_back_off_exponentially_up_to_a_cap_and_reset_on_success() -> None:
-    pacer = ReadPacer(backoff_base=0.5, backoff_max=4.0)
+    pacer = ReadPacer(backoff_base=0.5, backoff_max=4.0, rand=_Top())
     waits = [pacer.throttled(0.0) for _ in range(6)]
     assert waits == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
     assert pacer.delay(0.0) == 4.0
     pacer.answered(10.0, 0)
     assert pacer.throttled(10.0) == 0.5
+
+
+def test_throttle_waits_are_the_one_backoff_with_full_jitter() -> None:
+    """The same draws give the same waits as the producer's backoff, never under the call
+    rate's 0.2 s."""
+    pacer = ReadPacer(backoff_base=0.5, backoff_max=4.0, rand=random.Random(7))
+    reference = random.Random(7)
+    for n in range(1, 9):
+        expected = max(0.2, backoff_delay(n, base=0.5, cap=4.0, rand=reference))
+        assert pacer.throttled(0.0) == pytest.approx(expected)
 
 
 # -- split_record: the KCL's rule ---------------------------------------------------------------

@@ -32,7 +32,14 @@ from .._errors import (
     ResourceNotFoundError,
     TransportError,
 )
-from .._tail import ReadPacer, ShardInfo, ShardLineage, parse_timestamp, split_record
+from .._tail import (
+    ReadPacer,
+    ShardInfo,
+    ShardLineage,
+    parse_timestamp,
+    read_page,
+    split_record,
+)
 from ._options import _PROG, _Failure, _Target, _UsageError, _with_target
 
 Format = Literal["raw", "json", "base64"]
@@ -150,9 +157,12 @@ class _Tail:
         backoff = ReadPacer()
         while True:
             try:
-                shards = await self.client.list_shards(
-                    self.options.stream, at_latest=False, **self._ref()
-                )
+                shards = [
+                    ShardInfo.from_api(s)
+                    for s in await self.client.list_shards(
+                        self.options.stream, at_latest=False, **self._ref()
+                    )
+                ]
             except ResourceNotFoundError as exc:
                 raise _Failure(
                     f"stream {self.options.name!r} not found at {self.client.endpoint_url} "
@@ -163,7 +173,7 @@ class _Tail:
                     raise
                 await anyio.sleep(backoff.throttled(anyio.current_time()))
                 continue
-            self.lineage.update(ShardInfo.from_api(s) for s in shards)
+            self.lineage.update(shards)
             return
 
     async def run(self) -> TailStats:
@@ -281,7 +291,7 @@ class _Tail:
             try:
                 if iterator is None:
                     iterator = await self._iterator(shard_id, begin, last)
-                page = await self.client.get_records(iterator)
+                page = read_page(await self.client.get_records(iterator))
             except ProvisionedThroughputExceededError:
                 pacer.throttled(now)
                 continue
@@ -304,18 +314,17 @@ class _Tail:
                 pacer.throttled(now)
                 continue
             errors = 0
-            records = page.get("Records") or []
-            behind = page.get("MillisBehindLatest")
+            records, behind = page.records, page.behind
             lines, nbytes = self._lines(shard, records)
             if records:
-                last = str(records[-1]["SequenceNumber"])
+                last = records[-1]["SequenceNumber"]
             if behind is not None:
-                self.stats.behind[shard_id] = int(behind)
+                self.stats.behind[shard_id] = behind
             caught_up = not records and not behind
             pacer.answered(now, nbytes, idle=caught_up)
             if lines:
                 await pages.send(lines)
-            iterator = page.get("NextShardIterator")
+            iterator = page.next_iterator
             if not iterator:
                 return True
             if caught_up and not options.follow:
