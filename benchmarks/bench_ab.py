@@ -9,7 +9,8 @@ Each round runs every case once per tree, in alternating order, as a child proce
 working directory is that tree (so ``import kinesis_trio`` loads that tree's package; the
 child prints which file it loaded and the script checks it). Cases: throughput
 fire-and-forget and confirmed on trio and asyncio (100,000 records of 200 B, limiter
-lifted, 4 shards), and latency from scheduled arrival at 5,000 records/s. The table shows
+lifted, 4 shards), and CPU and latency from scheduled arrival at 5,000 and 1,000
+records/s. The table shows
 medians per tree and the median of the per-round ratios (after / before) with their range:
 the figures to quote on a noisy machine.
 """
@@ -42,6 +43,8 @@ CASES: list[tuple[str, list[str]]] = [
     ("confirmed asyncio", ["--backend", "asyncio", "--mode", "confirmed"]),
     ("paced 5k/s trio", ["--backend", "trio", "--rate", "5000", "--duration", "8"]),
     ("paced 5k/s asyncio", ["--backend", "asyncio", "--rate", "5000", "--duration", "8"]),
+    ("paced 1k/s trio", ["--backend", "trio", "--rate", "1000", "--duration", "8"]),
+    ("paced 1k/s asyncio", ["--backend", "asyncio", "--rate", "1000", "--duration", "8"]),
 ]
 METRICS = ["records_per_s", "cpu_us_per_record", "p50_ms", "p99_ms", "peak_rss_mib"]
 

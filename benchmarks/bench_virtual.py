@@ -217,11 +217,11 @@ class _Parts:
 def virtual_producer(shards: int) -> tuple[Any, _Far]:
     """A producer (not started) whose every connection is an in-memory stream to a fake of
     ``shards`` shards, and that fake's end (its CPU, its requests)."""
-    from kinesis_trio import Producer, StaticCredentials, _client, _http11
+    from kinesis_trio import Producer, StaticCredentials, _http11, _service
 
     # a large body is hashed in a worker thread, which a virtual clock would leap past
     # (trio's MockClock is recognized already; these clocks are not)
-    _client._virtual_clock = lambda: True
+    _service._virtual_clock = lambda: True
     far = _Far(shards, RTT)
 
     async def connect(pool: _http11.Http11Pool, origin: _http11.Origin) -> _http11._Connection:
