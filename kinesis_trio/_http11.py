@@ -153,7 +153,7 @@ class Http11Pool(httpx.AsyncBaseTransport):
         if self._closed:
             raise RuntimeError("the connection pool is closed")
         fields = [*headers.items(), ("Content-Length", str(len(body)))]
-        if not any(name.lower() == "host" for name in headers):
+        if "Host" not in headers and not any(name.lower() == "host" for name in headers):
             host = origin[1] if origin[2] in (80, 443) else f"{origin[1]}:{origin[2]}"
             fields.insert(0, ("Host", host))
         try:
@@ -265,6 +265,7 @@ class Http11Pool(httpx.AsyncBaseTransport):
         fields: Fields = []
         parts: list[bytes] = []
         size = 0
+        await self._receive(conn)  # nothing of the answer can be there yet
         while True:
             event = await self._next_event(conn)
             if type(event) is h11.Data:
@@ -310,16 +311,21 @@ class Http11Pool(httpx.AsyncBaseTransport):
                 if event is h11.PAUSED:  # pragma: no cover - a client is never paused here
                     raise httpx.RemoteProtocolError("the answer cannot be read on")
                 return event  # type: ignore[return-value]
-            try:
-                chunk = await conn.stream.receive(_RECEIVE)
-            except (anyio.EndOfStream, anyio.ClosedResourceError):
-                chunk = b""
-            except (OSError, ssl.SSLError, anyio.BrokenResourceError) as exc:
-                raise httpx.ReadError(_describe(exc)) from exc
-            try:
-                state.receive_data(chunk)
-            except h11.RemoteProtocolError as exc:
-                raise httpx.RemoteProtocolError(f"malformed answer: {exc}") from None
+            await self._receive(conn)
+
+    @staticmethod
+    async def _receive(conn: _Connection) -> None:
+        """Hand h11 the next bytes of the answer (or the end of the stream)."""
+        try:
+            chunk = await conn.stream.receive(_RECEIVE)
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            chunk = b""
+        except (OSError, ssl.SSLError, anyio.BrokenResourceError) as exc:
+            raise httpx.ReadError(_describe(exc)) from exc
+        try:
+            conn.h11.receive_data(chunk)
+        except h11.RemoteProtocolError as exc:
+            raise httpx.RemoteProtocolError(f"malformed answer: {exc}") from None
 
     # -- httpx.AsyncBaseTransport ----------------------------------------------------------
 
