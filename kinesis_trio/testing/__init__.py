@@ -18,7 +18,10 @@ Point a Producer at it
     assert len(fake.records("orders")) == 1
 
 The fake speaks Kinesis' JSON 1.1 protocol (``X-Amz-Target: Kinesis_20131202.<Op>``; an
-``Authorization`` header is required, any value passes) through an ``httpx.MockTransport``:
+``Authorization`` header is required, any value passes). A Producer or ``KinesisClient``
+given ``fake.transport()`` reaches it through its own connection pool and HTTP framing (h11)
+over in-memory connections, the fake's h11 server at the far end, as over a socket; any
+other httpx client given it calls the fake directly. It serves
 PutRecords, PutRecord, ListShards, DescribeStreamSummary, DescribeStream, ListStreams,
 CreateStream, DeleteStream, SplitShard, MergeShards, UpdateShardCount, UpdateMaxRecordSize,
 UpdateStreamRecordDistributionStrategy, GetShardIterator and GetRecords. It routes every
