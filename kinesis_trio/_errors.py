@@ -95,7 +95,7 @@ class KinesisError(KinesisTrioError):
         self.request_id = request_id
         #: a well-formed error the service sent (else: an answer the request may have been
         #: processed under); never for a 1xx, 2xx or 3xx status
-        self.from_service = from_service and not 100 <= status_code < 400
+        self.from_service: bool = from_service and not 100 <= status_code < 400
         self.retryable = self._retryable(code) or not from_service
         super().__init__(code, message)
 
