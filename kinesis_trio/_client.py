@@ -209,8 +209,8 @@ class KinesisClient(SignedService):
             verify=_ssl_verify(verify),
             user_agent=_user_agent(),
         )
-        self._readers: dict[str, AnswerReader[dict[str, Any]]] = {}
-        self._headers: dict[str, dict[str, str]] = {}
+        #: per operation: its request headers and the ``read`` of its answers
+        self._operations: dict[str, tuple[dict[str, str], AnswerReader[dict[str, Any]]]] = {}
 
     def __repr__(self) -> str:
         return (
@@ -243,14 +243,13 @@ class KinesisClient(SignedService):
         error without the service's error shape) raises a ``KinesisError`` whose
         ``from_service`` is False; its connection is closed.
         """
-        headers = self._headers.get(operation)
-        if headers is None:
-            self._readers[operation] = _reader(operation)
-            headers = self._headers[operation] = {
-                "Content-Type": _CONTENT_TYPE,
-                "X-Amz-Target": _TARGET_PREFIX + operation,
-            }
-        read = self._readers[operation] if entries is None else _put_records_reader(entries)
+        known = self._operations.get(operation)
+        if known is None:
+            headers = {"Content-Type": _CONTENT_TYPE, "X-Amz-Target": _TARGET_PREFIX + operation}
+            known = self._operations[operation] = (headers, _reader(operation))
+        headers, read = known
+        if entries is not None:
+            read = _put_records_reader(entries)
         return await self._call(operation, body, headers, read, within=within)
 
     # -- operations -------------------------------------------------------------------------

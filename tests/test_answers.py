@@ -142,17 +142,21 @@ def test_any_answer_is_read_without_an_unexpected_exception(status: int, body: b
 # -- the one HTTP stack -------------------------------------------------------------------
 
 
+def _client_on(transport: httpx.AsyncBaseTransport) -> KinesisClient:
+    return KinesisClient(
+        region_name="us-east-1",
+        endpoint_url="http://localhost:4567",
+        credentials=StaticCredentials("a", "b"),
+        transport=transport,
+    )
+
+
 @pytest.mark.anyio
 async def test_the_fakes_transport_runs_the_clients_pool_and_framing() -> None:
     fake = FakeKinesis()
     fake.create_stream("s", shard_count=2)
     transport = fake.transport()
-    async with KinesisClient(
-        region_name="us-east-1",
-        endpoint_url="https://kinesis.us-east-1.amazonaws.com",
-        credentials=StaticCredentials("a", "b"),
-        transport=transport,
-    ) as client:
+    async with _client_on(transport) as client:
         assert client._pool is not None  # not httpx's interface: the pool itself
         for _ in range(3):
             assert len(await client.list_shards("s")) == 2
@@ -170,12 +174,7 @@ async def test_a_hook_answer_the_client_cannot_use_closes_the_fakes_connection()
     fake = FakeKinesis(hook=hook)
     fake.create_stream("s")
     transport = fake.transport()
-    async with KinesisClient(
-        region_name="us-east-1",
-        endpoint_url="http://localhost:4567",
-        credentials=StaticCredentials("a", "b"),
-        transport=transport,
-    ) as client:
+    async with _client_on(transport) as client:
         with pytest.raises(ServiceError, match="empty"):
             await client.list_shards("s")
         assert len(await client.list_shards("s")) == 1
