@@ -110,6 +110,8 @@ class _Stream:
     channel_count: int = 0
     #: StreamCreationTimestamp: wall-clock seconds since the epoch, fixed at creation
     created: float = 0.0
+    #: RetentionPeriodHours: records older than this are trimmed (24 to 8760)
+    retention_hours: int = 24
 
     @property
     def arn(self) -> str:
