@@ -195,8 +195,15 @@ async def test_record_distribution_strategy_is_set_switched_and_described() -> N
             update, {"StreamARN": fake.stream_arn("od"), "RecordDistributionStrategy": "AUTO"}
         )
         assert (await summary(client, "od"))["RecordDistributionStrategy"] == "AUTO"
+        by_name = {"StreamName": "od", "RecordDistributionStrategy": "USER_PARTITION_KEY"}
+        # the model's UpdateStreamRecordDistributionStrategyInput requires StreamARN
+        assert (await fails(client.call(update, by_name))).code == "ValidationException"
         await client.call(
-            update, {"StreamName": "od", "RecordDistributionStrategy": "USER_PARTITION_KEY"}
+            update,
+            {
+                "StreamARN": fake.stream_arn("od"),
+                "RecordDistributionStrategy": "USER_PARTITION_KEY",
+            },
         )
         assert (await summary(client, "od"))["RecordDistributionStrategy"] == ("USER_PARTITION_KEY")
         to_prov = {"StreamARN": fake.stream_arn("prov"), "RecordDistributionStrategy": "AUTO"}
@@ -831,8 +838,6 @@ async def test_describe_stream_follows_the_model_and_pages_the_shards() -> None:
         for bad in (
             {"StreamName": "s", "Limit": 0},
             {"StreamName": "s", "Limit": 10_001},
-            {"StreamName": "s", "Limit": True},
-            {"StreamName": "s", "Limit": "5"},
             {"StreamName": "s", "ExclusiveStartShardId": ""},
             {"StreamName": "s", "ExclusiveStartShardId": "shard 1"},
             {"StreamName": "s", "ExclusiveStartShardId": "x" * 129},
@@ -842,6 +847,10 @@ async def test_describe_stream_follows_the_model_and_pages_the_shards() -> None:
             assert (await fails(client.call("DescribeStream", bad))).code == (
                 "ValidationException"
             ), bad
+        for wrong_type in ({"StreamName": "s", "Limit": True}, {"StreamName": "s", "Limit": "5"}):
+            assert (await fails(client.call("DescribeStream", wrong_type))).code == (
+                "SerializationException"
+            ), wrong_type
         missing = await fails(client.call("DescribeStream", {"StreamName": "nope"}))
         assert missing.code == "ResourceNotFoundException"
 
@@ -904,11 +913,12 @@ async def test_list_streams_pages_names_in_order_with_summaries() -> None:
         for bad, code in (
             ({"Limit": 0}, "ValidationException"),
             ({"Limit": 10_001}, "ValidationException"),
-            ({"Limit": "2"}, "ValidationException"),
-            ({"Limit": False}, "ValidationException"),
+            # a value of the wrong JSON type: the protocol's SerializationException
+            ({"Limit": "2"}, "SerializationException"),
+            ({"Limit": False}, "SerializationException"),
             ({"ExclusiveStartStreamName": ""}, "ValidationException"),
             ({"ExclusiveStartStreamName": "a b"}, "ValidationException"),
-            ({"ExclusiveStartStreamName": 5}, "ValidationException"),
+            ({"ExclusiveStartStreamName": 5}, "SerializationException"),
             ({"NextToken": "garbage"}, "InvalidArgumentException"),
             ({"NextToken": base64.b64encode(b"[1, 2]").decode()}, "InvalidArgumentException"),
             ({"NextToken": shards["NextToken"]}, "InvalidArgumentException"),

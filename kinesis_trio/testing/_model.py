@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import math
 import re
 import time
 from collections.abc import Callable
@@ -49,6 +51,9 @@ _ARN_PARTS = re.compile(r"arn:([^:]+):kinesis:(.*):(\d{12}):stream/(\S+)")
 _NAME = re.compile(r"[a-zA-Z0-9_.-]{1,128}")
 #: The StreamId shape ("Not Implemented. Reserved for future use."): validated, ignored
 _STREAM_ID = re.compile(r"[a-z0-9]{20}-[a-z0-9]{3}")
+#: Increase/DecreaseStreamRetentionPeriod: "The minimum value of a stream's retention period
+#: is 24 hours", "up to a maximum value of 8760 hours (365 days)" (the API reference)
+_MIN_RETENTION, _MAX_RETENTION = 24, 8760
 #: DescribeStream and ListStreams: Limit 1 to 10000, "If you specify a value greater than
 #: 100, at most 100 results are returned"
 _MAX_LIMIT, _PAGE_CAP = 10_000, 100
@@ -112,6 +117,8 @@ class _Stream:
     created: float = 0.0
     #: RetentionPeriodHours: records older than this are trimmed (24 to 8760)
     retention_hours: int = 24
+    #: when its shards were last trimmed (``anyio.current_time()``): at most once a second
+    trimmed_at: float = -math.inf
 
     @property
     def arn(self) -> str:
@@ -138,6 +145,10 @@ class _Stream:
             "ResourceNotFoundException",
             f"Could not find shard {shard_id} in stream {self.name} under account {ACCOUNT_ID}.",
         )
+
+
+def _arrival(record: FakeRecord) -> float:
+    return record.arrival
 
 
 def _astral(text: str) -> int:
@@ -169,6 +180,8 @@ class _Streams:
     max_record_size: int
     _buckets: dict[tuple[str, str], _Bucket]
     _last_seq: int
+    #: the account's shard quota: open shards over all streams
+    shard_limit: int
     #: State changes so far (streams created, deleted, resharded or updated; records
     #: stored): a server snapshots the fake only when this moved since its last snapshot
     changes: int
@@ -196,6 +209,7 @@ class _Streams:
             raise _Fail(400, "ResourceInUseException", f"Stream {name} already exists.")
         if shard_count < 1:
             raise _Fail(400, "ValidationException", "ShardCount must be at least 1")
+        self._check_shard_limit(shard_count)
         if max_record_size_kib is None:
             size = self.max_record_size
         else:
@@ -265,6 +279,7 @@ class _Streams:
                 f"NewStartingHashKey {new_starting_hash_key} must lie in "
                 f"({parent.start}, {parent.end}] for shard {shard_id}",
             )
+        self._check_shard_limit(1)  # two children for one parent
         self._close(parent)
         low = self._open(stream, parent.start, new_starting_hash_key - 1, parent.shard_id)
         high = self._open(stream, new_starting_hash_key, parent.end, parent.shard_id)
@@ -318,6 +333,7 @@ class _Streams:
                 f"UpdateShardCount cannot scale from {len(old)} open shards to "
                 f"{target_shard_count}: stay within half and double the current count.",
             )
+        self._check_shard_limit(target_shard_count - len(old))
         for shard in old:
             self._close(shard)
         children = []
@@ -336,7 +352,77 @@ class _Streams:
         self.changes += 1
         return children
 
+    # -- retention ---------------------------------------------------------------------------
+
+    def set_retention(self, name: str, hours: int, *, increase: bool) -> None:
+        """Increase/DecreaseStreamRetentionPeriod: ``hours`` within 24 to 8760, not below
+        the current period when increasing, not above it when decreasing. Records already
+        trimmed stay gone; a shorter period trims at the next access."""
+        stream = self._get(name)
+        if hours < _MIN_RETENTION:
+            raise _Fail(
+                400,
+                "InvalidArgumentException",
+                f"Minimum allowed retention period is {_MIN_RETENTION} hours. Requested "
+                f"retention period ({hours} hours) is too short.",
+            )
+        if hours > _MAX_RETENTION:
+            raise _Fail(
+                400,
+                "InvalidArgumentException",
+                f"Maximum allowed retention period is {_MAX_RETENTION} hours. Requested "
+                f"retention period ({hours} hours) is too long.",
+            )
+        current = stream.retention_hours
+        if increase and hours < current:
+            raise _Fail(
+                400,
+                "InvalidArgumentException",
+                f"Requested retention period ({hours} hours) for stream {name} can not be "
+                f"shorter than existing retention period ({current} hours). Use "
+                "DecreaseStreamRetentionPeriod API.",
+            )
+        if not increase and hours > current:
+            raise _Fail(
+                400,
+                "InvalidArgumentException",
+                f"Requested retention period ({hours} hours) for stream {name} can not be "
+                f"longer than existing retention period ({current} hours). Use "
+                "IncreaseStreamRetentionPeriod API.",
+            )
+        stream.retention_hours = hours
+        stream.trimmed_at = -math.inf  # a shorter period applies at the next access
+        self.changes += 1
+
+    def _expire(self, stream: _Stream, now: float) -> None:
+        """Trim the records older than the stream's retention period from its shards (at
+        most once a second: a record is gone within a second of expiring)."""
+        if now - stream.trimmed_at < 1.0:
+            return
+        stream.trimmed_at = now
+        cutoff = now - stream.retention_hours * 3600.0
+        for shard in stream.shards:
+            records = shard.records
+            if records and records[0].arrival < cutoff:
+                del records[: bisect.bisect_left(records, cutoff, key=_arrival)]
+                self.changes += 1
+
     # -- internals ----------------------------------------------------------------------------
+
+    def _check_shard_limit(self, added: int) -> None:
+        """``LimitExceededException`` if ``added`` more open shards pass the shard quota."""
+        if added <= 0:
+            return
+        current = sum(len(s.open_shards()) for s in self.streams.values())
+        if current + added > self.shard_limit:
+            raise _Fail(
+                400,
+                "LimitExceededException",
+                f"This request would exceed the shard limit for the account {ACCOUNT_ID} in "
+                f"{REGION}. Current shard count for the account: {current}. Limit: "
+                f"{self.shard_limit}. Number of additional shards that would have resulted "
+                f"from this request: {added}.",
+            )
 
     def _get(self, name: str) -> _Stream:
         stream = self.streams.get(name)

@@ -7,6 +7,7 @@ import binascii
 import contextlib
 import hashlib
 import json
+import math
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -43,9 +44,12 @@ from ._model import (
     _Streams,
 )
 from ._reading import _Reading
+from ._shapes import check_input
 
 Handler = Callable[[str, dict[str, Any]], Awaitable[httpx.Response | None]]
 
+#: How many requests ``FakeKinesis.calls`` and ``requests`` keep by default (the latest).
+REQUEST_LOG = 10_000
 #: The write operations: faults, ``fatal`` streams, DryRun and the stats apply to them.
 _WRITES = frozenset({"PutRecords", "PutRecord"})
 _DRY_RUN_MESSAGE = "The request was rejected because the DryRun parameter was specified."
@@ -60,6 +64,22 @@ class _Entry:
     explicit_hash_key: str | None
     hash_key: int | None
     size: int  # data + UTF-8 partition key bytes
+
+
+class _Log(list):  # type: ignore[type-arg]
+    """A list that keeps its latest ``limit`` items (0: keeps none); trimmed in halves so an
+    append stays O(1) on average."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def append(self, item: Any) -> None:
+        if self.limit <= 0:
+            return
+        super().append(item)
+        if len(self) >= 2 * self.limit:
+            del self[: len(self) - self.limit]
 
 
 class FakeKinesis(_FaultInjection, _Streams, _Reading):
@@ -79,6 +99,11 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
     ``honor_dry_run`` (default True): answer a write with ``DryRun: true`` with
     ``DryRunOperationException`` once it passes every check; False serves it as a normal
     write, like endpoints that ignore DryRun.
+    ``shard_limit``: the account's shard quota, open shards over all streams (20,000 by
+    default, AWS's default in us-east-1); a CreateStream, UpdateShardCount or SplitShard
+    that would pass it is answered ``LimitExceededException`` before anything is built.
+    ``request_log``: how many of the latest requests :attr:`calls` and :attr:`requests`
+    keep (0: none; the served engine keeps none).
     All of these are attributes that may be changed at any time.
     """
 
@@ -94,16 +119,21 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         max_request_size: int = 10 * _MIB,
         server: ServerModel | None = None,
         honor_dry_run: bool = True,
+        shard_limit: int = 20_000,
+        request_log: int = REQUEST_LOG,
     ) -> None:
         if records_per_second <= 0 or bytes_per_second <= 0:
             raise ValueError("records_per_second and bytes_per_second must be > 0")
         self.streams: dict[str, _Stream] = {}
         self.hook = hook
-        #: The operation of every request received, in order.
-        self.calls: list[str] = []
-        #: (operation, body) of every request received, in order; a PutRecords body's
-        #: ``Records`` is replaced by its entry count.
-        self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.shard_limit = shard_limit
+        self._request_log = request_log
+        #: The operation of each request received, in order (the latest ``request_log``).
+        self.calls: list[str] = _Log(request_log)
+        #: (operation, body) of each request received, in order (the latest
+        #: ``request_log``); a PutRecords body's ``Records`` is replaced by its entry count
+        #: and a PutRecord body's ``Data`` by its length.
+        self.requests: list[tuple[str, dict[str, Any]]] = _Log(request_log)
         self.honor_dry_run = honor_dry_run
         self.enforce_limits = enforce_limits
         self.records_per_second = records_per_second
@@ -134,6 +164,10 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         #: (GetRecords' ``ApproximateArrivalTimestamp``, ``AT_TIMESTAMP`` iterators, saved
         #: state): 0 by default (virtual time); the served engine sets wall-clock time.
         self.clock_offset: float = 0.0
+        #: While set, PutRecords and PutRecord are answered ``503 ServiceUnavailable`` with
+        #: this message, nothing stored (reads are served): the served engine sets it while
+        #: it cannot save its state.
+        self.write_block: str | None = None
 
     def transport(self) -> httpx.AsyncBaseTransport:
         """An httpx transport serving this fake (pass it as ``Producer(transport=...)``).
@@ -167,15 +201,13 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         raw = await request.aread()
         try:
             body: Any = json.loads(raw or b"{}")
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, nested too deep
             return self._error(400, "SerializationException", "the body is not JSON")
         if not isinstance(body, dict):
             return self._error(400, "SerializationException", "the body is not a JSON object")
         self.calls.append(operation)
-        logged = dict(body)
-        if isinstance(logged.get("Records"), list):
-            logged["Records"] = len(logged["Records"])
-        self.requests.append((operation, logged))
+        if self._request_log > 0:
+            self.requests.append((operation, _logged(body)))
         if self.hook is not None:
             injected = await self.hook(operation, body)
             if injected is not None:
@@ -203,6 +235,7 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         if write or method is None:
             return await self._serve_write(request, operation, body, name or "")
         try:
+            check_input(operation, body)
             result: dict[str, Any] = method(body)
         except _Fail as fail:
             return self._error(fail.status, fail.code, fail.message)
@@ -253,6 +286,9 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         self, request: httpx.Request, operation: str, body: dict[str, Any], name: str
     ) -> httpx.Response:
         stats = self.stats
+        if self.write_block is not None:
+            stats.requests_by_status[503] += 1
+            return self._error(503, "ServiceUnavailable", self.write_block)
         if self._dry_run(body):
             # Checked like a real write; nothing stored, no tokens taken, no fault drawn.
             stats.dry_runs += 1
@@ -307,6 +343,7 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
 
     def _check_write(self, operation: str, body: dict[str, Any]) -> tuple[_Stream, list[_Entry]]:
         """Validate a PutRecords or PutRecord request as Kinesis does; store nothing."""
+        check_input(operation, body)
         stream = self._stream(body)
         if operation == "PutRecord":
             parsed = [self._parse_entry("", 0, body, stream)]
@@ -342,6 +379,7 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         """Serve a write (as PutRecords, one slot per entry); ``stored`` gets its records."""
         stream, parsed = self._check_write(operation, body)
         now = anyio.current_time()
+        self._expire(stream, now)
         faults, stats, rng = self._faults, self.stats, self.rng
         open_shards = stream.open_shards()
         results: list[dict[str, str]] = []
@@ -533,6 +571,14 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         self.update_record_distribution_strategy(self._stream(body).name, strategy)
         return {}
 
+    def _op_IncreaseStreamRetentionPeriod(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.set_retention(self._stream(body).name, body["RetentionPeriodHours"], increase=True)
+        return {}
+
+    def _op_DecreaseStreamRetentionPeriod(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.set_retention(self._stream(body).name, body["RetentionPeriodHours"], increase=False)
+        return {}
+
     def _op_DeleteStream(self, body: dict[str, Any]) -> dict[str, Any]:
         name = self._stream(body).name
         del self.streams[name]
@@ -548,7 +594,7 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
             "StreamARN": stream.arn,
             "StreamStatus": "ACTIVE",
             "StreamModeDetails": {"StreamMode": stream.mode},
-            "RetentionPeriodHours": 24,
+            "RetentionPeriodHours": stream.retention_hours,
             "StreamCreationTimestamp": stream.created,
             "EncryptionType": "NONE",
             "EnhancedMonitoring": [{"ShardLevelMetrics": []}],
@@ -578,7 +624,7 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
             "StreamModeDetails": {"StreamMode": stream.mode},
             "Shards": [_describe_shard(s) for s in page],
             "HasMoreShards": len(page) < len(shards),
-            "RetentionPeriodHours": 24,
+            "RetentionPeriodHours": stream.retention_hours,
             "StreamCreationTimestamp": stream.created,
             "EnhancedMonitoring": [{"ShardLevelMetrics": []}],
             "EncryptionType": "NONE",
@@ -599,7 +645,7 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
                 after, issued = json.loads(base64.b64decode(token))
                 if not isinstance(after, str) or not isinstance(issued, (int, float)):
                     raise TypeError(token)
-            except (ValueError, TypeError, binascii.Error):
+            except (ValueError, TypeError, RecursionError, binascii.Error):
                 raise _Fail(400, "InvalidArgumentException", "Invalid NextToken.") from None
             if now - issued > _TOKEN_TTL:
                 raise _Fail(400, "ExpiredNextTokenException", "The NextToken has expired.")
@@ -637,11 +683,7 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
                     "NextToken and StreamName/StreamARN/ExclusiveStartShardId cannot be "
                     "provided together.",
                 )
-            try:
-                state = json.loads(base64.b64decode(token))
-                name, after, at_latest, offset, issued = state
-            except (ValueError, TypeError, binascii.Error):
-                raise _Fail(400, "InvalidArgumentException", "Invalid NextToken.") from None
+            name, after, at_latest, offset, issued = _list_shards_token(token)
             if now - issued > _TOKEN_TTL:
                 raise _Fail(400, "ExpiredNextTokenException", "The NextToken has expired.")
             stream = self._get(name)
@@ -696,6 +738,36 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
             "CurrentShardCount": current,
             "TargetShardCount": target,
         }
+
+
+def _list_shards_token(token: str) -> tuple[str, str | None, bool, int, float]:
+    """A ListShards NextToken this fake handed out, or ``InvalidArgumentException``."""
+    try:
+        name, after, at_latest, offset, issued = json.loads(base64.b64decode(token))
+    except (ValueError, TypeError, RecursionError, binascii.Error):
+        name = None
+    if not (
+        isinstance(name, str)
+        and (after is None or isinstance(after, str))
+        and isinstance(at_latest, bool)
+        and type(offset) is int
+        and offset >= 0
+        and isinstance(issued, (int, float))
+        and not isinstance(issued, bool)
+        and math.isfinite(issued)
+    ):
+        raise _Fail(400, "InvalidArgumentException", "Invalid NextToken.")
+    return name, after, at_latest, offset, float(issued)
+
+
+def _logged(body: dict[str, Any]) -> dict[str, Any]:
+    """A request body as the request log keeps it: no record data."""
+    logged = dict(body)
+    if isinstance(logged.get("Records"), list):
+        logged["Records"] = len(logged["Records"])
+    if isinstance(logged.get("Data"), str):
+        logged["Data"] = len(logged["Data"])
+    return logged
 
 
 def _reset(request: httpx.Request) -> NoReturn:
