@@ -13,11 +13,13 @@ import json
 import math
 from typing import Any
 
+import anyio
 import botocore.session
 import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from trio.testing import MockClock
 
 from kinesis_trio import KinesisError
 from kinesis_trio.testing import FakeKinesis
@@ -440,3 +442,29 @@ async def test_retention_is_increased_and_decreased_as_the_service_allows() -> N
         assert fake.records("s") == []
         await retention("IncreaseStreamRetentionPeriod", 8760)
         assert fake.streams["s"].retention_hours == 8760
+
+
+@pytest.mark.parametrize("anyio_backend", [("trio", {"clock": MockClock(autojump_threshold=0)})])
+async def test_two_days_at_a_steady_rate_hold_one_day_of_records() -> None:
+    """Finding 5, over virtual time: a steady writer and a reader for 48 hours. Once the
+    first records pass 24 h, the records held stop growing (about one day's worth) and
+    the request log stays at its bound."""
+    fake = FakeKinesis(request_log=100)
+    fake.create_stream("s", 2)
+    held: dict[int, int] = {}
+    async with connect(fake) as client:
+        start = anyio.current_time()
+        iterator = await client.get_shard_iterator("s", "shardId-000000000000", "TRIM_HORIZON")
+        for step in range(48 * 12):  # 50 records every 5 minutes
+            batch = [entry(b"m%d-%d" % (step, i), f"k{i}") for i in range(50)]
+            await client.put_records("s", batch)
+            page = await client.get_records(iterator)
+            iterator = page["NextShardIterator"]
+            if step % 12 == 11:
+                held[step // 12 + 1] = len(fake.records("s"))
+            await anyio.sleep(start + (step + 1) * 300 - anyio.current_time())
+    day = 24 * 600
+    assert held[12] == day // 2 and held[24] == day  # nothing trimmed before a day
+    for hour in range(25, 49):  # a day's worth, and the batch exactly 24 h old
+        assert day <= held[hour] <= day + 50, (hour, held[hour])
+    assert len(fake.calls) < 200 and len(fake.requests) < 200

@@ -63,7 +63,7 @@ def _arn(name: str) -> str:
     return f"arn:aws:kinesis:{REGION}:{ACCOUNT_ID}:stream/{name}"
 
 
-@dataclass
+@dataclass(slots=True)
 class FakeRecord:
     """A Kinesis record as stored by the fake (``arrival``: ``anyio.current_time()``).
 
