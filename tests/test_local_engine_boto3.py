@@ -727,6 +727,65 @@ def test_bad_arguments_are_refused_as_kinesis_refuses_them(
     assert stored(kinesis, StreamName=name) == {}
 
 
+def test_a_shard_count_past_the_account_quota_is_limit_exceeded(kinesis: Any, name: str) -> None:
+    """``create-stream --shard-count 2147483647`` (boto3 lets it through; AWS answers
+    LimitExceededException) built every shard in one blocking loop: now refused at once."""
+    started = time.monotonic()
+    with pytest.raises(ClientError) as refused:
+        kinesis.create_stream(StreamName=name, ShardCount=2_147_483_647)
+    assert error_of(refused) == ("LimitExceededException", 400)
+    assert time.monotonic() - started < 5.0  # answered, not building shards
+    assert name not in kinesis.list_streams()["StreamNames"]
+
+
+def test_wrong_types_and_get_records_limits_are_refused(
+    unvalidated: Any, kinesis: Any, name: str
+) -> None:
+    """Members of the wrong type (sent past boto3's checks) are the protocol's
+    SerializationException; GetRecords' Limit is 1 to 10,000 (above:
+    InvalidArgumentException, as GetRecordsInput.Limit's documentation says)."""
+    create(kinesis, name)
+    iterator = kinesis.get_shard_iterator(
+        StreamName=name, ShardId="shardId-000000000000", ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
+    for limit, code in ((0, "ValidationException"), (10_001, "InvalidArgumentException")):
+        with pytest.raises(ClientError) as refused:
+            unvalidated.get_records(ShardIterator=iterator, Limit=limit)
+        assert error_of(refused) == (code, 400), limit
+    for call, args in (
+        (unvalidated.get_records, {"ShardIterator": iterator, "Limit": "abc"}),
+        (unvalidated.list_shards, {"StreamName": name, "ExclusiveStartShardId": 5}),
+    ):
+        with pytest.raises(ClientError) as refused:
+            call(**args)
+        assert error_of(refused) == ("SerializationException", 400), args
+    with pytest.raises(ClientError) as forged:
+        kinesis.get_records(ShardIterator='["x", "y", "z"]')
+    assert error_of(forged) == ("InvalidArgumentException", 400)
+
+
+def test_retention_is_reported_increased_and_decreased(kinesis: Any, name: str) -> None:
+    """RetentionPeriodHours (24 by default) is applied, and Increase/Decrease
+    StreamRetentionPeriod change it within 24 to 8760 hours."""
+    create(kinesis, name)
+
+    def hours() -> int:
+        summary = kinesis.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]
+        return int(summary["RetentionPeriodHours"])
+
+    assert hours() == 24
+    kinesis.increase_stream_retention_period(StreamName=name, RetentionPeriodHours=168)
+    assert hours() == 168
+    with pytest.raises(ClientError) as refused:
+        kinesis.increase_stream_retention_period(StreamName=name, RetentionPeriodHours=48)
+    assert error_of(refused) == ("InvalidArgumentException", 400)
+    with pytest.raises(ClientError) as refused:
+        kinesis.decrease_stream_retention_period(StreamName=name, RetentionPeriodHours=12)
+    assert error_of(refused) == ("InvalidArgumentException", 400)
+    kinesis.decrease_stream_retention_period(StreamName=name, RetentionPeriodHours=24)
+    assert hours() == 24
+
+
 def test_create_stream_with_zero_shards_is_a_validation_error(unvalidated: Any, name: str) -> None:
     with pytest.raises(ClientError) as refused:
         unvalidated.create_stream(StreamName=name, ShardCount=0)
