@@ -1,18 +1,26 @@
-"""kinesis_trio.testing's persistence: ``save_state`` / ``load_state`` and ``fake.changes``.
+"""kinesis_trio.testing's persistence: the JSON snapshot (``save_state`` / ``load_state``),
+the SQLite store (``StateStore``) and ``fake.changes``.
 
 A snapshot taken after writes (key-less ones on an AUTO stream too), splits, merges and
 rescaling loads into a new fake that answers every read operation as the first did and
 keeps handing out larger sequence numbers; writes are atomic; a corrupt file is a
-ValueError naming the file and the problem.
+ValueError naming the file and the problem, in one line (also nested too deeply for
+Python's parser, or numbers past its int-digit limit). The store does the same, saving
+only what changed: new records inserted, those trimmed from the front of a shard or gone
+with their shard or stream deleted; a failed save changes nothing and the next one holds
+everything; a file that is not a store, another process's store, or a store with a bad
+row is refused, naming the file and the problem.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import stat
 import tempfile
-from contextlib import suppress
+from contextlib import closing, suppress
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +28,8 @@ import pytest
 
 from kinesis_trio import KinesisError
 from kinesis_trio.testing import FakeKinesis, Faults, load_state, save_state
-from kinesis_trio.testing._model import _seq
+from kinesis_trio.testing._model import FakeRecord, _seq
+from kinesis_trio.testing._persist import StateStore
 
 from .helpers import connect, entry
 
@@ -266,6 +275,53 @@ CORRUPT: list[tuple[str, bytes, str]] = [
         corrupt(_set("streams.0.record_distribution_strategy", "AUTO")),
         "AUTO record distribution on a provisioned stream",
     ),
+    # json.loads raises RecursionError
+    ("nested-too-deeply", b"[" * 100_000 + b"]" * 100_000, "invalid JSON (nested too deeply)"),
+    # json.loads raises ValueError: Exceeds the limit (4300 digits) for integer string ...
+    (
+        "integer-past-the-digit-limit",
+        json.dumps(valid_state())
+        .replace('"last_sequence": 3', '"last_sequence": ' + "9" * 5000)
+        .encode(),
+        "invalid JSON (Exceeds the limit (4300 digits)",
+    ),
+    # a string of digits int() would refuse
+    (
+        "hash-key-past-the-digit-limit",
+        corrupt(_set("streams.0.shards.2.end", "9" * 5000)),
+        "$.streams[0].shards[2].end: is over 2^128-1",
+    ),
+    (
+        "hash-key-of-zeros-past-the-digit-limit",
+        corrupt(_set("streams.0.shards.2.start", "0" * 5000)),
+        "",  # zeros are 0: the shard starts at 0 and loads
+    ),
+    (
+        "sequence-number-past-the-digit-limit",
+        corrupt(_set("streams.0.shards.1.starting_sequence_number", "9" * 5000)),
+        "$.streams[0].shards[1].starting_sequence_number: '99999",
+    ),
+    (
+        "short-record-sequence-number",
+        corrupt(_set("streams.0.shards.1.records.0.sequence_number", "12")),
+        "'12' is not a sequence number of the fake (56 digits)",
+    ),
+    (
+        "counter-too-large",
+        corrupt(_set("last_sequence", 10**60)),
+        "$.last_sequence: 1000000000000000000000000000000000000000... (61 characters) is out",
+    ),
+    (
+        "sequence-number-beyond-the-counter",
+        corrupt(_set("streams.0.shards.1.starting_sequence_number", "9" * 100)),
+        "a sequence number is beyond what the fake hands out",
+    ),
+    ("not-finite", corrupt(_set("streams.0.created", float("nan"))), "nan is not a finite"),
+    (
+        "retention-out-of-range",
+        corrupt(_set("streams.0.retention_hours", 9000)),
+        "$.streams[0].retention_hours: 9000 is out of range",
+    ),
 ]
 
 
@@ -276,9 +332,14 @@ def test_a_corrupt_file_is_a_value_error_naming_file_and_problem(
     path = tmp_path / STATE
     path.write_bytes(raw)
     fake = FakeKinesis()
+    if not problem:
+        assert load_state(fake, path) is True
+        return
     with pytest.raises(ValueError) as info:
         load_state(fake, path)
-    assert str(path) in str(info.value) and problem in str(info.value)
+    message = str(info.value)
+    assert message.startswith(f"{path}: ") and problem in message
+    assert "\n" not in message and len(message) < 300 + len(str(path))
     assert fake.streams == {} and fake.changes == 0 and fake._last_seq == 0  # nothing loaded
 
 
@@ -427,7 +488,10 @@ async def test_changes_counts_state_changes_only() -> None:
             ("UpdateMaxRecordSize", {"StreamName": "c", "MaxRecordSizeInKiB": 4096}),
             (
                 "UpdateStreamRecordDistributionStrategy",
-                {"StreamName": "od", "RecordDistributionStrategy": "USER_PARTITION_KEY"},
+                {
+                    "StreamARN": fake.stream_arn("od"),
+                    "RecordDistributionStrategy": "USER_PARTITION_KEY",
+                },
             ),
             (
                 "SplitShard",
@@ -445,8 +509,359 @@ async def test_changes_counts_state_changes_only() -> None:
                     "AdjacentShardToMerge": "shardId-000000000002",
                 },
             ),
-            ("UpdateShardCount", {"StreamName": "c", "TargetShardCount": 2}),
+            (
+                "UpdateShardCount",
+                {"StreamName": "c", "TargetShardCount": 2, "ScalingType": "UNIFORM_SCALING"},
+            ),
             ("DeleteStream", {"StreamName": "c"}),
         ):
             await client.call(operation, body)
             assert moved(), operation
+
+
+# -- the SQLite store ------------------------------------------------------------------------
+
+STORE = "kinesis-state.sqlite"
+
+
+def reopened(path: Path) -> FakeKinesis:
+    """A new fake loaded from the store at ``path`` (closed again)."""
+    fake = FakeKinesis()
+    store = StateStore(path)
+    try:
+        assert store.load(fake) is True
+    finally:
+        store.close()
+    return fake
+
+
+def same_state(loaded: FakeKinesis, fake: FakeKinesis) -> None:
+    """The same streams, shards and records (arrival times as wall-clock times)."""
+    assert sorted(loaded.streams) == sorted(fake.streams)
+    # (a loaded counter also passes the starting numbers of empty shards, never used)
+    assert fake._last_seq <= loaded._last_seq <= fake._last_seq + 1
+    for name, stream in fake.streams.items():
+        again = loaded.streams[name]
+        assert [replace(s, records=[]) for s in again.shards] == [
+            replace(s, records=[]) for s in stream.shards
+        ]  # ranges, lineage, sequence number ranges
+        for shard, before in zip(again.shards, stream.shards, strict=True):
+            assert [replace(r, arrival=0.0) for r in shard.records] == [
+                replace(r, arrival=0.0) for r in before.records
+            ]
+            assert all(
+                abs(r.arrival + loaded.clock_offset - b.arrival - fake.clock_offset) < 1e-5
+                for r, b in zip(shard.records, before.records, strict=True)
+            )
+        fields = ("mode", "max_record_size", "record_distribution_strategy", "channel_count")
+        fields += ("created", "next_shard", "retention_hours")
+        assert [getattr(again, f) for f in fields] == [getattr(stream, f) for f in fields]
+
+
+def stored_rows(store: StateStore) -> list[tuple[str, str, str]]:
+    """The records the (open) store holds."""
+    rows = store._conn.execute(
+        "SELECT stream, shard_id, sequence_number FROM records ORDER BY 1, 2, 3"
+    )
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def held_rows(fake: FakeKinesis) -> list[tuple[str, str, str]]:
+    return sorted(
+        (name, s.shard_id, r.sequence_number)
+        for name, stream in fake.streams.items()
+        for s in stream.shards
+        for r in s.records
+    )
+
+
+def append(fake: FakeKinesis, name: str, count: int, now: float = 5.0) -> None:
+    """``count`` records straight into the stream's open shards, in turn."""
+    shards = fake.open_shards(name)
+    for i in range(count):
+        shard = shards[i % len(shards)]
+        seq = fake._next_seq()
+        shard.records.append(
+            FakeRecord(b"n%d" % i, f"k{i}", None, shard.start, seq, shard.shard_id, now)
+        )
+        fake.changes += 1
+
+
+async def test_the_store_loads_into_a_new_fake_that_answers_alike(tmp_path: Path) -> None:
+    fake = await populated()
+    fake.streams["od"].retention_hours = 72
+    fake.clock_offset = 1_000.0
+    store = StateStore(tmp_path / STORE)
+    assert store.initialized is False and store.load(FakeKinesis()) is False
+    assert store.save(fake) is True
+    assert store.save(fake) is False  # nothing changed
+    store.close()
+    assert sorted(os.listdir(tmp_path)) == [STORE]  # the WAL checkpointed and removed
+
+    loaded = FakeKinesis()
+    loaded.clock_offset = 1_000.0
+    store = StateStore(tmp_path / STORE)
+    assert store.load(loaded) is True and loaded.changes == 1
+    same_state(loaded, fake)
+    assert await answers(loaded) == await answers(fake)
+    assert store.save(loaded) is False  # loaded as saved: nothing to write
+    store.close()
+    # arrival times are kept as wall-clock times
+    other = FakeKinesis()
+    other.clock_offset = 1_250.0
+    store = StateStore(tmp_path / STORE)
+    store.load(other)
+    store.close()
+    assert [r.arrival for r in other.records("prov")] == pytest.approx(
+        [r.arrival - 250.0 for r in fake.records("prov")], abs=1e-6
+    )
+    stored = largest_sequence(fake)
+    async with connect(loaded) as client:
+        result = await client.put_records("prov", [entry(b"new", "k")])
+    assert int(result["Records"][0]["SequenceNumber"]) > stored
+
+
+async def test_a_save_writes_what_changed_and_only_that(tmp_path: Path) -> None:
+    """New records inserted; records trimmed from the front of a shard (retention), of a
+    shard emptied, of a stream deleted or made anew under its name, deleted; stream and
+    shard changes kept."""
+    path = tmp_path / STORE
+    fake = await populated()
+    store = StateStore(path)
+    store.save(fake)
+
+    append(fake, "prov", 7)
+    plan = store.plan(fake)
+    assert plan is not None and plan.count == 7 and not plan.trims and not plan.drops
+    store.write(plan)
+    assert store.plan(fake) is None
+
+    first, second = [s for s in fake.streams["prov"].shards if len(s.records) >= 3][:2]
+    del first.records[:2]  # retention trims from the front
+    second.records.clear()
+    gone = [("od", s.shard_id) for s in fake.streams["od"].shards if s.records]
+    del fake.streams["od"]
+    fake.create_stream("auto-2", 2)
+    fake.split_shard("auto-2", "shardId-000000000000", 5)
+    fake.streams["empty"].retention_hours = 100
+    fake.set_channel_count("empty", 9)
+    plan = store.plan(fake)
+    assert plan is not None and plan.new == []
+    assert plan.trims == [("prov", first.shard_id, first.records[0].sequence_number)]
+    assert sorted(plan.drops) == sorted([("prov", second.shard_id), *gone])
+    store.write(plan)
+    assert stored_rows(store) == held_rows(fake)
+
+    # a stream deleted and made anew under the same name between two saves
+    del fake.streams["auto"]
+    fake.create_stream("auto", 1)
+    append(fake, "auto", 3)
+    append(fake, "prov", 2)
+    store.save(fake)
+    assert stored_rows(store) == held_rows(fake)
+    store.close()
+    same_state(reopened(path), fake)
+
+
+def test_records_trimmed_by_retention_leave_the_store(tmp_path: Path) -> None:
+    path = tmp_path / STORE
+    fake = FakeKinesis()
+    fake.create_stream("s", 2)
+    append(fake, "s", 6, now=0.0)
+    append(fake, "s", 4, now=20 * 3600.0)
+    store = StateStore(path)
+    store.save(fake)
+    fake._expire(fake.streams["s"], 24 * 3600.0 + 1)  # the first 6 are over 24 h old
+    assert len(fake.records("s")) == 4
+    plan = store.plan(fake)
+    assert plan is not None and plan.count == 0 and len(plan.trims) == 2
+    store.write(plan)
+    assert stored_rows(store) == held_rows(fake)
+    fake._expire(fake.streams["s"], 48 * 3600.0)  # all of them
+    store.save(fake)
+    assert stored_rows(store) == []
+    store.close()
+
+
+async def test_a_failed_save_changes_nothing_and_the_next_one_holds_everything(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / STORE
+    fake = await populated()
+    store = StateStore(path)
+    store.save(fake)
+    append(fake, "prov", 5)
+    del fake.streams["od"]
+
+    real = store._conn
+
+    class Full:
+        """The connection on a full disk: inserting records fails."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def executemany(self, sql: str, rows: Any) -> Any:
+            if sql.startswith("INSERT OR REPLACE INTO records"):
+                raise sqlite3.OperationalError("database or disk is full")
+            return real.executemany(sql, rows)
+
+    store._conn = Full()  # type: ignore[assignment]
+    with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+        store.save(fake)
+    store._conn = real
+    assert ("od",) in {(r[0],) for r in stored_rows(store)}  # rolled back: all still there
+    append(fake, "prov", 3)
+    plan = store.plan(fake)
+    assert plan is not None and plan.count == 8  # the failed save's records too
+    store.write(plan)
+    store.write(plan)  # twice is harmless
+    assert stored_rows(store) == held_rows(fake)
+    store.close()
+    same_state(reopened(path), fake)
+
+
+def test_a_store_in_use_by_another_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / STORE
+    fake = FakeKinesis()
+    fake.create_stream("s")
+    store = StateStore(path)
+    store.save(fake)
+    with pytest.raises(ValueError, match="in use by another process") as info:
+        StateStore(path)
+    assert str(info.value).startswith(f"{path}: ")
+    store.close()
+    StateStore(path).close()
+
+
+def _bad_store(path: Path, change: str) -> None:
+    fake = FakeKinesis()
+    fake.create_stream("s", 2)
+    append(fake, "s", 4)
+    store = StateStore(path)
+    store.save(fake)
+    store.close()
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute(change)
+
+
+BAD_STORES: list[tuple[str, str, str]] = [
+    (
+        "future-format",
+        "UPDATE meta SET value = '3' WHERE key = 'format'",
+        "unsupported format '3' (this version reads format 2)",
+    ),
+    (
+        "bad-hash-key",
+        "UPDATE shards SET start_hash_key = '12abc' WHERE position = 1",
+        "streams['s'].shards['shardId-000000000001'].start: '12abc' is not a decimal number",
+    ),
+    (
+        "bad-mode",
+        "UPDATE streams SET mode = 'FAST'",
+        "streams['s'].mode: 'FAST' is not one of PROVISIONED, ON_DEMAND",
+    ),
+    (
+        "record-data-as-text",
+        "UPDATE records SET data = 'text' WHERE sequence_number LIKE '%2'",
+        "records['s', 'shardId-000000000001', '4900000000000000000000000000000000000000000000"
+        "0000000002'].data: 'text' is not a blob",
+    ),
+    (
+        "record-hash-key",
+        "UPDATE records SET hash_key = '" + "9" * 5000 + "' WHERE sequence_number LIKE '%1'",
+        ".hash_key: is over 2^128-1",
+    ),
+    (
+        "record-sequence-number",
+        "UPDATE records SET sequence_number = '7' WHERE sequence_number LIKE '%1'",
+        ".sequence_number: '7' is not a sequence number of the fake (56 digits)",
+    ),
+    (
+        "orphan-records",
+        "UPDATE records SET shard_id = 'shardId-000000000009' WHERE sequence_number LIKE '%1'",
+        "records: 1 records belong to no shard",
+    ),
+    (
+        "orphan-shard",
+        "UPDATE shards SET stream = 't' WHERE position = 1",
+        "shards: shard 'shardId-000000000001' of unknown stream 't'",
+    ),
+    (
+        "counter",
+        "UPDATE meta SET value = 'x' WHERE key = 'last_sequence'",
+        "last_sequence: 'x' is not an integer",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"), [c[1:] for c in BAD_STORES], ids=[c[0] for c in BAD_STORES]
+)
+def test_a_bad_store_is_a_value_error_naming_file_and_problem(
+    tmp_path: Path, change: str, problem: str
+) -> None:
+    path = tmp_path / STORE
+    _bad_store(path, change)
+    fake = FakeKinesis()
+    with pytest.raises(ValueError) as info:
+        store = StateStore(path)
+        try:
+            store.load(fake)
+        finally:
+            store.close()
+    message = str(info.value)
+    assert message.startswith(f"{path}: ") and problem in message, message
+    assert "\n" not in message and len(message) < 300 + len(str(path))
+    assert fake.streams == {} and fake.changes == 0 and fake._last_seq == 0
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        (
+            b"\xff\xfe\x00garbage" * 1000,
+            "not a kinesis-trio state database (file is not a database)",
+        ),
+        (b"SQLite format 3\x00" + b"\x01" * 4000, "not a kinesis-trio state database"),
+    ],
+    ids=["garbage", "a-broken-header"],
+)
+def test_a_file_that_is_not_a_database_is_refused(tmp_path: Path, raw: bytes, problem: str) -> None:
+    path = tmp_path / STORE
+    path.write_bytes(raw)
+    with pytest.raises(ValueError) as info:
+        StateStore(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: ") and problem in message, message
+    assert path.read_bytes() == raw  # left as it was
+
+
+def test_another_applications_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / STORE
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("CREATE TABLE notes (text TEXT)")
+    with pytest.raises(ValueError, match="another application's"):
+        StateStore(path)
+
+
+def test_a_damaged_database_is_refused_when_loaded(tmp_path: Path) -> None:
+    """A database whose pages were overwritten: SQLite's own error, naming the file."""
+    path = tmp_path / STORE
+    fake = FakeKinesis()
+    fake.create_stream("s", 2)
+    append(fake, "s", 2000)
+    store = StateStore(path)
+    store.save(fake)
+    store.close()
+    raw = bytearray(path.read_bytes())
+    raw[8192 : len(raw) - 4096] = b"\x5a" * (len(raw) - 4096 - 8192)
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ValueError) as info:
+        store = StateStore(path)
+        try:
+            store.load(FakeKinesis())
+        finally:
+            store.close()
+    message = str(info.value)
+    assert message.startswith(f"{path}: ") and "\n" not in message, message
