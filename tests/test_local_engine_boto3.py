@@ -976,7 +976,7 @@ def test_streams_and_records_survive_a_restart(tmp_path: Path, name: str) -> Non
             "StreamCreationTimestamp"
         ]
         first.stop()  # SIGTERM: saved at a clean stop
-    assert (tmp_path / "kinesis-state.json").exists()
+    assert (tmp_path / "kinesis-state.sqlite").exists()
 
     with LocalKinesis("python", args=["--data", str(tmp_path)]) as second:
         kinesis = make_client(second.endpoint_url)

@@ -90,7 +90,14 @@ def _run_local(args: argparse.Namespace) -> int:
 
 def _run_python(args: argparse.Namespace, streams: list[tuple[str, int]]) -> int:
     from ..testing._http import LocalEndpoint
-    from ..testing._local import LocalSettings, StateFileError, make_fake, parse_faults, run_local
+    from ..testing._local import (
+        STATE_FILE,
+        LocalSettings,
+        StateFileError,
+        make_fake,
+        parse_faults,
+        run_local,
+    )
 
     try:
         faults = parse_faults(args.faults) if args.faults else None
@@ -121,7 +128,8 @@ def _run_python(args: argparse.Namespace, streams: list[tuple[str, int]]) -> int
             limits = "AWS per-shard write limits" if settings.limits == "aws" else "no limits"
             say(f"  {limits}; faults: {args.faults or 'none'}", flush=True)
             if data is not None:
-                say(f"  data kept in {data / 'kinesis-state.json'} (saved within 1 s)", flush=True)
+                kept = data / STATE_FILE
+                say(f"  data kept in {kept} (saved within about 1 s)", flush=True)
             else:
                 say("  data in memory only (--data DIR keeps it across restarts)", flush=True)
             say(

@@ -4,22 +4,30 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 
+from .._logging import get_logger
 from ._faults import Faults
 from ._http import LocalEndpoint, self_signed_context, serve
-from ._persist import load_state, save_state
+from ._persist import StateStore, load_state
 from ._server import FakeKinesis
 
 __all__ = ["LocalSettings", "StateFileError", "make_fake", "parse_faults", "run_local"]
 
-#: The file ``--data DIR`` keeps the streams in.
-STATE_FILE = "kinesis-state.json"
+#: The file ``--data DIR`` keeps the streams in (a SQLite database, see ``_persist``).
+STATE_FILE = "kinesis-state.sqlite"
+#: The JSON snapshot older versions kept; converted into ``STATE_FILE`` once, then renamed
+#: to ``MIGRATED_FILE``.
+LEGACY_STATE_FILE = "kinesis-state.json"
+MIGRATED_FILE = "kinesis-state.json.migrated"
+_log = get_logger("kinesis_trio.local")
 _FLOAT_FAULTS = tuple(
     f.name for f in dataclasses.fields(Faults) if f.type in ("float", float) and f.name != "seed"
 )
@@ -35,8 +43,9 @@ class LocalSettings:
     #: fail with ProvisionedThroughputExceededException); ``"none"``: no limits.
     limits: str = "none"
     faults: Faults | None = None
-    #: Keep the streams in ``data_dir/kinesis-state.json``: loaded at start, written within
-    #: ``save_interval`` seconds of a change and at a clean stop.
+    #: Keep the streams in ``data_dir/kinesis-state.sqlite``: loaded at start, what changed
+    #: written every ``save_interval`` seconds (a record is on disk within about
+    #: ``save_interval`` plus one save's time of its acknowledgement) and at a clean stop.
     data_dir: Path | None = None
     save_interval: float = 1.0
     tls: bool = False
@@ -82,7 +91,8 @@ def parse_faults(spec: str) -> Faults:
 
 
 class StateFileError(ValueError):
-    """``--data DIR`` holds a state file that cannot be loaded (the message names it)."""
+    """``--data DIR`` holds a state file that cannot be loaded, or DIR cannot be written at
+    start (the message names the file and the problem)."""
 
 
 def make_fake(settings: LocalSettings) -> FakeKinesis:
@@ -90,18 +100,160 @@ def make_fake(settings: LocalSettings) -> FakeKinesis:
     return FakeKinesis(enforce_limits=settings.limits == "aws", faults=settings.faults)
 
 
-def _prepare(fake: FakeKinesis, settings: LocalSettings) -> None:
-    """Wall-clock timestamps, the saved streams, then the streams asked for."""
+def _prepare(fake: FakeKinesis, settings: LocalSettings) -> StateStore | None:
+    """Wall-clock timestamps, the saved streams, then the streams asked for; the store
+    the streams are kept in (``None`` without ``data_dir``), saved once."""
     fake.clock_offset = time.time() - anyio.current_time()
-    if settings.data_dir is not None:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir = settings.data_dir
+    store = _open_store(fake, data_dir) if data_dir is not None else None
+    try:
+        for name, shards in settings.streams:
+            if name not in fake.streams:
+                fake.create_stream(name, shard_count=shards)
+        if store is not None and data_dir is not None:
+            try:  # the streams created at start, and a check that DIR is writable
+                store.save(fake)
+            except Exception as exc:
+                raise StateFileError(f"{store.path}: cannot save ({_error(exc)})") from None
+            _finish_migration(data_dir, store)
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
+    return store
+
+
+def _open_store(fake: FakeKinesis, data_dir: Path) -> StateStore:
+    """Open and load ``data_dir``'s store; an old JSON snapshot is loaded to be saved in it."""
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StateFileError(f"{data_dir}: cannot create the data directory ({exc})") from None
+    _remove_stale_temporaries(data_dir)
+    legacy = data_dir / LEGACY_STATE_FILE
+    try:
+        store = StateStore(data_dir / STATE_FILE)
+    except ValueError as exc:
+        raise StateFileError(str(exc)) from None
+    try:
+        if store.load(fake):
+            if legacy.exists() and store.meta.get("migrated_from") != _fingerprint(legacy):
+                _log.warning(
+                    "local_kinesis_legacy_state_ignored",
+                    file=str(legacy),
+                    store=str(store.path),
+                    reason="the store exists; move it away to load the JSON file instead",
+                )
+        elif legacy.exists():
+            load_state(fake, legacy)
+            store.note("migrated_from", _fingerprint(legacy))
+    except ValueError as exc:
+        store.close()
+        raise StateFileError(str(exc)) from None
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def _fingerprint(path: Path) -> str:
+    """Which JSON snapshot a store was made from (its size and modification time)."""
+    try:
+        info = path.stat()
+    except OSError:
+        return ""
+    return f"{path.name}:{info.st_size}:{info.st_mtime_ns}"
+
+
+def _finish_migration(data_dir: Path, store: StateStore) -> None:
+    """If the store holds the JSON snapshot beside it, rename the snapshot (at the start
+    after the conversion, or after a start that could not rename it)."""
+    legacy = data_dir / LEGACY_STATE_FILE
+    if not legacy.exists() or store.meta.get("migrated_from") != _fingerprint(legacy):
+        return
+    try:
+        os.replace(legacy, data_dir / MIGRATED_FILE)
+    except OSError as exc:
+        _log.warning("local_kinesis_migration_rename_failed", file=str(legacy), error=str(exc))
+        return
+    _log.warning(
+        "local_kinesis_state_migrated",
+        file=str(legacy),
+        store=str(store.path),
+        renamed_to=str(data_dir / MIGRATED_FILE),
+    )
+
+
+def _remove_stale_temporaries(data_dir: Path) -> None:
+    """Temporary files older versions left when killed while saving their JSON snapshot."""
+    for stale in data_dir.glob(f".{LEGACY_STATE_FILE}.*.tmp"):
         try:
-            load_state(fake, settings.data_dir / STATE_FILE)
-        except ValueError as exc:
-            raise StateFileError(str(exc)) from None
-    for name, shards in settings.streams:
-        if name not in fake.streams:
-            fake.create_stream(name, shard_count=shards)
+            stale.unlink()
+        except OSError as exc:
+            _log.warning("local_kinesis_stale_temp_not_removed", file=str(stale), error=str(exc))
+        else:
+            _log.warning("local_kinesis_stale_temp_removed", file=str(stale))
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+async def _keep_saving(fake: FakeKinesis, store: StateStore, interval: float) -> None:
+    """Every ``interval``, save what changed: gathered in the event loop, written in a
+    worker thread, one save at a time. A save that fails is logged and retried at the next
+    interval; until one succeeds, the fake refuses writes (``fake.write_block``)."""
+    failing: str | None = None
+    saved: int | None = None  # fake.changes when the last save written was planned
+    due = anyio.current_time()
+    while True:
+        due += interval
+        await anyio.sleep_until(due)
+        changes = fake.changes
+        if changes == saved:  # nothing changed: no plan (its cost grows with the shards)
+            continue
+        plan = store.plan(fake)
+        if plan is None:
+            saved = changes
+            continue
+        try:
+            await anyio.to_thread.run_sync(store.write, plan)
+        except Exception as exc:  # disk full, file size limit, I/O error: kept in memory
+            error = _error(exc)
+            if error != failing:
+                _log.error(
+                    "local_kinesis_save_failed",
+                    file=str(store.path),
+                    error=error,
+                    retry_in=interval,
+                    writes="refused until a save succeeds",
+                )
+            failing = error
+            fake.write_block = (
+                f"kinesis-trio local cannot save its state to {store.path} ({error}); "
+                "writes are refused until a save succeeds"
+            )
+        else:
+            if failing is not None:
+                _log.warning("local_kinesis_save_recovered", file=str(store.path))
+            failing = None
+            fake.write_block = None
+            saved = changes
+        # a save longer than the interval: the next one starts at once, not in a burst
+        due = max(due, anyio.current_time() - interval)
+
+
+def _final_save(fake: FakeKinesis, store: StateStore) -> None:
+    """At a stop: save what is left (in this thread) and close the store."""
+    try:
+        store.save(fake)
+    except Exception as exc:
+        _log.error("local_kinesis_save_failed", file=str(store.path), error=_error(exc), final=True)
+    finally:
+        try:
+            store.close()
+        except Exception as exc:
+            _log.error("local_kinesis_close_failed", file=str(store.path), error=_error(exc))
 
 
 async def run_local(
@@ -111,31 +263,23 @@ async def run_local(
 ) -> None:
     """Serve until cancelled; ``ready(endpoint, certificate)`` is called once listening.
 
-    With ``data_dir``, the state is saved within ``save_interval`` of each change and once
-    more when the server stops (also on Ctrl-C and SIGTERM via KeyboardInterrupt).
+    With ``data_dir``, what changed is saved every ``save_interval`` (in a worker thread)
+    and once more when the server stops (also on Ctrl-C and SIGTERM via KeyboardInterrupt).
+    A save that fails does not stop the server: writes are refused (503) until one succeeds.
     """
     fake = fake if fake is not None else make_fake(settings)
-    _prepare(fake, settings)
-    context, cert = None, None
-    if settings.tls:
-        where = settings.data_dir or Path.home() / ".cache" / "kinesis-trio" / "tls"
-        context, cert = self_signed_context(where)
-    if settings.data_dir is None:
-        async with serve(fake, host=settings.host, port=settings.port, ssl_context=context) as ep:
-            ready(ep, cert)
-            await anyio.sleep_forever()
-        return
-    path = settings.data_dir / STATE_FILE
-    save_state(fake, path)  # the streams created at start, and a check that DIR is writable
-    saved = fake.changes
+    store = _prepare(fake, settings)
     try:
+        context, cert = None, None
+        if settings.tls:
+            where = settings.data_dir or Path.home() / ".cache" / "kinesis-trio" / "tls"
+            context, cert = self_signed_context(where)
         async with serve(fake, host=settings.host, port=settings.port, ssl_context=context) as ep:
             ready(ep, cert)
-            while True:
-                await anyio.sleep(settings.save_interval)
-                if fake.changes != saved:
-                    saved = fake.changes
-                    save_state(fake, path)
+            if store is None:
+                await anyio.sleep_forever()
+            else:
+                await _keep_saving(fake, store, settings.save_interval)
     finally:
-        if fake.changes != saved:
-            save_state(fake, path)
+        if store is not None:
+            _final_save(fake, store)
