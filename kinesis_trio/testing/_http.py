@@ -5,15 +5,34 @@ request body is handed to :meth:`FakeKinesis._handle` as an ``httpx.Request`` an
 written back. While a request is served, the task watches the connection: a client that hangs
 up cancels its request (a request the fake leaves unanswered, ``hang_*``, ends that way, as
 on a real endpoint). A ``reset_*`` fault closes the connection with a TCP reset.
+
+The framing rules (which requests are refused and how, the body cap, ``Expect:
+100-continue``, the answers' bytes) live in one sans-IO class, :class:`_Exchange`, which both
+the socket server and the in-memory connections of :class:`FakeTransport` drive. Every
+request refused at the HTTP level gets an answer in the service's JSON error shape (status,
+``Content-Type: application/x-amz-json-1.1``, ``{"__type": ..., "message": ...}``,
+``x-amzn-RequestId``) with ``Connection: close``, and the connection is then closed:
+
+- HTTP that h11 cannot parse: h11's status (400; 431 for a head over 64 KiB; 501 for a
+  transfer coding other than chunked), ``SerializationException``;
+- both ``Content-Length`` and ``Transfer-Encoding`` (RFC 9112 §6.1, request smuggling): 400
+  ``SerializationException``;
+- a method other than POST (GET, CONNECT, ...): 405 ``UnknownOperationException`` with
+  ``Allow: POST``;
+- a body over the cap (declared or counted): 413 ``ValidationException``.
+
+A CBOR request (the Java SDKs' default) is answered 400 ``SerializationException`` with a
+hint, and the connection kept: its framing was fine.
 """
 
 from __future__ import annotations
 
 import contextlib
+import http
 import socket
 import ssl
 import struct
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +41,7 @@ import anyio.abc
 import anyio.lowlevel
 import h11
 import httpx
-from anyio.streams.tls import TLSListener
+from anyio.streams.tls import TLSListener, TLSStream
 
 from .._logging import get_logger
 from ._server import FakeKinesis
@@ -38,6 +57,16 @@ _CBOR_HINT = (
     "send JSON (AWS SDK for Java 2.x: -Daws.cborEnabled=false or CBOR_ENABLED=false; "
     "1.x: -Dcom.amazonaws.sdk.disableCbor=true or AWS_CBOR_DISABLE=true)"
 )
+#: After a refusal, how long the server reads (and drops) what the client still sends before
+#: closing: closing with unread bytes would reset the connection, and a client still writing
+#: its body could lose the answer.
+_LINGER = 2.0
+
+
+def _max_body(fake: FakeKinesis) -> int:
+    """The body cap: a whole PutRecords request of the fake's largest size, base64 and JSON
+    around it."""
+    return fake.max_request_size * 4 // 3 + 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -55,6 +84,179 @@ class LocalEndpoint:
         return f"{scheme}://{self.host}:{self.port}"
 
 
+class _Exchange:
+    """One connection's HTTP framing, sans IO: bytes in (:meth:`receive_data`), steps out.
+
+    :meth:`next` says what to do next:
+
+    - ``h11.NEED_DATA``: more bytes are needed (``b""`` for the client's end of stream);
+    - ``bytes``: write them, then ask again, unless :attr:`closing` (a refusal: write it,
+      then close the connection);
+    - an ``httpx.Request``: a whole request for the fake; write :meth:`answer`'s bytes;
+    - ``None``: the connection is over (the client closed it or left mid-request).
+    """
+
+    def __init__(self, fake: FakeKinesis, max_body: int) -> None:
+        self.fake = fake
+        self.max_body = max_body
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEADERS)
+        #: the answer written closes the connection (a refusal, or the client asked)
+        self.closing = False
+        self._head: h11.Request | None = None
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._eof = False
+
+    def receive_data(self, data: bytes) -> None:
+        if not data:
+            self._eof = True
+        self.h11.receive_data(data)
+
+    @property
+    def reading_body(self) -> bool:
+        """A request's head was read (and accepted), its body not yet whole."""
+        return self._head is not None
+
+    @property
+    def mid_request(self) -> bool:
+        """Some of a request arrived and it is not whole yet."""
+        if self._head is not None:
+            return True
+        return self.h11.their_state is h11.IDLE and self._buffered
+
+    @property
+    def _buffered(self) -> bool:
+        """Bytes received and not parsed yet."""
+        return bool(self.h11.trailing_data[0])
+
+    def next(self) -> httpx.Request | bytes | type[h11.NEED_DATA] | None:
+        try:
+            while True:
+                event = self.h11.next_event()
+                if event is h11.NEED_DATA:
+                    return h11.NEED_DATA
+                if isinstance(event, h11.Request):
+                    refused = self._check(event)
+                    if refused is not None:
+                        return refused
+                    self._head, self._chunks, self._size = event, [], 0
+                    if self.h11.they_are_waiting_for_100_continue and not self._buffered:
+                        return self._write([h11.InformationalResponse(status_code=100, headers=[])])
+                elif isinstance(event, h11.Data) and self._head is not None:
+                    self._size += len(event.data)
+                    if self._size > self.max_body:
+                        return self._too_large()
+                    self._chunks.append(bytes(event.data))
+                elif isinstance(event, h11.EndOfMessage) and self._head is not None:
+                    head, body = self._head, b"".join(self._chunks)
+                    self._head, self._chunks = None, []
+                    return self._to_request(head, body)
+                else:  # closed, or the client went away mid-request (PAUSED: not ours)
+                    return None
+        except h11.RemoteProtocolError as exc:
+            if self._eof:  # the client hung up mid-request: nobody to answer
+                return None
+            status = exc.error_status_hint
+            return self.refuse(status, "SerializationException", f"bad HTTP request: {exc}")
+
+    def _check(self, head: h11.Request) -> bytes | None:
+        """The refusal of a request's head, if it is refused."""
+        names = {name for name, _ in head.headers}
+        if b"content-length" in names and b"transfer-encoding" in names:
+            return self.refuse(
+                400,
+                "SerializationException",
+                "a request with both Content-Length and Transfer-Encoding is refused",
+            )
+        if head.method != b"POST":
+            method = head.method.decode("latin-1")
+            return self.refuse(
+                405,
+                "UnknownOperationException",
+                f"{method} is not supported: Kinesis operations are POSTed",
+                [("Allow", "POST")],
+            )
+        length = next((v for k, v in head.headers if k == b"content-length"), None)
+        if length is not None and int(length) > self.max_body:
+            return self._too_large()
+        return None
+
+    def _too_large(self) -> bytes:
+        message = f"request body over {self.max_body:,} bytes"
+        return self.refuse(413, "ValidationException", message)
+
+    def _to_request(self, head: h11.Request, content: bytes) -> httpx.Request | bytes:
+        """The request h11 read, as the fake's handler takes it (or the answer refusing it)."""
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in head.headers]
+        if any(k.lower() == "content-type" and "cbor" in v.lower() for k, v in headers):
+            # The Java SDKs send CBOR to Kinesis by default; this engine speaks JSON 1.1 only.
+            _log.warning("local_kinesis_cbor_refused", hint=_CBOR_HINT)
+            message = f"CBOR is not supported: {_CBOR_HINT}"
+            return self.answer(self.fake._error(400, "SerializationException", message))
+        host = next((v for k, v in headers if k.lower() == "host"), "localhost")
+        try:
+            return httpx.Request(
+                head.method.decode("ascii"),
+                f"http://{host}{head.target.decode('latin-1')}",
+                headers=headers,
+                content=content,
+            )
+        except httpx.InvalidURL as exc:  # a Host (or target) no URL can have
+            return self.refuse(400, "SerializationException", f"bad HTTP request: {exc}")
+
+    def answer(self, response: httpx.Response) -> bytes:
+        """The bytes of the fake's ``response`` to the request :meth:`next` gave."""
+        data = self._write(_events(response))
+        if not self.closing:
+            self.h11.start_next_cycle()
+        return data
+
+    def refuse(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        headers: Sequence[tuple[str, str]] = (),
+    ) -> bytes:
+        """A JSON error answer closing the connection (:attr:`closing` is then set)."""
+        _log.debug("local_kinesis_request_refused", status=status, error_code=code)
+        self.closing = True
+        response = self.fake._error(status, code, message)
+        events = _events(response, [*headers, ("Connection", "close")])
+        try:
+            return self._write(events)
+        except h11.LocalProtocolError:  # h11 cannot answer here: just close
+            return b""
+
+    def _write(self, events: list[h11.Event]) -> bytes:
+        data = b"".join(self.h11.send(event) or b"" for event in events)
+        if self.h11.our_state is h11.MUST_CLOSE:
+            self.closing = True
+        return data
+
+
+def _events(response: httpx.Response, extra: Sequence[tuple[str, str]] = ()) -> list[h11.Event]:
+    body = response.content
+    headers = [
+        (k, v)
+        for k, v in response.headers.items()
+        if k.lower() not in ("content-length", "content-type", "transfer-encoding")
+    ]
+    headers += [("Content-Type", _CONTENT_TYPE), ("Content-Length", str(len(body))), *extra]
+    return [
+        h11.Response(status_code=response.status_code, headers=headers, reason=_reason(response)),
+        h11.Data(data=body),
+        h11.EndOfMessage(),
+    ]
+
+
+def _reason(response: httpx.Response) -> bytes:
+    try:
+        return http.HTTPStatus(response.status_code).phrase.encode("ascii")
+    except ValueError:
+        return b""
+
+
 class _Hangup(Exception):
     """The client closed the connection."""
 
@@ -65,72 +267,66 @@ class _Connection:
     def __init__(self, fake: FakeKinesis, stream: anyio.abc.ByteStream, max_body: int) -> None:
         self.fake = fake
         self.stream = stream
-        self.max_body = max_body
-        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEADERS)
-
-    async def _event(self) -> h11.Event | type[h11.PAUSED] | type[h11.NEED_DATA]:
-        while True:
-            event = self.h11.next_event()
-            if event is not h11.NEED_DATA:
-                return event
-            try:
-                data = await self.stream.receive(_READ)
-            except (anyio.EndOfStream, anyio.BrokenResourceError, ssl.SSLError, OSError):
-                data = b""
-            self.h11.receive_data(data)
-
-    async def _send(self, *events: h11.Event) -> None:
-        for event in events:
-            data = self.h11.send(event)
-            if data:
-                await self.stream.send(data)
+        self.exchange = _Exchange(fake, max_body)
 
     async def serve(self) -> None:
+        exchange = self.exchange
         try:
             while True:
-                event = await self._event()
-                if isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
+                step = exchange.next()
+                if step is None:
                     return
-                if not isinstance(event, h11.Request):
+                if step is h11.NEED_DATA:
+                    await self._receive()
+                    continue
+                if isinstance(step, bytes):
+                    await self._send(step)
+                    if exchange.closing:
+                        await self._linger()
+                        return
+                    continue
+                assert isinstance(step, httpx.Request)
+                try:
+                    response = await self._answer(step)
+                except _Hangup:
                     return
-                response = await self._request(event)
-                if response is None:  # reset, hung up, or a body too large: connection gone
+                except httpx.ReadError:  # the fake's reset_* faults: drop with a RST
+                    self._reset()
                     return
-                await self._send(*response)
-                if self.h11.our_state is h11.MUST_CLOSE:
+                await self._send(exchange.answer(response))
+                if exchange.closing:
                     return
-                self.h11.start_next_cycle()
-        except h11.RemoteProtocolError as exc:
-            with contextlib.suppress(h11.LocalProtocolError, anyio.BrokenResourceError, OSError):
-                await self._send(*_plain(exc.error_status_hint, f"bad HTTP request: {exc}"))
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, ssl.SSLError, OSError):
+        except (
+            anyio.BrokenResourceError,
+            anyio.ClosedResourceError,
+            ssl.SSLError,
+            OSError,
+        ):
             return
 
-    async def _request(self, head: h11.Request) -> list[h11.Event] | None:
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            event = await self._event()
-            if isinstance(event, h11.Data):
-                size += len(event.data)
-                if size > self.max_body:
-                    return _plain(413, f"request body over {self.max_body:,} bytes")
-                chunks.append(event.data)
-            elif isinstance(event, h11.EndOfMessage):
-                break
-            else:  # the client went away mid-request
-                return None
-        request = _to_request(head, b"".join(chunks))
-        if isinstance(request, list):
-            return request
+    async def _receive(self) -> None:
+        """Feed the exchange the next bytes (``b""`` at the client's end)."""
         try:
-            response = await self._answer(request)
-        except _Hangup:
-            return None
-        except httpx.ReadError:  # the fake's reset_* faults: drop the connection with a RST
-            self._reset()
-            return None
-        return _events(response)
+            data = await self.stream.receive(_READ)
+        except (anyio.EndOfStream, anyio.BrokenResourceError, ssl.SSLError, OSError):
+            data = b""
+        self.exchange.receive_data(data)
+
+    async def _send(self, data: bytes) -> None:
+        if data:
+            await self.stream.send(data)
+
+    async def _linger(self) -> None:
+        """After a refusal: end our side, then drop what the client still sends (briefly)."""
+        transport = self.stream.transport_stream if isinstance(self.stream, TLSStream) else None
+        with contextlib.suppress(Exception):
+            await (transport or self.stream).send_eof()
+        with anyio.move_on_after(_LINGER):
+            with contextlib.suppress(
+                anyio.EndOfStream, anyio.BrokenResourceError, ssl.SSLError, OSError
+            ):
+                while await self.stream.receive(_READ):
+                    pass
 
     async def _answer(self, request: httpx.Request) -> httpx.Response:
         """The fake's answer; a client that hangs up meanwhile cancels it (``_Hangup``)."""
@@ -155,13 +351,13 @@ class _Connection:
                     hung_up = True
                     tg.cancel_scope.cancel()
                     break
-                self.h11.receive_data(data)
+                self.exchange.receive_data(data)
         if failure:
             raise failure[0]
         if hung_up and not answer:
             raise _Hangup
         if hung_up:
-            self.h11.receive_data(b"")
+            self.exchange.receive_data(b"")
         return answer[0]
 
     def _reset(self) -> None:
@@ -169,53 +365,6 @@ class _Connection:
         if raw is not None:
             with contextlib.suppress(OSError):
                 raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-
-
-def _to_request(head: h11.Request, content: bytes) -> httpx.Request | list[h11.Event]:
-    """The request h11 read, as the fake's handler takes it (or the answer refusing it)."""
-    headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in head.headers]
-    if any(k.lower() == "content-type" and "cbor" in v.lower() for k, v in headers):
-        # The Java SDKs send CBOR to Kinesis by default; this engine speaks JSON 1.1 only.
-        _log.warning("local_kinesis_cbor_refused", hint=_CBOR_HINT)
-        return _plain(400, f"CBOR is not supported: {_CBOR_HINT}")
-    host = next((v for k, v in headers if k.lower() == "host"), "localhost")
-    return httpx.Request(
-        head.method.decode("ascii"),
-        f"http://{host}{head.target.decode('latin-1')}",
-        headers=headers,
-        content=content,
-    )
-
-
-def _events(response: httpx.Response) -> list[h11.Event]:
-    body = response.content
-    headers = [
-        (k, v)
-        for k, v in response.headers.items()
-        if k.lower() not in ("content-length", "content-type", "transfer-encoding")
-    ]
-    headers += [("Content-Type", _CONTENT_TYPE), ("Content-Length", str(len(body)))]
-    return [
-        h11.Response(status_code=response.status_code, headers=headers),
-        h11.Data(data=body),
-        h11.EndOfMessage(),
-    ]
-
-
-def _plain(status: int, text: str) -> list[h11.Event]:
-    body = text.encode() + b"\n"
-    return [
-        h11.Response(
-            status_code=status,
-            headers=[
-                ("Content-Type", "text/plain"),
-                ("Content-Length", str(len(body))),
-                ("Connection", "close"),
-            ],
-        ),
-        h11.Data(data=body),
-        h11.EndOfMessage(),
-    ]
 
 
 @contextlib.asynccontextmanager
@@ -242,8 +391,7 @@ async def serve(
     listener = (
         tcp if ssl_context is None else TLSListener(tcp, ssl_context, standard_compatible=False)
     )
-    # A whole PutRecords request of the fake's largest size, base64 and JSON around it.
-    max_body = fake.max_request_size * 4 // 3 + 1024 * 1024
+    max_body = _max_body(fake)
 
     async def handle(stream: anyio.abc.ByteStream) -> None:
         async with stream:
@@ -291,20 +439,19 @@ class FakeTransport(httpx.AsyncBaseTransport):
         """A new in-memory connection to the fake."""
         await anyio.lowlevel.checkpoint()
         self.opened += 1
-        max_body = self._fake.max_request_size * 4 // 3 + 1024 * 1024
-        return _MemoryConnection(self._fake, max_body)
+        return _MemoryConnection(self._fake, _max_body(self._fake))
 
 
 class _MemoryConnection(anyio.abc.ByteStream):
     """One in-memory connection: the bytes the client sends go into the fake's h11 server;
     the client's ``receive`` runs the server (in the client's task) until it has answer
     bytes. A request the client has not finished sending, or a ``hang_*`` fault, waits
-    until the client gives up (its deadline), as a real endpoint would."""
+    until the client gives up (its deadline), as a real endpoint would. The framing rules
+    are the socket server's (:class:`_Exchange`); there are no server-side timeouts."""
 
     def __init__(self, fake: FakeKinesis, max_body: int) -> None:
         self._fake = fake
-        self._max_body = max_body
-        self._server = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEADERS)
+        self._exchange = _Exchange(fake, max_body)
         self._out = bytearray()
         self._eof = False  # the server closed its side (after what is in ``_out``)
         self._reset = False  # the server reset the connection
@@ -316,7 +463,7 @@ class _MemoryConnection(anyio.abc.ByteStream):
             raise anyio.ClosedResourceError
         if self._reset or self._eof:
             raise anyio.BrokenResourceError
-        self._server.receive_data(bytes(item))
+        self._exchange.receive_data(bytes(item))
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         await anyio.lowlevel.checkpoint()
@@ -333,67 +480,35 @@ class _MemoryConnection(anyio.abc.ByteStream):
         return chunk
 
     async def send_eof(self) -> None:
-        self._server.receive_data(b"")
+        self._exchange.receive_data(b"")
 
     async def aclose(self) -> None:
         self._closed = True
 
     async def _serve(self) -> None:
-        """Read one request and write its answer (or close, or reset)."""
-        server = self._server
+        """One step of the server: answer bytes (an answer, a refusal, a 100 Continue), or
+        the end of the connection (closed or reset)."""
+        exchange = self._exchange
         try:
-            if server.our_state is h11.DONE and server.their_state is h11.DONE:
-                server.start_next_cycle()
-            head = self._next(server)
-            if head is None:
+            step = exchange.next()
+            if step is h11.NEED_DATA:
                 await anyio.sleep_forever()  # the client waits on a request it never ended
-            if isinstance(head, h11.ConnectionClosed) or not isinstance(head, h11.Request):
+            if step is None:
                 self._eof = True
                 return
-            chunks: list[bytes] = []
-            size = 0
-            while True:
-                event = self._next(server)
-                if event is None:
-                    await anyio.sleep_forever()
-                if isinstance(event, h11.Data):
-                    size += len(event.data)
-                    if size > self._max_body:
-                        self._write(_plain(413, f"request body over {self._max_body:,} bytes"))
-                        return
-                    chunks.append(event.data)
-                elif isinstance(event, h11.EndOfMessage):
-                    break
-                else:
-                    self._eof = True
+            if not isinstance(step, bytes):
+                assert isinstance(step, httpx.Request)
+                try:
+                    response = await self._fake._handle(step)
+                except httpx.ReadError:  # a reset_* fault
+                    self._reset = True
                     return
-            request = _to_request(head, b"".join(chunks))
-            if isinstance(request, list):
-                self._write(request)
-                return
-            try:
-                response = await self._fake._handle(request)
-            except httpx.ReadError:  # a reset_* fault
-                self._reset = True
-                return
-            self._write(_events(response))
-        except h11.RemoteProtocolError as exc:
-            self._write(_plain(exc.error_status_hint, f"bad HTTP request: {exc}"))
+                step = exchange.answer(response)
         except h11.LocalProtocolError:  # an answer h11 refuses to write: hang up
             self._eof = True
-
-    @staticmethod
-    def _next(server: h11.Connection) -> h11.Event | None:
-        event = server.next_event()
-        if event is h11.NEED_DATA or event is h11.PAUSED:
-            return None
-        return event  # type: ignore[return-value]
-
-    def _write(self, events: list[h11.Event]) -> None:
-        server = self._server
-        for event in events:
-            self._out += server.send(event) or b""
-        if server.our_state is h11.MUST_CLOSE:
+            return
+        self._out += step
+        if exchange.closing:
             self._eof = True
 
 
