@@ -2,21 +2,32 @@
 
 Refusals in the service's JSON error shape (malformed HTTP, other methods, Content-Length
 with Transfer-Encoding, bodies over the cap) on the socket server and on the in-memory
-connections alike; ``Expect: 100-continue``.
+connections alike; ``Expect: 100-continue``; stalled and idle connections (timeouts of a
+fraction of a second); the connection cap; running out of file descriptors.
 """
 
 from __future__ import annotations
 
+import errno
+import itertools
 import json
+import logging
+import os
+import socket
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import pytest
+from trio.testing import MockClock
 
-from kinesis_trio.testing import FakeKinesis
+from kinesis_trio.testing import FakeKinesis, _http
 from kinesis_trio.testing._http import FakeTransport, LocalEndpoint, serve
 
 pytestmark = pytest.mark.anyio
@@ -232,6 +243,305 @@ async def test_expect_100_continue_over_the_cap_gets_413_at_once(server: str) ->
         assert refusal.error() == (413, "ValidationException")
         assert refusal.headers["connection"] == "close"
     assert fake.calls == []
+
+
+@pytest.mark.parametrize(
+    "stalled", [head(length=2)[:40], head(length=100) + b"{}"], ids=["mid-head", "mid-body"]
+)
+async def test_a_stalled_request_gets_408_and_is_closed(stalled: bytes) -> None:
+    fake = FakeKinesis()
+    async with socket_server(fake, request_timeout=0.2) as connect:
+        client = await connect()
+        start = anyio.current_time()
+        await client.send(stalled)
+        [refusal] = await client.until_closed(within=2)
+        assert 0.15 < anyio.current_time() - start < 1.5
+    assert refusal.error() == (408, "RequestTimeoutException")
+    assert refusal.headers["connection"] == "close"
+    assert fake.calls == []
+
+
+async def test_trickling_bytes_does_not_extend_the_request_timeout() -> None:
+    fake = FakeKinesis()
+    async with socket_server(fake, request_timeout=0.25) as connect:
+        client = await connect()
+
+        async def trickle() -> None:
+            for byte in post():  # about 300 bytes: 12 s at this pace
+                await client.send(bytes([byte]))
+                await anyio.sleep(0.04)
+
+        start = anyio.current_time()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(trickle)
+            refusal = await client.answer(within=2)
+            tg.cancel_scope.cancel()
+        assert anyio.current_time() - start < 1.0
+    assert refusal.error() == (408, "RequestTimeoutException")
+
+
+async def test_each_request_on_a_kept_connection_gets_the_whole_request_timeout() -> None:
+    fake = FakeKinesis()
+    async with socket_server(fake, request_timeout=0.2) as connect:
+        client = await connect()
+        cbor = post().replace(JSON_TYPE.encode(), b"application/x-amz-cbor-1.1")
+        await client.send(cbor)  # refused with a hint, the connection kept
+        refusal = await client.answer()
+        assert refusal.error() == (400, "SerializationException")
+        assert b"aws.cborEnabled=false" in refusal.body and "connection" not in refusal.headers
+        await anyio.sleep(0.15)
+        request = post()
+        await client.send(request[:20])  # its clock starts here, not at the first request
+        await anyio.sleep(0.1)
+        await client.send(request[20:])
+        assert (await client.answer()).status == 200
+
+
+async def test_an_idle_connection_is_closed_without_an_answer() -> None:
+    fake = FakeKinesis()
+    async with socket_server(fake, idle_timeout=0.2) as connect:
+        fresh = await connect()  # never sends a byte
+        used = await connect()
+        await used.send(post())
+        assert (await used.answer()).status == 200
+        start = anyio.current_time()
+        assert await used.until_closed(within=2) == []
+        assert await fresh.until_closed(within=2) == []
+        assert 0.15 < anyio.current_time() - start < 1.5
+
+
+async def test_the_timeouts_do_not_cut_a_request_being_served() -> None:
+    fake = FakeKinesis()
+    fake.create_stream("s")
+    async with socket_server(fake, request_timeout=0.05, idle_timeout=0.05) as connect:
+        fake.fail_next(1, "hang_before")
+        client = await connect()
+        entry = {"StreamName": "s", "Records": [{"Data": "aGk=", "PartitionKey": "k"}]}
+        await client.send(post("PutRecords", json.dumps(entry).encode()))
+        with anyio.move_on_after(0.3) as waited:
+            await client.until_closed()  # the hung request holds the connection open
+        assert waited.cancelled_caught and client.pending == b""
+    assert [e.kind for e in fake.fault_events] == ["hang_before"]
+
+
+async def test_at_the_connection_cap_new_clients_wait_for_a_free_slot() -> None:
+    fake = FakeKinesis()
+    async with socket_server(fake, max_connections=2) as connect:
+        first, second = await connect(), await connect()
+        for client in (first, second):  # both served, both kept open
+            await client.send(post())
+            assert (await client.answer()).status == 200
+        third = await connect()  # the kernel queues it; its request waits
+        await third.send(post())
+        with anyio.move_on_after(0.1) as waited:
+            await third.answer()
+        assert waited.cancelled_caught
+        await first.stream.aclose()
+        assert (await third.answer()).status == 200
+        await second.send(post())  # the connections being served go on
+        assert (await second.answer()).status == 200
+
+
+def _limit_leaving(free: int) -> int:
+    """The RLIMIT_NOFILE under which exactly ``free`` file descriptors can still be opened."""
+    listed = (int(name) for name in os.listdir("/proc/self/fd"))
+    taken = set()
+    for fd in listed:  # less the directory's own descriptor, closed by now
+        try:
+            os.fstat(fd)
+        except OSError:
+            continue
+        taken.add(fd)
+    fd = count = 0
+    while True:
+        if fd not in taken:
+            count += 1
+            if count == free:
+                return fd + 1
+        fd += 1
+
+
+async def _answer_on(sock: socket.socket) -> bytes:
+    """The answer to a request sent on a plain (pre-made) socket."""
+    sock.setblocking(False)
+    received = b""
+    with anyio.fail_after(5):
+        while not parse(received)[0]:
+            try:
+                received += sock.recv(65536)
+            except BlockingIOError:
+                await anyio.wait_readable(sock)
+    return received
+
+
+class Watch(logging.Handler):
+    """Sets an event when a log record naming ``event`` comes."""
+
+    def __init__(self, event: str) -> None:
+        super().__init__()
+        self.event = event
+        self.seen = anyio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.event in record.getMessage():
+            self.seen.set()
+
+
+@asynccontextmanager
+async def watching(event: str) -> AsyncIterator[Watch]:
+    watch = Watch(event)
+    logger = logging.getLogger("kinesis_trio.local")
+    logger.addHandler(watch)
+    try:
+        yield watch
+    finally:
+        logger.removeHandler(watch)
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc")
+async def test_running_out_of_file_descriptors_does_not_stop_the_server(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    resource = pytest.importorskip("resource")
+    fake = FakeKinesis()
+    async with serve(fake) as local:
+        # The clients' sockets exist before the limit drops: only the server's accept()s
+        # need new descriptors, and four are left for them.
+        clients = [socket.socket() for _ in range(10)]
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        with caplog.at_level(logging.WARNING, logger="kinesis_trio.local"):
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (_limit_leaving(4), hard))
+                async with watching("local_kinesis_accept_failed") as failed:
+                    for client in clients:  # the kernel completes each; the server takes 4
+                        client.connect((local.host, local.port))
+                    with anyio.fail_after(5):
+                        await failed.seen.wait()
+                async with watching("local_kinesis_accept_resumed") as resumed:
+                    for client in clients[:4]:  # four served connections close...
+                        client.close()
+                    clients[6].sendall(post())  # ...and a client queued meanwhile is served
+                    assert parse(await _answer_on(clients[6]))[0][0].status == 200
+                    with anyio.fail_after(5):
+                        await resumed.seen.wait()
+            finally:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+                for client in clients:
+                    client.close()
+        failures = [r for r in caplog.records if "local_kinesis_accept_failed" in r.getMessage()]
+        assert failures[0].levelno == logging.WARNING and "EMFILE" in failures[0].getMessage()
+        assert len(failures) <= 2  # not once per retry
+        # The server still serves new clients.
+        fresh = Client(await anyio.connect_tcp(local.host, local.port))
+        await fresh.send(post())
+        assert (await fresh.answer()).status == 200
+
+
+async def test_tls_a_stalled_handshake_is_dropped_and_refusals_are_answered(
+    tmp_path: Path,
+) -> None:
+    fake = FakeKinesis()
+    context, cert = _http.self_signed_context(tmp_path)
+    trusted = ssl.create_default_context(cafile=str(cert))
+    async with serve(fake, ssl_context=context, request_timeout=0.4) as local:
+        silent = Client(await anyio.connect_tcp(local.host, local.port))  # no handshake
+        start = anyio.current_time()
+
+        async def connect() -> Client:
+            stream = await anyio.connect_tcp(
+                local.host, local.port, tls=True, ssl_context=trusted, tls_hostname="localhost"
+            )
+            return Client(stream)
+
+        client = await connect()
+        await client.send(post())
+        assert (await client.answer()).status == 200
+        client = await connect()
+        refused = anyio.current_time()
+        await client.send(b"GET / HTTP/1.1\r\nHost: local\r\n\r\n")
+        [refusal] = await client.until_closed(within=2)  # closed at once, not after lingering
+        assert refusal.error() == (405, "UnknownOperationException")
+        assert anyio.current_time() - refused < 0.3
+        assert await silent.until_closed(within=2) == []
+        assert anyio.current_time() - start >= 0.35
+
+
+class FloodedListener:
+    """A listener whose ``accept()`` fails as a server out of file descriptors does."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.attempts: list[float] = []
+
+    async def accept(self) -> object:
+        await anyio.lowlevel.checkpoint()
+        self.attempts.append(anyio.current_time())
+        if len(self.attempts) == 1:  # one client gone before it was accepted: no matter
+            raise OSError(errno.ECONNABORTED, os.strerror(errno.ECONNABORTED))
+        if len(self.attempts) <= self.failures + 1:
+            # asyncio raises the OSError; anyio on trio wraps it
+            if len(self.attempts) % 2:
+                raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+            raise anyio.BrokenResourceError from OSError(errno.ENFILE, os.strerror(errno.ENFILE))
+        if len(self.attempts) == self.failures + 2:
+            return object()
+        await anyio.sleep_forever()
+        raise AssertionError
+
+
+@pytest.mark.parametrize(
+    "anyio_backend",
+    [("trio", {"clock": MockClock(autojump_threshold=0)}), "asyncio"],
+    ids=["trio", "asyncio"],
+)
+async def test_accept_failures_back_off_and_are_logged_sparingly(
+    anyio_backend: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Virtual time on trio (the real pacing); on asyncio a thousandth of it, in real time."""
+    unit = 1.0 if anyio_backend != "asyncio" else 0.001
+    monkeypatch.setattr(_http, "_ACCEPT_BACKOFF", 0.1 * unit)
+    monkeypatch.setattr(_http, "_ACCEPT_BACKOFF_MAX", 1.0 * unit)
+    monkeypatch.setattr(_http, "_ACCEPT_LOG_EVERY", 10.0 * unit)
+    listener = FloodedListener(failures=50)
+    slots = anyio.Semaphore(4)
+    accepted = anyio.Event()
+
+    async def handle(stream: anyio.abc.ByteStream) -> None:
+        slots.release()
+        accepted.set()
+
+    with caplog.at_level(logging.WARNING, logger="kinesis_trio.local"):
+        async with anyio.create_task_group() as tg:
+            accept = cast(Any, _http)._accept_forever
+            tg.start_soon(accept, cast(anyio.abc.SocketListener, listener), slots, tg, handle)
+            with anyio.fail_after(1000 * unit):
+                await accepted.wait()
+            tg.cancel_scope.cancel()
+    attempts = listener.attempts
+    gaps = [b - a for a, b in itertools.pairwise(attempts[1:52])]  # failures, success
+    if unit == 1.0:  # virtual time: the aborted connection is followed at once
+        assert attempts[1] == attempts[0]
+    for gap, backoff in zip(gaps, [0.1, 0.2, 0.4, 0.8, *[1.0] * 46], strict=True):
+        assert gap >= 0.99 * backoff * unit
+    elapsed = attempts[51] - attempts[1]
+    assert elapsed >= 47 * unit
+    messages = [r.getMessage() for r in caplog.records]
+    failed = [m for m in messages if "local_kinesis_accept_failed" in m]
+    assert "Too many open files" in failed[0] and "failures=1" in failed[0]
+    assert not any("ECONNABORTED" in m for m in messages)
+    # The first failure, then at most one every 10 s (with the count): not one per retry.
+    assert 2 <= len(failed) <= 1 + elapsed / (10 * unit)
+    assert [m for m in messages if "local_kinesis_accept_resumed" in m] == [
+        next(m for m in messages if "failures=50" in m and "resumed" in m)
+    ]
+    assert slots.value == 4  # every slot back
+
+
+async def test_serve_rejects_nonsense_limits() -> None:
+    for options in ({"max_connections": 0}, {"request_timeout": 0}, {"idle_timeout": -1}):
+        with pytest.raises(ValueError):
+            async with serve(FakeKinesis(), **options):  # type: ignore[arg-type]
+                pass
 
 
 def test_the_endpoint_url() -> None:

@@ -19,7 +19,9 @@ request refused at the HTTP level gets an answer in the service's JSON error sha
   ``SerializationException``;
 - a method other than POST (GET, CONNECT, ...): 405 ``UnknownOperationException`` with
   ``Allow: POST``;
-- a body over the cap (declared or counted): 413 ``ValidationException``.
+- a body over the cap (declared or counted): 413 ``ValidationException``;
+- a request not received whole within ``request_timeout`` (sockets only): 408
+  ``RequestTimeoutException``.
 
 A CBOR request (the Java SDKs' default) is answered 400 ``SerializationException`` with a
 hint, and the connection kept: its framing was fine.
@@ -28,20 +30,24 @@ hint, and the connection kept: its framing was fine.
 from __future__ import annotations
 
 import contextlib
+import errno
 import http
+import math
+import os
 import socket
 import ssl
 import struct
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
 import h11
 import httpx
-from anyio.streams.tls import TLSListener, TLSStream
+from anyio.streams.tls import TLSStream
 
 from .._logging import get_logger
 from ._server import FakeKinesis
@@ -59,8 +65,16 @@ _CBOR_HINT = (
 )
 #: After a refusal, how long the server reads (and drops) what the client still sends before
 #: closing: closing with unread bytes would reset the connection, and a client still writing
-#: its body could lose the answer.
+#: its body could lose the answer. At most this, or ``request_timeout`` if shorter.
 _LINGER = 2.0
+#: ``accept()`` out of a resource (file descriptors, kernel memory): retry after this,
+#: doubling up to ``_ACCEPT_BACKOFF_MAX``, and log again at most every ``_ACCEPT_LOG_EVERY``.
+_ACCEPT_BACKOFF = 0.1
+_ACCEPT_BACKOFF_MAX = 1.0
+_ACCEPT_LOG_EVERY = 10.0
+_ACCEPT_RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+#: ``accept()`` errors about one connection (it went away before it was accepted): next.
+_ACCEPT_IGNORED_ERRNOS = frozenset({errno.ECONNABORTED, errno.EPROTO})
 
 
 def _max_body(fake: FakeKinesis) -> int:
@@ -228,6 +242,14 @@ class _Exchange:
         except h11.LocalProtocolError:  # h11 cannot answer here: just close
             return b""
 
+    def timed_out(self) -> bytes:
+        """What to write when the client stalled: a 408 mid-request, else nothing."""
+        if not self.mid_request:
+            self.closing = True
+            return b""
+        message = "the request was not received in time"
+        return self.refuse(408, "RequestTimeoutException", message)
+
     def _write(self, events: list[h11.Event]) -> bytes:
         data = b"".join(self.h11.send(event) or b"" for event in events)
         if self.h11.our_state is h11.MUST_CLOSE:
@@ -264,10 +286,21 @@ class _Hangup(Exception):
 class _Connection:
     """One client connection: requests in, the fake's answers out, until either side closes."""
 
-    def __init__(self, fake: FakeKinesis, stream: anyio.abc.ByteStream, max_body: int) -> None:
+    def __init__(
+        self,
+        fake: FakeKinesis,
+        stream: anyio.abc.ByteStream,
+        max_body: int,
+        *,
+        request_timeout: float = math.inf,
+        idle_timeout: float = math.inf,
+    ) -> None:
         self.fake = fake
         self.stream = stream
         self.exchange = _Exchange(fake, max_body)
+        self.request_timeout = request_timeout
+        self.idle_timeout = idle_timeout
+        self._started: float | None = None  # when the request being read began to arrive
 
     async def serve(self) -> None:
         exchange = self.exchange
@@ -277,15 +310,23 @@ class _Connection:
                 if step is None:
                     return
                 if step is h11.NEED_DATA:
-                    await self._receive()
+                    if not await self._receive():  # stalled (408) or idle (closed)
+                        refusal = exchange.timed_out()
+                        if refusal:
+                            await self._send(refusal)
+                            await self._linger()
+                        return
                     continue
                 if isinstance(step, bytes):
                     await self._send(step)
                     if exchange.closing:
                         await self._linger()
                         return
+                    if not exchange.reading_body:  # an answer (not a 100 Continue)
+                        self._started = None
                     continue
                 assert isinstance(step, httpx.Request)
+                self._started = None
                 try:
                     response = await self._answer(step)
                 except _Hangup:
@@ -300,20 +341,38 @@ class _Connection:
             anyio.BrokenResourceError,
             anyio.ClosedResourceError,
             ssl.SSLError,
+            TimeoutError,  # an answer the client did not read in time
             OSError,
         ):
             return
 
-    async def _receive(self) -> None:
-        """Feed the exchange the next bytes (``b""`` at the client's end)."""
-        try:
-            data = await self.stream.receive(_READ)
-        except (anyio.EndOfStream, anyio.BrokenResourceError, ssl.SSLError, OSError):
-            data = b""
-        self.exchange.receive_data(data)
+    async def _receive(self) -> bool:
+        """Feed the exchange the next bytes (``b""`` at the client's end); False: timed out."""
+        now = anyio.current_time()
+        if self.exchange.mid_request:
+            if self._started is None:  # a pipelined request, already partly here
+                self._started = now
+            deadline = self._started + self.request_timeout
+        else:
+            self._started = None
+            deadline = now + self.idle_timeout
+        with anyio.move_on_after(deadline - now):
+            try:
+                data = await self.stream.receive(_READ)
+            except (anyio.EndOfStream, anyio.BrokenResourceError, ssl.SSLError, OSError):
+                data = b""
+            if self._started is None:
+                self._started = anyio.current_time()
+            self.exchange.receive_data(data)
+            return True
+        return False
 
     async def _send(self, data: bytes) -> None:
-        if data:
+        """Write ``data``; a client that does not read it within ``request_timeout`` is
+        dropped."""
+        if not data:
+            return
+        with anyio.fail_after(self.request_timeout):
             await self.stream.send(data)
 
     async def _linger(self) -> None:
@@ -321,7 +380,7 @@ class _Connection:
         transport = self.stream.transport_stream if isinstance(self.stream, TLSStream) else None
         with contextlib.suppress(Exception):
             await (transport or self.stream).send_eof()
-        with anyio.move_on_after(_LINGER):
+        with anyio.move_on_after(min(_LINGER, self.request_timeout)):
             with contextlib.suppress(
                 anyio.EndOfStream, anyio.BrokenResourceError, ssl.SSLError, OSError
             ):
@@ -351,6 +410,8 @@ class _Connection:
                     hung_up = True
                     tg.cancel_scope.cancel()
                     break
+                if self._started is None:
+                    self._started = anyio.current_time()
                 self.exchange.receive_data(data)
         if failure:
             raise failure[0]
@@ -374,6 +435,9 @@ async def serve(
     host: str = "127.0.0.1",
     port: int = 0,
     ssl_context: ssl.SSLContext | None = None,
+    max_connections: int = 1024,
+    request_timeout: float = 30.0,
+    idle_timeout: float = 300.0,
 ) -> AsyncIterator[LocalEndpoint]:
     """Serve ``fake`` over HTTP (HTTPS with ``ssl_context``) until the block exits.
 
@@ -384,35 +448,119 @@ async def serve(
         fake.create_stream("orders", shard_count=2)
         async with serve(fake) as local:
             ...  # any Kinesis client at local.endpoint_url (boto3, the AWS CLI, a Producer)
+
+    ``max_connections`` bounds the connections served at once. At the cap the server stops
+    accepting until one closes: new clients wait in the kernel's listen backlog (their
+    requests are served late, not refused). ``accept()`` failing for want of a resource
+    (``EMFILE``/``ENFILE``: too many open files; ``ENOBUFS``, ``ENOMEM``) is logged as a
+    warning (``local_kinesis_accept_failed``: the first failure, then at most every 10 s
+    with the count; ``local_kinesis_accept_resumed`` when accepting works again) and retried
+    after 0.1 s, doubling up to 1 s, while the connections already open are served.
+
+    ``request_timeout`` (seconds) is the time a client has to send a whole request once its
+    first byte arrived (the TLS handshake and each answer's writing get as long): a request
+    still incomplete then is answered 408 ``RequestTimeoutException`` and its connection
+    closed. A client trickling bytes does not extend it. ``idle_timeout`` (seconds) is how
+    long a connection may wait for its next request (or its first) before the server closes
+    it, without an answer. A request being served (a ``hang_*`` fault) has no time limit.
     """
-    listener: anyio.abc.Listener[anyio.abc.ByteStream]
+    if max_connections < 1:
+        raise ValueError(f"max_connections must be at least 1, not {max_connections}")
+    if not (request_timeout > 0 and idle_timeout > 0):
+        raise ValueError("request_timeout and idle_timeout must be positive")
     tcp = await anyio.create_tcp_listener(local_host=host, local_port=port)
     bound = tcp.extra(anyio.abc.SocketAttribute.local_port)
-    listener = (
-        tcp if ssl_context is None else TLSListener(tcp, ssl_context, standard_compatible=False)
-    )
     max_body = _max_body(fake)
+    slots = anyio.Semaphore(max_connections)
 
     async def handle(stream: anyio.abc.ByteStream) -> None:
-        async with stream:
-            try:
-                await _Connection(fake, stream, max_body).serve()
-            except Exception:  # one connection's bug must not stop the server
-                _log.exception("local_kinesis_connection_failed")
+        try:
+            async with stream:
+                if ssl_context is not None:
+                    try:
+                        with anyio.fail_after(request_timeout):
+                            stream = await TLSStream.wrap(
+                                stream,
+                                server_side=True,
+                                ssl_context=ssl_context,
+                                standard_compatible=False,
+                            )
+                    except (
+                        TimeoutError,
+                        ssl.SSLError,
+                        OSError,
+                        anyio.EndOfStream,
+                        anyio.BrokenResourceError,
+                    ) as exc:
+                        _log.debug("local_kinesis_tls_handshake_failed", error=repr(exc))
+                        return
+                connection = _Connection(
+                    fake,
+                    stream,
+                    max_body,
+                    request_timeout=request_timeout,
+                    idle_timeout=idle_timeout,
+                )
+                await connection.serve()
+        except Exception:  # one connection's bug must not stop the server
+            _log.exception("local_kinesis_connection_failed")
+        finally:
+            slots.release()
 
-    async with listener, anyio.create_task_group() as tg:
-        tg.start_soon(_serve_forever, listener, handle)
+    async with tcp, anyio.create_task_group() as tg:
+        for listener in tcp.listeners:
+            assert isinstance(listener, anyio.abc.SocketListener)
+            tg.start_soon(_accept_forever, listener, slots, tg, handle)
         try:
             yield LocalEndpoint(host, bound, ssl_context is not None)
         finally:
             tg.cancel_scope.cancel()
 
 
-async def _serve_forever(
-    listener: anyio.abc.Listener[anyio.abc.ByteStream],
-    handle: Callable[[anyio.abc.ByteStream], Awaitable[None]],
+async def _accept_forever(
+    listener: anyio.abc.SocketListener,
+    slots: anyio.Semaphore,
+    tg: anyio.abc.TaskGroup,
+    handle: Callable[[anyio.abc.ByteStream], Coroutine[Any, Any, None]],
 ) -> None:
-    await listener.serve(handle)
+    """Accept connections for ``handle`` (which releases its slot) while a slot is free."""
+    failures = 0
+    delay = 0.0
+    logged = -math.inf
+    while True:
+        await slots.acquire()
+        try:
+            stream = await listener.accept()
+        except anyio.ClosedResourceError:
+            slots.release()
+            return
+        except (anyio.BrokenResourceError, OSError) as exc:
+            slots.release()
+            cause = exc if isinstance(exc, OSError) else exc.__cause__
+            code = cause.errno if isinstance(cause, OSError) else None
+            if code in _ACCEPT_IGNORED_ERRNOS:
+                continue
+            failures += 1
+            delay = min(_ACCEPT_BACKOFF_MAX, delay * 2 if delay else _ACCEPT_BACKOFF)
+            now = anyio.current_time()
+            if failures == 1 or now - logged >= _ACCEPT_LOG_EVERY:
+                logged = now
+                _log.warning(
+                    "local_kinesis_accept_failed",
+                    error=os.strerror(code) if code is not None else repr(exc),
+                    errno=errno.errorcode.get(code, str(code)) if code is not None else None,
+                    failures=failures,
+                    retry_in=delay,
+                )
+            await anyio.sleep(delay)
+            continue
+        except BaseException:
+            slots.release()
+            raise
+        if failures:
+            _log.warning("local_kinesis_accept_resumed", failures=failures)
+            failures, delay = 0, 0.0
+        tg.start_soon(handle, stream)
 
 
 class FakeTransport(httpx.AsyncBaseTransport):
