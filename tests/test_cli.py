@@ -944,6 +944,8 @@ BAD_ARGUMENTS: list[tuple[list[str], str]] = [
     (["perf", "--endpoint-url", "ftp://example", "--stream", "s"], "invalid endpoint URL"),
     (["local", "--streams", "a:x"], "--streams: bad entry 'a:x'"),
     (["local", "--port", "70000"], "argument --port"),
+    (["local", "--shard-limit", "0"], "argument --shard-limit"),
+    (["local", "--emulator", "kinesalite", "--shard-limit", "5"], "--shard-limit: only with"),
 ]
 
 

@@ -23,6 +23,7 @@ from trio.testing import MockClock
 
 from kinesis_trio import KinesisError
 from kinesis_trio.testing import FakeKinesis
+from kinesis_trio.testing._local import LocalSettings, SettingsError, make_fake, run_local
 
 from .helpers import connect, entry
 
@@ -334,6 +335,16 @@ async def test_a_huge_shard_count_is_refused_before_anything_is_built() -> None:
         assert info.value.code == "LimitExceededException"
         await client.update_shard_count("a", 2)  # going down is always allowed
         assert len(fake.open_shards("a")) == 2
+
+
+async def test_streams_asked_for_at_start_past_the_quota_are_refused() -> None:
+    """``kinesis-trio local --streams big:30000`` stops with one line naming the setting."""
+    settings = LocalSettings(port=0, streams=[("a", 3), ("big", 30_000)])
+    with pytest.raises(SettingsError, match="--streams big:30000: LimitExceededException"):
+        await run_local(settings, lambda endpoint, cert: None)
+    fake = make_fake(LocalSettings(shard_limit=4))
+    fake.calls.append("ListStreams")  # the served engine keeps no request log
+    assert (fake.shard_limit, fake.calls) == (4, [])
 
 
 # -- the request log ---------------------------------------------------------------------

@@ -46,6 +46,7 @@ def _run_local(args: argparse.Namespace) -> int:
             ("--data", args.data is not None),
             ("--tls", args.tls),
             ("--host", args.host != "127.0.0.1"),
+            ("--shard-limit", args.shard_limit != 20_000),
         )
         if given
     ]
@@ -93,7 +94,7 @@ def _run_python(args: argparse.Namespace, streams: list[tuple[str, int]]) -> int
     from ..testing._local import (
         STATE_FILE,
         LocalSettings,
-        StateFileError,
+        SettingsError,
         make_fake,
         parse_faults,
         run_local,
@@ -112,6 +113,7 @@ def _run_python(args: argparse.Namespace, streams: list[tuple[str, int]]) -> int
         data_dir=data,
         tls=args.tls,
         streams=streams,
+        shard_limit=args.shard_limit,
     )
     fake = make_fake(settings)
 
@@ -141,6 +143,6 @@ def _run_python(args: argparse.Namespace, streams: list[tuple[str, int]]) -> int
         anyio.run(run_local, settings, ready, fake)
     except KeyboardInterrupt:
         print("stopped", flush=True)
-    except StateFileError as exc:  # names the file and the problem
+    except SettingsError as exc:  # a state file that cannot be loaded, --streams past the quota
         raise _Failure(str(exc)) from None
     return 0

@@ -355,9 +355,18 @@ def _parser() -> argparse.ArgumentParser:
     py.add_argument(
         "--data",
         metavar="DIR",
-        help="keep streams and records in DIR across restarts (saved within 1 s of a change)",
+        help="keep streams and records in DIR across restarts (DIR/kinesis-state.sqlite, "
+        "on disk within about 1 s of their acknowledgement)",
     )
     py.add_argument("--tls", action="store_true", help="serve HTTPS with a self-signed certificate")
+    py.add_argument(
+        "--shard-limit",
+        type=_positive_int,
+        default=20_000,
+        metavar="N",
+        help="the account's shard quota: open shards over all streams (default 20,000, "
+        "AWS's default in us-east-1); past it, LimitExceededException",
+    )
     py.add_argument("-q", "--quiet", action="store_true", help="no per-stream lines")
 
     _add_tail(sub)

@@ -19,7 +19,14 @@ from ._http import LocalEndpoint, self_signed_context, serve
 from ._persist import StateStore, load_state
 from ._server import FakeKinesis
 
-__all__ = ["LocalSettings", "StateFileError", "make_fake", "parse_faults", "run_local"]
+__all__ = [
+    "LocalSettings",
+    "SettingsError",
+    "StateFileError",
+    "make_fake",
+    "parse_faults",
+    "run_local",
+]
 
 #: The file ``--data DIR`` keeps the streams in (a SQLite database, see ``_persist``).
 STATE_FILE = "kinesis-state.sqlite"
@@ -51,6 +58,8 @@ class LocalSettings:
     tls: bool = False
     #: Streams to create when absent: (name, shard count).
     streams: list[tuple[str, int]] = field(default_factory=list)
+    #: The account's shard quota (open shards over all streams): LimitExceededException past it.
+    shard_limit: int = 20_000
 
 
 def parse_faults(spec: str) -> Faults:
@@ -90,14 +99,23 @@ def parse_faults(spec: str) -> Faults:
     return Faults(**values, fatal=fatal, seed=seed)  # type: ignore[arg-type]
 
 
-class StateFileError(ValueError):
+class SettingsError(ValueError):
+    """The engine cannot start as asked (the message says which setting and why)."""
+
+
+class StateFileError(SettingsError):
     """``--data DIR`` holds a state file that cannot be loaded, or DIR cannot be written at
     start (the message names the file and the problem)."""
 
 
 def make_fake(settings: LocalSettings) -> FakeKinesis:
     """The fake as ``settings`` describe it (its streams are loaded by :func:`run_local`)."""
-    return FakeKinesis(enforce_limits=settings.limits == "aws", faults=settings.faults)
+    return FakeKinesis(
+        enforce_limits=settings.limits == "aws",
+        faults=settings.faults,
+        shard_limit=settings.shard_limit,
+        request_log=0,  # nobody reads it; a long run must not grow it
+    )
 
 
 def _prepare(fake: FakeKinesis, settings: LocalSettings) -> StateStore | None:
@@ -109,7 +127,10 @@ def _prepare(fake: FakeKinesis, settings: LocalSettings) -> StateStore | None:
     try:
         for name, shards in settings.streams:
             if name not in fake.streams:
-                fake.create_stream(name, shard_count=shards)
+                try:
+                    fake.create_stream(name, shard_count=shards)
+                except ValueError as exc:  # past the shard quota
+                    raise SettingsError(f"--streams {name}:{shards}: {exc}") from None
         if store is not None and data_dir is not None:
             try:  # the streams created at start, and a check that DIR is writable
                 store.save(fake)
