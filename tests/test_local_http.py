@@ -324,13 +324,34 @@ async def test_the_timeouts_do_not_cut_a_request_being_served() -> None:
     assert [e.kind for e in fake.fault_events] == ["hang_before"]
 
 
-async def test_at_the_connection_cap_new_clients_wait_for_a_free_slot() -> None:
+async def test_at_the_connection_cap_an_idle_connection_makes_room() -> None:
+    """Finding 1's other half: idle connections must not starve new clients. At the cap, a
+    new client closes the connection idle the longest (as a busy web server drops idle
+    keep-alive connections) and is served at once."""
     fake = FakeKinesis()
     async with socket_server(fake, max_connections=2) as connect:
         first, second = await connect(), await connect()
-        for client in (first, second):  # both served, both kept open
+        for client in (first, second):  # both served, both kept open, now idle
             await client.send(post())
             assert (await client.answer()).status == 200
+        await anyio.sleep(0.01)
+        third = await connect()
+        await third.send(post())
+        assert (await third.answer()).status == 200  # served, not queued
+        assert await first.until_closed() == []  # the oldest idle one was closed for it
+        await second.send(post())  # the other goes on
+        assert (await second.answer()).status == 200
+
+
+async def test_at_the_connection_cap_without_idle_ones_new_clients_wait() -> None:
+    """Connections in the middle of a request are not closed for a newcomer: it waits in
+    the listen backlog until one ends, then is served."""
+    fake = FakeKinesis()
+    async with socket_server(fake, max_connections=2) as connect:
+        first, second = await connect(), await connect()
+        for client in (first, second):
+            await client.send(b"POST / HTTP/1.1\r\n")  # half a head: mid-request
+        await anyio.sleep(0.01)
         third = await connect()  # the kernel queues it; its request waits
         await third.send(post())
         with anyio.move_on_after(0.1) as waited:
@@ -338,7 +359,7 @@ async def test_at_the_connection_cap_new_clients_wait_for_a_free_slot() -> None:
         assert waited.cancelled_caught
         await first.stream.aclose()
         assert (await third.answer()).status == 200
-        await second.send(post())  # the connections being served go on
+        await second.send(post()[len(b"POST / HTTP/1.1\r\n") :])  # the rest of its request
         assert (await second.answer()).status == 200
 
 
@@ -513,7 +534,8 @@ async def test_accept_failures_back_off_and_are_logged_sparingly(
     with caplog.at_level(logging.WARNING, logger="kinesis_trio.local"):
         async with anyio.create_task_group() as tg:
             accept = cast(Any, _http)._accept_forever
-            tg.start_soon(accept, cast(anyio.abc.SocketListener, listener), slots, tg, handle)
+            flooded = cast(anyio.abc.SocketListener, listener)
+            tg.start_soon(accept, flooded, slots, {}, tg, handle)
             with anyio.fail_after(1000 * unit):
                 await accepted.wait()
             tg.cancel_scope.cancel()
@@ -546,3 +568,47 @@ async def test_serve_rejects_nonsense_limits() -> None:
 
 def test_the_endpoint_url() -> None:
     assert LocalEndpoint("127.0.0.1", 4567, tls=True).endpoint_url == "https://127.0.0.1:4567"
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not hasattr(__import__("resource"), "prlimit"), reason="Linux prlimit")
+def test_the_engine_with_256_descriptors_keeps_serving_300_careless_clients() -> None:
+    """Finding 1 as a user meets it: ``kinesis-trio local`` under macOS's default
+    ``ulimit -n`` of 256 (set on the running engine with prlimit), 300 clients that each
+    make a request and stay connected. The engine used to exit with ``OSError: [Errno 24]
+    Too many open files``; now every client is answered (idle ones are closed to make
+    room), the engine logs it and goes on serving."""
+    import resource
+
+    from kinesis_trio._emulator import LocalKinesis
+
+    with LocalKinesis("python", args=["--streams", "s:1"]) as engine:
+        assert engine.pid is not None
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.prlimit(engine.pid, resource.RLIMIT_NOFILE, (256, hard))
+        host, port = engine.endpoint_url.rsplit("/", 1)[1].split(":")
+        clients: list[socket.socket] = []
+        try:
+            answered = 0
+            for _ in range(300):
+                sock = socket.create_connection((host, int(port)), timeout=10)
+                clients.append(sock)
+                sock.sendall(post())
+                answer = b""
+                while b"\r\n\r\n" not in answer:
+                    chunk = sock.recv(65536)
+                    assert chunk, "closed without an answer"
+                    answer += chunk
+                assert answer.startswith(b"HTTP/1.1 200 "), answer[:100]
+                answered += 1
+            assert answered == 300
+            fresh = socket.create_connection((host, int(port)), timeout=10)
+            clients.append(fresh)
+            fresh.sendall(post("ListShards", b'{"StreamName": "s"}'))
+            assert fresh.recv(65536).startswith(b"HTTP/1.1 200 ")
+            assert engine._proc is not None and engine._proc.poll() is None  # still running
+        finally:
+            for sock in clients:
+                sock.close()
+        log = engine.output_tail(200)
+        assert "local_kinesis_accept_failed" in log and "Too many open files" in log

@@ -70,6 +70,8 @@ _LINGER = 2.0
 #: ``accept()`` out of a resource (file descriptors, kernel memory): retry after this,
 #: doubling up to ``_ACCEPT_BACKOFF_MAX``, and log again at most every ``_ACCEPT_LOG_EVERY``.
 _ACCEPT_BACKOFF = 0.1
+#: the retry after closing an idle connection to free a descriptor (time for it to close)
+_ACCEPT_RETRY_FREED = 0.005
 _ACCEPT_BACKOFF_MAX = 1.0
 _ACCEPT_LOG_EVERY = 10.0
 _ACCEPT_RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
@@ -294,8 +296,12 @@ class _Connection:
         *,
         request_timeout: float = math.inf,
         idle_timeout: float = math.inf,
+        idle: dict[_Connection, anyio.CancelScope] | None = None,
     ) -> None:
         self.fake = fake
+        #: the server's connections waiting between requests (oldest first), each with the
+        #: scope of its wait: cancelling it closes the connection
+        self.idle = idle if idle is not None else {}
         self.stream = stream
         self.exchange = _Exchange(fake, max_body)
         self.request_timeout = request_timeout
@@ -356,11 +362,17 @@ class _Connection:
         else:
             self._started = None
             deadline = now + self.idle_timeout
-        with anyio.move_on_after(deadline - now):
+        with anyio.move_on_after(deadline - now) as scope:
+            waiting = not self.exchange.mid_request
+            if waiting:
+                self.idle[self] = scope
             try:
                 data = await self.stream.receive(_READ)
             except (anyio.EndOfStream, anyio.BrokenResourceError, ssl.SSLError, OSError):
                 data = b""
+            finally:
+                if waiting:
+                    self.idle.pop(self, None)
             if self._started is None:
                 self._started = anyio.current_time()
             self.exchange.receive_data(data)
@@ -449,13 +461,16 @@ async def serve(
         async with serve(fake) as local:
             ...  # any Kinesis client at local.endpoint_url (boto3, the AWS CLI, a Producer)
 
-    ``max_connections`` bounds the connections served at once. At the cap the server stops
-    accepting until one closes: new clients wait in the kernel's listen backlog (their
-    requests are served late, not refused). ``accept()`` failing for want of a resource
+    ``max_connections`` bounds the connections served at once. At the cap, a new client
+    makes the server close the connection idle the longest (one waiting between requests,
+    as a busy web server drops idle keep-alive connections); when none is idle, new clients
+    wait in the kernel's listen backlog until a connection ends (served late, not
+    refused). ``accept()`` failing for want of a resource
     (``EMFILE``/``ENFILE``: too many open files; ``ENOBUFS``, ``ENOMEM``) is logged as a
     warning (``local_kinesis_accept_failed``: the first failure, then at most every 10 s
     with the count; ``local_kinesis_accept_resumed`` when accepting works again) and retried
-    after 0.1 s, doubling up to 1 s, while the connections already open are served.
+    after 0.1 s, doubling up to 1 s, while the connections already open are served; out of
+    descriptors, the connection idle the longest is closed first to free one.
 
     ``request_timeout`` (seconds) is the time a client has to send a whole request once its
     first byte arrived (the TLS handshake and each answer's writing get as long): a request
@@ -472,6 +487,7 @@ async def serve(
     bound = tcp.extra(anyio.abc.SocketAttribute.local_port)
     max_body = _max_body(fake)
     slots = anyio.Semaphore(max_connections)
+    idle: dict[_Connection, anyio.CancelScope] = {}
 
     async def handle(stream: anyio.abc.ByteStream) -> None:
         try:
@@ -500,6 +516,7 @@ async def serve(
                     max_body,
                     request_timeout=request_timeout,
                     idle_timeout=idle_timeout,
+                    idle=idle,
                 )
                 await connection.serve()
         except Exception:  # one connection's bug must not stop the server
@@ -510,7 +527,7 @@ async def serve(
     async with tcp, anyio.create_task_group() as tg:
         for listener in tcp.listeners:
             assert isinstance(listener, anyio.abc.SocketListener)
-            tg.start_soon(_accept_forever, listener, slots, tg, handle)
+            tg.start_soon(_accept_forever, listener, slots, idle, tg, handle)
         try:
             yield LocalEndpoint(host, bound, ssl_context is not None)
         finally:
@@ -520,14 +537,28 @@ async def serve(
 async def _accept_forever(
     listener: anyio.abc.SocketListener,
     slots: anyio.Semaphore,
+    idle: dict[_Connection, anyio.CancelScope],
     tg: anyio.abc.TaskGroup,
     handle: Callable[[anyio.abc.ByteStream], Coroutine[Any, Any, None]],
 ) -> None:
-    """Accept connections for ``handle`` (which releases its slot) while a slot is free."""
+    """Accept connections for ``handle`` (which releases its slot) while a slot is free.
+
+    At the cap, a client waiting to connect makes room: the connection idle the longest
+    (between requests) is closed, as a busy web server drops its idle keep-alive
+    connections; without idle ones the client waits for a connection to end. Out of file
+    descriptors (``EMFILE``), the same: the longest idle connection is closed before the
+    next try."""
     failures = 0
     delay = 0.0
     logged = -math.inf
     while True:
+        if slots.value == 0:
+            # a client waiting to connect
+            await _wait_readable(listener.extra(anyio.abc.SocketAttribute.raw_socket))
+            if slots.value == 0 and idle:
+                oldest = next(iter(idle))
+                idle.pop(oldest).cancel()
+                _log.debug("local_kinesis_idle_connection_closed", open_idle=len(idle))
         await slots.acquire()
         try:
             stream = await listener.accept()
@@ -542,6 +573,10 @@ async def _accept_forever(
                 continue
             failures += 1
             delay = min(_ACCEPT_BACKOFF_MAX, delay * 2 if delay else _ACCEPT_BACKOFF)
+            if code in (errno.EMFILE, errno.ENFILE) and idle:
+                # out of descriptors: an idle connection gives its own back
+                idle.pop(next(iter(idle))).cancel()
+                delay = _ACCEPT_RETRY_FREED
             now = anyio.current_time()
             if failures == 1 or now - logged >= _ACCEPT_LOG_EVERY:
                 logged = now
@@ -561,6 +596,11 @@ async def _accept_forever(
             _log.warning("local_kinesis_accept_resumed", failures=failures)
             failures, delay = 0, 0.0
         tg.start_soon(handle, stream)
+
+
+async def _wait_readable(sock: socket.socket) -> None:
+    wait = getattr(anyio, "wait_readable", None) or anyio.wait_socket_readable
+    await wait(sock)
 
 
 class FakeTransport(httpx.AsyncBaseTransport):

@@ -108,6 +108,26 @@ class StateFileError(SettingsError):
     start (the message names the file and the problem)."""
 
 
+#: Descriptors kept for everything but client connections (the listener, the state
+#: store and its journal, the certificate files, the interpreter's own).
+_RESERVED_DESCRIPTORS = 64
+
+
+def connection_cap(most: int = 1024) -> int:
+    """How many client connections to serve at once: ``most``, or fewer when the process's
+    open-file limit (``ulimit -n``: 256 on macOS by default) would run out first, so the
+    engine stops accepting (clients wait in the listen backlog) before ``accept()`` fails."""
+    try:
+        import resource
+
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):  # no such limit here (Windows)
+        return most
+    if soft == resource.RLIM_INFINITY:
+        return most
+    return max(8, min(most, soft - _RESERVED_DESCRIPTORS))
+
+
 def make_fake(settings: LocalSettings) -> FakeKinesis:
     """The fake as ``settings`` describe it (its streams are loaded by :func:`run_local`)."""
     return FakeKinesis(
@@ -295,7 +315,13 @@ async def run_local(
         if settings.tls:
             where = settings.data_dir or Path.home() / ".cache" / "kinesis-trio" / "tls"
             context, cert = self_signed_context(where)
-        async with serve(fake, host=settings.host, port=settings.port, ssl_context=context) as ep:
+        async with serve(
+            fake,
+            host=settings.host,
+            port=settings.port,
+            ssl_context=context,
+            max_connections=connection_cap(),
+        ) as ep:
             ready(ep, cert)
             if store is None:
                 await anyio.sleep_forever()
