@@ -24,7 +24,11 @@ over in-memory connections, the fake's h11 server at the far end, as over a sock
 other httpx client given it calls the fake directly. It serves
 PutRecords, PutRecord, ListShards, DescribeStreamSummary, DescribeStream, ListStreams,
 CreateStream, DeleteStream, SplitShard, MergeShards, UpdateShardCount, UpdateMaxRecordSize,
-UpdateStreamRecordDistributionStrategy, GetShardIterator and GetRecords. It routes every
+UpdateStreamRecordDistributionStrategy, Increase/DecreaseStreamRetentionPeriod,
+GetShardIterator and GetRecords; every request body is first checked against the
+operation's input shape in botocore's service model (a wrong JSON type:
+``SerializationException``; a missing member or a value out of range or enum:
+``ValidationException``). It routes every
 entry to the open shard whose hash key range holds the entry's explicit hash key (or the MD5
 of its partition key), answers entries in request order, and validates entries and requests
 like Kinesis (1 to 500 entries, partition keys of 1 to 256 characters counted in UTF-16
@@ -32,9 +36,13 @@ code units, explicit hash keys in ASCII digits, records up to the stream's max r
 requests up to ``max_request_size``, 10 MiB, partition keys included). It runs inside the
 event loop, on trio or asyncio, and reads time only with ``anyio.current_time()`` (but for
 a stream's ``StreamCreationTimestamp``: the wall clock when it was created, fixed).
-``fake.calls`` lists the operation of every request received and ``fake.requests`` its
-``(operation, body)``, a PutRecords ``Records`` replaced by its entry count (so a test can
-check, say, that writes name the stream by ARN).
+``fake.calls`` lists the operation of each request received and ``fake.requests`` its
+``(operation, body)``, a PutRecords ``Records`` replaced by its entry count and a PutRecord
+``Data`` by its length (so a test can check, say, that writes name the stream by ARN); both
+keep the latest ``request_log`` requests (10,000 by default). Records older than their
+stream's retention period (24 hours by default) are trimmed within a second, on the
+stream's next read or write; open shards over all streams are capped at ``shard_limit``
+(20,000: ``LimitExceededException`` past it).
 
 Stream settings
 ===============
@@ -148,6 +156,8 @@ expires after 300 s). Out-of-range or ill-typed members: ``ValidationException``
 Persistence
 ===========
 
+The served engine (``kinesis-trio local --data DIR``) keeps its state in a SQLite database,
+``DIR/kinesis-state.sqlite``, saving what changed every second. For a test's own snapshots,
 ``save_state(fake, path)`` writes the fake's streams (settings, creation time, every shard
 with its hash key range, lineage and sequence number range, every record with its data,
 keys, sequence number and arrival time) and its sequence counter to a versioned JSON file
