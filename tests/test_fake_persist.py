@@ -553,8 +553,8 @@ def same_state(loaded: FakeKinesis, fake: FakeKinesis) -> None:
                 abs(r.arrival + loaded.clock_offset - b.arrival - fake.clock_offset) < 1e-5
                 for r, b in zip(shard.records, before.records, strict=True)
             )
-        fields = ("mode", "max_record_size", "record_distribution_strategy", "channel_count")
-        fields += ("created", "next_shard", "retention_hours")
+        fields: tuple[str, ...] = ("mode", "max_record_size", "record_distribution_strategy")
+        fields += ("channel_count", "created", "next_shard", "retention_hours")
         assert [getattr(again, f) for f in fields] == [getattr(stream, f) for f in fields]
 
 

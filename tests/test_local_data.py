@@ -246,7 +246,7 @@ def _bad_database(tmp_path: Path, raw: bytes) -> Path:
     return path
 
 
-_SHARD = {
+_SHARD: dict[str, Any] = {
     "shard_id": "shardId-000000000000",
     "start": "0",
     "end": "9" * 5000,  # int() refuses it (Python's int-digit limit)
