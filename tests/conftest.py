@@ -17,12 +17,17 @@ settings.register_profile("deterministic", derandomize=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
-pytest_plugins = ("tests.emulator_fixtures",)
+pytest_plugins = ("tests.support.emulators",)
 
 
 @pytest.fixture(params=["trio", "asyncio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+def anyio_backend(request: pytest.FixtureRequest) -> Any:
+    """Every async test on trio and on asyncio. A test marked ``virtual_time`` (or its
+    module, ``pytestmark``) gets trio on a virtual clock (``MockClock``, jumping ahead
+    whenever every task sleeps): linger, TTL and backoff take no real time there."""
+    if request.param == "trio" and request.node.get_closest_marker("virtual_time"):
+        return ("trio", {"clock": MockClock(autojump_threshold=0)})
+    return request.param
 
 
 @pytest.fixture(autouse=True)
@@ -54,3 +59,18 @@ def double_resolutions(monkeypatch: pytest.MonkeyPatch) -> list[Outcome]:
 
     monkeypatch.setattr(Outcome, "_resolve", resolve)
     return seen
+
+
+#: Folders and files whose tests take seconds each (real engines, subprocesses): run first,
+#: so the four workers do not end the run waiting on one of them.
+_SLOW_FIRST = ("emulators/", "tail/test_cli.py", "cli/", "fake/test_boto3.py", "producer/")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The slow tests first (a stable sort: the order within each group is kept)."""
+
+    def rank(item: pytest.Item) -> int:
+        path = item.path.as_posix()
+        return next((i for i, part in enumerate(_SLOW_FIRST) if f"tests/{part}" in path), 99)
+
+    items.sort(key=rank)

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import types
 
+import pytest
+
 import kinesis_trio
 from kinesis_trio._emulator import default_engine
 
@@ -50,6 +52,7 @@ def test_exported_names() -> None:
     assert kinesis_trio.__version__
 
 
+@pytest.mark.subprocess
 def test_demo_command_runs_against_the_embedded_emulator() -> None:
     """The README's first command, shortened: it starts the default local engine (kinesalite
     with Node.js, else the Python engine) and writes records at a steady rate."""
@@ -68,6 +71,7 @@ def test_demo_command_runs_against_the_embedded_emulator() -> None:
     assert float(cells[2].replace(",", "")) > 0  # records/s
 
 
+@pytest.mark.subprocess
 def test_cli_bad_arguments_get_one_line_errors() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "kinesis_trio", "demo", "--linger", "-1"],
@@ -84,6 +88,7 @@ def test_cli_bad_arguments_get_one_line_errors() -> None:
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.subprocess
 def test_importing_the_producer_loads_neither_trio_nor_protobuf() -> None:
     """An asyncio application does not pay for trio, nor a producer for protobuf's runtime
     (only reading aggregates needs it): each is objects more for every full garbage
