@@ -465,12 +465,12 @@ async def serve(
     makes the server close the connection idle the longest (one waiting between requests,
     as a busy web server drops idle keep-alive connections); when none is idle, new clients
     wait in the kernel's listen backlog until a connection ends (served late, not
-    refused). ``accept()`` failing for want of a resource
-    (``EMFILE``/``ENFILE``: too many open files; ``ENOBUFS``, ``ENOMEM``) is logged as a
-    warning (``local_kinesis_accept_failed``: the first failure, then at most every 10 s
-    with the count; ``local_kinesis_accept_resumed`` when accepting works again) and retried
-    after 0.1 s, doubling up to 1 s, while the connections already open are served; out of
-    descriptors, the connection idle the longest is closed first to free one.
+    refused). ``accept()`` failing for want of a resource (``EMFILE``/``ENFILE``: too many
+    open files; ``ENOBUFS``, ``ENOMEM``) is logged as a warning
+    (``local_kinesis_accept_failed``: the first failure, then at most every 10 s with the
+    count; ``local_kinesis_accept_resumed`` when accepting works again, as often) and
+    retried after 0.1 s, doubling up to 1 s, while the connections already open are served;
+    out of descriptors, the connection idle the longest is closed first to free one.
 
     ``request_timeout`` (seconds) is the time a client has to send a whole request once its
     first byte arrived (the TLS handshake and each answer's writing get as long): a request
@@ -550,7 +550,7 @@ async def _accept_forever(
     next try."""
     failures = 0
     delay = 0.0
-    logged = -math.inf
+    logged = resumed_logged = -math.inf
     while True:
         if slots.value == 0:
             # a client waiting to connect
@@ -578,7 +578,7 @@ async def _accept_forever(
                 idle.pop(next(iter(idle))).cancel()
                 delay = _ACCEPT_RETRY_FREED
             now = anyio.current_time()
-            if failures == 1 or now - logged >= _ACCEPT_LOG_EVERY:
+            if now - logged >= _ACCEPT_LOG_EVERY:  # the first, then one each interval
                 logged = now
                 _log.warning(
                     "local_kinesis_accept_failed",
@@ -593,7 +593,10 @@ async def _accept_forever(
             slots.release()
             raise
         if failures:
-            _log.warning("local_kinesis_accept_resumed", failures=failures)
+            now = anyio.current_time()
+            if now - resumed_logged >= _ACCEPT_LOG_EVERY:
+                resumed_logged = now
+                _log.warning("local_kinesis_accept_resumed", failures=failures)
             failures, delay = 0, 0.0
         tg.start_soon(handle, stream)
 
