@@ -5,7 +5,7 @@ Putter tasks put fresh 1 KiB records as fast as ``put`` lets them for ``--second
 
 * ``fake``: the in-memory FakeKinesis, 1 shard, AWS per-shard limits enforced (1000
   records/s, 1 MiB/s) and 0.5 s latency on every request;
-* ``kinesalite``: a real kinesalite (1 shard) behind ``tests.fault_proxy.FaultProxy``
+* ``kinesalite``: a real kinesalite (1 shard) behind ``tests.support.fault_proxy.FaultProxy``
   delaying every PutRecords by 0.5 s.
 
 Each backend runs with ``max_outstanding_bytes`` = 8 MiB (``max_outstanding_records`` =
@@ -184,7 +184,7 @@ async def run_one(spec: Spec) -> dict[str, Any]:
             endpoint = "http://fake"
             transport = fake.transport()
         else:
-            from tests.fault_proxy import FaultProxy
+            from tests.support.fault_proxy import FaultProxy
 
             assert spec.endpoint is not None
             stream = f"bp-{uuid.uuid4().hex[:8]}"

@@ -39,7 +39,7 @@ _TARGET_PREFIX = "Kinesis_20131202."
 _CONTENT_TYPE = "application/x-amz-json-1.1"
 
 #: The operations whose answer has no body: botocore's service model gives them no
-#: ``output`` shape (tests/test_client.py holds this set to the model). Any other
+#: ``output`` shape (tests/client/test_answers.py holds this set to the model). Any other
 #: operation's 2xx answer must be a JSON object.
 NO_OUTPUT = frozenset(
     {
