@@ -458,33 +458,52 @@ async def test_an_expired_iterator_is_replaced_after_the_last_record_read() -> N
 
 
 async def test_progress_lines_on_stderr_at_most_every_quarter_second_and_on_change() -> None:
+    """A line each 0.25 s at most while records arrive, and none once nothing changes. The
+    tail runs until its line shows every record and then 1 s more, so a loaded machine's
+    slow real clock (asyncio) stretches the run, not the counts."""
     fake = FakeKinesis()
     fake.create_stream("s", shard_count=2)
+    done = "reading: 30 records, 2 shards reading, 0 closed shards read"
+    out, err = io.BytesIO(), _Watched(done)
+    options = TailOptions(
+        stream="s", follow=True, progress=True, progress_interval=0.01, idle_interval=0.2
+    )
     async with connect(fake) as client, anyio.create_task_group() as tg:
         started = anyio.current_time()
-        trickled = started
 
-        async def trickle() -> None:
-            nonlocal trickled
-            for i in range(30):
-                await write(fake, [(f"t-{i}".encode(), f"k{i}")])
-                await anyio.sleep(0.1)
-            trickled = anyio.current_time()
-
-        tg.start_soon(trickle)
-        out, err = io.BytesIO(), io.StringIO()
-        options = TailOptions(
-            stream="s", follow=True, progress=True, progress_interval=0.01, idle_interval=0.2
-        )
-        with anyio.move_on_after(6.0):
+        async def run_tail() -> None:
             await tail(client, options, out, err)
+
+        tg.start_soon(run_tail)
+        for i in range(30):
+            await write(fake, [(f"t-{i}".encode(), f"k{i}")])
+            await anyio.sleep(0.1)
+        with anyio.fail_after(30):
+            await err.seen.wait()
+        shown = len(err.getvalue().splitlines())
+        await anyio.sleep(1.0)  # nothing changes now: no more lines
+        stopped = anyio.current_time()
+        tg.cancel_scope.cancel()
     lines = err.getvalue().splitlines()
     assert all(line.startswith("kinesis-trio: tail: reading: ") for line in lines)
-    # records arrive for about 3 s (longer on a loaded machine), then nothing changes: a
-    # line each 0.25 s at most while they do, and the last one within a read after
-    assert 3 <= len(lines) <= (trickled - started + 0.5) / 0.25 + 2
-    assert "reading: 30 records, 2 shards reading, 0 closed shards read" in lines[-1]
+    assert 3 <= len(lines) <= (stopped - started) / 0.25 + 1  # at most one a quarter second
+    assert len(lines) == shown  # none after the last change
+    assert done in lines[-1]
     assert lines[-1].endswith("0 ms behind latest")
+
+
+class _Watched(io.StringIO):
+    """A stderr that says when a line holding ``text`` was written (``seen``)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+        self.seen = anyio.Event()
+
+    def write(self, s: str) -> int:
+        if self.text in s:
+            self.seen.set()
+        return super().write(s)
 
 
 class _Terminal(io.BytesIO):
