@@ -508,7 +508,7 @@ def producer_for(server: HostileServer, **config: Any) -> Producer:
         "aggregation_enabled": False,  # one entry per record: each gets its own number
         "record_max_buffered_time": 0.005,
         "request_timeout": 0.3,
-        "connect_timeout": 0.2,
+        "connect_timeout": 2.0,  # a loaded machine may take a while; no case refuses connections
         "retry_backoff_base": 0.01,
         "retry_backoff_max": 0.05,
         "close_timeout": 5.0,
