@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ._model import _MIB, FakeRecord, _Fail, _hash_range, _seq, _seq_counter, _Stream
+from ._model import _MIB, FakeRecord, _arrival, _Fail, _hash_range, _seq, _seq_counter, _Stream
 
 #: "GetRecords can retrieve up to 10 MiB of data per call from a single shard, and up to
 #: 10,000 records per call" (the developer guide's quotas); a larger first record still
@@ -133,10 +133,6 @@ def _iterator(text: str) -> tuple[str, str, int]:
     ):
         raise _Fail(400, "InvalidArgumentException", "Invalid ShardIterator.")
     return name, shard_id, counter
-
-
-def _arrival(record: FakeRecord) -> float:
-    return record.arrival
 
 
 def _sequence(record: FakeRecord) -> str:
