@@ -141,7 +141,11 @@ async def test_writes_are_refused_while_saves_fail_and_served_again_after(
 
         assert (await put(b"before")).status_code == 200
         full[0] = True
-        assert (await put(b"kept in memory")).status_code == 200  # before a save fails
+        # acknowledged before a save fails, kept in memory; on a loaded machine the save
+        # tick may come first, and then it is refused like the next one
+        kept = (await put(b"kept in memory")).status_code
+        assert kept in (200, 503)
+        early = kept == 503
         await until(lambda: fake.write_block is not None)
 
         refused = await put(b"refused")
@@ -154,7 +158,7 @@ async def test_writes_are_refused_while_saves_fail_and_served_again_after(
         assert one.status_code == 503 and one.json()["__type"] == "ServiceUnavailable"
         shards = await http.post("/", **call("ListShards", {"StreamName": "s"}))
         assert shards.status_code == 200 and len(shards.json()["Shards"]) == 2
-        assert len(fake.records("s")) == 2  # nothing stored for the refused ones
+        assert len(fake.records("s")) == 2 - early  # nothing stored for the refused ones
         assert "local_kinesis_save_failed" in caplog.text
         assert str(tmp_path / STATE_FILE) in caplog.text and "disk is full" in caplog.text
         assert caplog.text.count("local_kinesis_save_failed") == 1  # once per error
@@ -164,7 +168,7 @@ async def test_writes_are_refused_while_saves_fail_and_served_again_after(
         assert (await put(b"after")).status_code == 200
         assert "local_kinesis_save_recovered" in caplog.text
     assert sorted(os.listdir(tmp_path)) == [STATE_FILE]  # a clean stop: WAL checkpointed
-    assert fake.stats.requests_by_status[503] == 2
+    assert fake.stats.requests_by_status[503] == 2 + early
     loaded = reopened(tmp_path / STATE_FILE)
     assert sorted(r.sequence_number for r in loaded.records("s")) == sorted(acknowledged)
     assert [r.data for r in loaded.records("s")] == [r.data for r in fake.records("s")]
