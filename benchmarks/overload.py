@@ -1,16 +1,28 @@
-"""The overloaded-endpoint workload (issue: adaptive request concurrency), shared by the
-benchmark (``bench_overload``) and the integration test.
+"""Overloaded endpoint: does the producer stay truthful and finish when the endpoint is slow?
 
-20,000 records of 1 B to 300 KB (most small, some large; each starts with its number),
-4 shards, every outcome awaited, against kinesis-local, whose engine serves one
-request at a time on this kind of machine. Then the stream is read back: every record must
-be there, and every record stored more than once must have been flagged
-``possible_duplicate``.
+kinesis-local serves one request at a time; on a small machine 24 requests at once queue
+inside it past their timeout. The workload: 20,000 records of 1 B to 300 KB (most small,
+some large; each starts with its number), 4 shards, every outcome awaited, then the stream
+is read back: every record must be there, and every record stored more than once must have
+been flagged ``possible_duplicate``. The integration test runs the same workload.
+
+The default (adaptive) request concurrency runs against fixed ``max_connections`` 1, 2, 4
+and 24 (the KPL's default); each configuration once per round on each backend, in turn, on
+a fresh stream, against one emulator::
+
+    uv run python -m benchmarks overload --rounds 2
+
+The table gives medians over the rounds: seconds to the last outcome, records failed,
+flagged ``possible_duplicate``, request timeouts, records stored more than once (all must
+be flagged) and the highest request limit seen.
 """
 
 from __future__ import annotations
 
+import argparse
+import functools
 import random
+import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -26,6 +38,9 @@ from kinesis_trio import (
     StaticCredentials,
     deaggregate,
 )
+from kinesis_trio._emulator import LocalKinesis
+
+from ._common import create_stream, delete_stream, log, machine_info, publish, report_header
 
 CREDS = StaticCredentials("AKIDLOCAL", "local-secret")
 REGION = "us-east-1"
@@ -142,3 +157,68 @@ async def run(endpoint: str, stream: str, data: list[bytes], **config: Any) -> R
         errors=errors,
         limits=limits,
     )
+
+
+CONFIGS: list[tuple[str, dict[str, Any]]] = [
+    ("default (adaptive, ceiling 24)", {}),
+    ("fixed max_connections=1", {"max_connections": 1, "adaptive_concurrency": False}),
+    ("fixed max_connections=2", {"max_connections": 2, "adaptive_concurrency": False}),
+    ("fixed max_connections=4", {"max_connections": 4, "adaptive_concurrency": False}),
+    ("fixed max_connections=24 (KPL)", {"max_connections": 24, "adaptive_concurrency": False}),
+]
+FIELDS = ["elapsed_s", "failed", "flagged", "timeouts", "duplicated", "unflagged_copies"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--count", type=int, default=20_000)
+    parser.add_argument("--backends", default="trio,asyncio")
+    parser.add_argument("--only", default="", help="comma-separated config indexes (0-4)")
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+    configs = [c for i, c in enumerate(CONFIGS) if not args.only or str(i) in args.only.split(",")]
+    backends = args.backends.split(",")
+    data = records(args.count)
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    t0 = time.perf_counter()
+    with LocalKinesis("kinesis-local") as emulator:
+        endpoint = emulator.endpoint_url
+        for rnd in range(args.rounds):
+            for backend in backends:
+                for label, config in configs:
+                    stream = create_stream(endpoint, 4, prefix="overload")
+                    try:
+                        result = anyio.run(
+                            functools.partial(run, endpoint, stream, data, **config),
+                            backend=backend,
+                        )
+                    finally:
+                        delete_stream(endpoint, stream)
+                    row = result.row()
+                    runs.setdefault((label, backend), []).append(row)
+                    log(f"round {rnd + 1} {backend:8} {label:32} {row}")
+    total = time.perf_counter() - t0
+    md = report_header("# Overloaded endpoint (kinesis-local)", machine_info(), total)
+    md.append(
+        f"{args.count:,} records of 1 B to 300 KB (mostly small), 4 shards, every outcome "
+        f"awaited; medians of {args.rounds} round(s); the stream read back after each run."
+    )
+    md.append("")
+    md.append("| backend | configuration | " + " | ".join(FIELDS) + " | limit max |")
+    md.append("|---|---|" + "---:|" * (len(FIELDS) + 1))
+    for backend in backends:
+        for label, _ in configs:
+            rows = runs[(label, backend)]
+            cells = [f"{statistics.median(r[f] for r in rows):g}" for f in FIELDS]
+            limit = max(r["limit_max"] for r in rows)
+            md.append(f"| {backend} | {label} | " + " | ".join(cells) + f" | {limit} |")
+    data_out = {"runs": {f"{b}|{c}": r for (c, b), r in runs.items()}, "count": args.count}
+    if args.no_write:
+        print("\n".join(md))
+    else:
+        publish("overload", md, data_out, total)
+
+
+if __name__ == "__main__":
+    main()

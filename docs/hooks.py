@@ -46,12 +46,19 @@ PENDING_API = {
 }
 #: How to produce each results file, for the note shown while it is missing.
 PRODUCERS = {
-    "throughput.md": "uv run python -m benchmarks.bench_throughput",
-    "latency.md": "uv run python -m benchmarks.bench_latency --plot",
-    "sweeps.md": "uv run python -m benchmarks.bench_sweeps",
-    "backpressure.md": "uv run python -m benchmarks.bench_backpressure",
-    "reliability.md": "uv run python -m benchmarks.bench_reliability",
-    "processes.md": "uv run python -m benchmarks.bench_processes",
+    "throughput.md": "uv run python -m benchmarks throughput",
+    "latency.md": "uv run python -m benchmarks latency",
+    "steady_cpu.md": "uv run python -m benchmarks steady cpu",
+    "steady_rates.md": "uv run python -m benchmarks steady rates",
+    "sizes.md": "uv run python -m benchmarks sizes sweeps",
+    "large_records.md": "uv run python -m benchmarks sizes large",
+    "backpressure.md": "uv run python -m benchmarks backpressure",
+    "overload.md": "uv run python -m benchmarks overload",
+    "reliability.md": "uv run python -m benchmarks reliability",
+    "ordering.md": "uv run python -m benchmarks ordering",
+    "processes.md": "uv run python -m benchmarks processes",
+    "local_engines.md": "uv run python -m benchmarks engines speed",
+    "soak.md": "uv run python -m benchmarks engines soak",
 }
 
 log = logging.getLogger("mkdocs.hooks.kinesis_trio")
@@ -176,7 +183,7 @@ def _benchmark_page(markdown: str, title: str) -> str:
             final += [
                 '!!! note "Chart not generated"',
                 f"    `benchmarks/results/{image.group(1)}` is not there: "
-                "`uv run python -m benchmarks.plots` draws it from the JSON results.",
+                "`uv run python -m benchmarks._plots` draws it from the JSON results.",
                 "",
             ]
     return "\n".join(final) + "\n"

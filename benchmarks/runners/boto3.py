@@ -14,7 +14,7 @@ import argparse
 import time
 from typing import Any
 
-from benchmarks.common import (
+from benchmarks._common import (
     Measurement,
     cpu_seconds,
     latency_timeline,
@@ -22,7 +22,7 @@ from benchmarks.common import (
     sync_runner_main,
     workload,
 )
-from benchmarks.run_agg_boto3 import _client
+from benchmarks.runners.agg_boto3 import _client
 
 _BATCH = 500
 

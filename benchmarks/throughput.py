@@ -2,7 +2,7 @@
 
 aiokpl's benchmark table, reproduced and extended: 200-byte records, 256 partition keys,
 against ONE kinesalite started here, a fresh stream per run (1 shard by default, like aiokpl's
-table; ``--shards N``). Every variant runs in its own process (``benchmarks.run_*``), so
+table; ``--shards N``). Every variant runs in its own process (``benchmarks.runners.*``), so
 its CPU time and peak RSS are its own; variants are interleaved (the order rotates each
 round) and each runs ``--repeat`` times; the tables show medians.
 
@@ -10,7 +10,7 @@ Per-shard rate limiters are lifted in both producers (the emulator enforces no l
 the point is the producers' own cost); a second table runs the confirmed rows with each
 library's default limits, which is what aiokpl's published table measured.
 
-Run: ``uv run python -m benchmarks.bench_throughput [--count N] [--repeat R] [--quick]``.
+Run: ``uv run python -m benchmarks throughput [--count N] [--repeat R] [--quick]``.
 Writes ``benchmarks/results/throughput.{md,json}`` (``--name`` changes the file name).
 """
 
@@ -21,8 +21,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks import common
-from benchmarks.common import (
+from benchmarks import _common as common
+from benchmarks._common import (
     add_stream_flags,
     agg_tag,
     command_line,

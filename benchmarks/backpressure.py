@@ -20,7 +20,7 @@ The fake keeps every stored record in memory: the sampler drops them (and the pr
 event log) as it goes, so the process's RSS is the producer's (plus fixed overheads), not
 the backend's.
 
-Run: ``uv run python -m benchmarks.bench_backpressure`` (prints markdown; writes
+Run: ``uv run python -m benchmarks backpressure`` (prints markdown; writes
 ``benchmarks/results/backpressure.md`` and ``.json`` unless ``--no-write``).
 """
 
@@ -44,6 +44,7 @@ from typing import Any
 
 import anyio
 
+from benchmarks._common import command_line, record_index
 from kinesis_trio import KinesisClient, Outcome, Producer, ProducerConfig, StaticCredentials
 from kinesis_trio import __version__ as kinesis_trio_version
 from kinesis_trio._emulator import EMULATORS, LocalKinesis
@@ -393,7 +394,7 @@ def run_in_subprocess(spec: Spec) -> dict[str, Any]:
     cmd = [
         sys.executable,
         "-m",
-        "benchmarks.bench_backpressure",
+        "benchmarks.backpressure",
         "--child",
         json.dumps(dataclasses.asdict(spec)),
     ]
@@ -624,9 +625,7 @@ def main() -> None:
     unknown = set(backends) - {"fake", "kinesalite"}
     if unknown:
         parser.error(f"unknown backends {sorted(unknown)}")
-    command = "uv run python -m benchmarks.bench_backpressure" + (
-        " " + " ".join(sys.argv[1:]) if sys.argv[1:] else ""
-    )
+    command = command_line()
     runs: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
         endpoint = None
@@ -673,6 +672,7 @@ def write(text: str, meta: dict[str, Any], runs: list[dict[str, Any]]) -> None:
     (RESULTS / "backpressure.json").write_text(
         json.dumps(payload, indent=1) + "\n", encoding="utf-8"
     )
+    record_index([RESULTS / "backpressure.md", RESULTS / "backpressure.json"])
     print(f"wrote {RESULTS / 'backpressure.md'} and .json", file=sys.stderr)
 
 

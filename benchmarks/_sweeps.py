@@ -11,8 +11,8 @@ the elapsed time give the cores each kept busy, which says who saturates: the pr
 (one Python thread: about 1 core), the emulator (one node thread: about 1 core), or the
 machine (2 cores shared by both).
 
-Run: ``uv run python -m benchmarks.bench_sweeps [--only size,shards,connections]``.
-Writes ``benchmarks/results/sweeps.{md,json}``.
+Run: ``uv run python -m benchmarks sizes sweeps [--only size,shards,connections]``.
+Writes ``benchmarks/results/sizes.{md,json}``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.common import (
+from benchmarks._common import (
     command_line,
     cost_medians,
     emulator_session,
@@ -96,7 +96,7 @@ def run_point(
     for _ in range(repeat):
         res = run_on_fresh_stream(
             emulator,
-            "run_kinesis_trio",
+            "runners.kinesis_trio",
             load=["--count", str(pt.count)],
             size=pt.size,
             keys=keys,
@@ -227,7 +227,7 @@ def main() -> None:
     parser.add_argument("--linger", type=float, default=0.05)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=300.0)
-    parser.add_argument("--name", default="sweeps")
+    parser.add_argument("--name", default="sizes")
     args = parser.parse_args()
     which = set(args.only.split(","))
     todo: list[Point] = []

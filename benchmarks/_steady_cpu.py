@@ -1,9 +1,9 @@
-"""The producer's own CPU per record at a steady rate, in virtual time (issue 25, target 1).
+"""The producer's own CPU per record at a steady rate, in virtual time.
 
-``bench_steady`` runs in real time against an emulator and subtracts a null producer's loop.
-At 100 and 1,000 records/s that loop's own CPU varies by more than the producer's whole
-cost, so the difference cannot be told from noise. Here the same arrival loop
-(``bench_steady._drive_polled``) runs on a virtual clock: a trio clock and an asyncio event
+In real time against an emulator, subtracting a null producer's loop, that loop's own CPU
+at 100 and 1,000 records/s varies by more than the producer's whole cost, so the
+difference cannot be told from noise. Here the harness's arrival loop
+(``_harness._drive_polled``) runs on a virtual clock: a trio clock and an asyncio event
 loop whose time jumps to the next deadline instead of sleeping. Nothing waits for real time,
 so a run is back-to-back work, and a steady rate's schedule (linger windows, the tick, each
 request's round trip) is kept exactly.
@@ -16,7 +16,7 @@ routing and storing, writing the answer) is measured with ``time.process_time`` 
 and subtracted, as is a null producer's run of the same schedule in the same process, just
 before or after. What is left is the producer's own CPU: everything but the socket calls.
 
-    uv run python -m benchmarks.bench_virtual      # --rates 100,1000,5000,20000 --shards 8,32
+    uv run python -m benchmarks steady cpu      # --rates 100,1000,5000,20000 --shards 8,32
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from benchmarks.bench_steady import (
+from benchmarks._harness import (
     CREDENTIALS,
     KEYS,
     SIZE,
@@ -177,9 +177,9 @@ _PIECES = [
     ("kinesis_trio._shell", "Pipeline._seal_here", "seal due shards (timer)"),
     ("kinesis_trio._engine", "Engine.outgoing", "outgoing (per sealed batch)"),
     ("kinesis_trio._shell", "body", "request body (base64, JSON)"),
-    ("kinesis_trio._client", "_sha256_hex", "payload SHA-256"),
+    ("kinesis_trio._service", "_sha256_hex", "payload SHA-256"),
     ("kinesis_trio._credentials", "RequestSigner.sign", "SigV4 signature (botocore)"),
-    ("kinesis_trio._http11", "_parse_head", "answer head parsed"),
+    ("h11", "Connection.next_event", "answer framed (h11 events)"),
     ("kinesis_trio._engine", "Engine.on_answer", "answer applied (all of it)"),
     ("kinesis_trio._engine", "measure_answer", "  of which: metrics"),
 ]
@@ -316,7 +316,7 @@ def _run(plan: Plan) -> dict[str, Any]:
 
 def _run_child(plan: Plan) -> dict[str, Any]:
     out: dict[str, Any] = run_module(
-        "benchmarks.bench_virtual", json.dumps(asdict(plan)), timeout=3600
+        "benchmarks._steady_cpu", json.dumps(asdict(plan)), timeout=3600
     )
     return out
 
@@ -332,7 +332,7 @@ def _own(segments: dict[str, list[dict[str, Any]]], name: str) -> list[float]:
 def _gc(segments: dict[str, list[dict[str, Any]]], name: str) -> tuple[float, float]:
     """The collector's share of a segment: its µs per record beyond the null segment's (the
     median over the rounds), and the median of its full passes per segment."""
-    from benchmarks.common import median_of
+    from benchmarks._common import median_of
 
     prod, null = segments[f"producer {name}"], segments[f"null {name}"]
     us = median_of(
@@ -349,7 +349,7 @@ def main() -> None:
     parser.add_argument("--backends", default="trio,asyncio")
     parser.add_argument("--records", type=int, default=5_000, help="per segment")
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--name", default="virtual", help="results/<name>.{md,json}")
+    parser.add_argument("--name", default="steady_cpu", help="results/<name>.{md,json}")
     parser.add_argument(
         "--tick", type=float, default=TICK, help="the arrival loop's shortest tick (s)"
     )
@@ -364,7 +364,7 @@ def main() -> None:
         print(json.dumps(_run(Plan(**json.loads(args.child)))), flush=True)
         return
 
-    from benchmarks.common import machine_info, markdown_table, median_of, publish, report_header
+    from benchmarks._common import machine_info, markdown_table, median_of, publish, report_header
 
     info = machine_info()
     started = time.perf_counter()
@@ -488,7 +488,7 @@ def main() -> None:
         f"burst as a segment of {args.records:,} records, next to the same schedule with a "
         "null producer (null first in even rounds, second in odd ones). The arrival loop "
         f"ticks every max({args.tick * 1e3:g} ms, 1/rate) and takes the resolved outcomes "
-        "each tick (`bench_steady --awaiter poll`). µs/record: the producer's own CPU (the "
+        "each tick (the harness's polled awaiter). µs/record: the producer's own CPU (the "
         "segment's process CPU, minus the in-process endpoint's, minus its null segment's), median "
         "over the rounds; range: the rounds' lowest and highest. Ratio: over the burst "
         "figure of the same process. Core: µs/record x rate. Null: the null segment's own "

@@ -1,13 +1,13 @@
-"""Shared helpers for the comparative benchmarks (throughput, latency, sweeps).
+"""Shared helpers for the benchmarks (``python -m benchmarks NAME``).
 
 Two halves:
 
-* **parent side** (the ``bench_*`` scripts): the variants they compare, start kinesalite,
+* **parent side** (the benchmark commands): the variants they compare, start kinesalite,
   create a fresh stream per run, run each variant as a child process
-  (``python -m benchmarks.run_<lib> --json ...``) with a timeout and parse its one JSON
+  (``python -m benchmarks.runners.<lib> --json ...``) with a timeout and parse its one JSON
   result line, read the emulator's CPU time from ``/proc/<pid>/stat``, summarize the runs,
   describe the machine, print markdown tables and write ``benchmarks/results/<name>.{md,json}``.
-* **child side** (the ``run_*`` runners): the common command line, CPU time and peak RSS from
+* **child side** (the ``runners`` package): the common command line, CPU time and peak RSS from
   ``getrusage``, the arrival schedule of latency runs, quantiles, the result line, and the
   ``main`` of the synchronous (boto3) runners.
 
@@ -384,7 +384,7 @@ class Variant:
     ) -> V:
         """A ``run_kinesis_trio`` variant; ``more``: ``args`` and a subclass's fields."""
         return cls(
-            key, label, "run_kinesis_trio", "kinesis_trio", backend, mode, aggregation, **more
+            key, label, "runners.kinesis_trio", "kinesis_trio", backend, mode, aggregation, **more
         )
 
     @classmethod
@@ -398,18 +398,20 @@ class Variant:
         **more: Any,
     ) -> V:
         """A ``run_aiokpl`` variant (asyncio); ``more``: ``args`` and a subclass's fields."""
-        return cls(key, label, "run_aiokpl", "aiokpl", "asyncio", mode, aggregation, **more)
+        return cls(key, label, "runners.aiokpl", "aiokpl", "asyncio", mode, aggregation, **more)
 
     @classmethod
     def agg_boto3(cls: type[V], label: str, **more: Any) -> V:
         """aws-kinesis-agg + boto3 (``run_agg_boto3``): aggregated, fire-and-forget."""
         library, mode = "aws-kinesis-agg+boto3", "fire-and-forget"
-        return cls("agg-boto3", label, "run_agg_boto3", library, "sync", mode, True, **more)
+        return cls("agg-boto3", label, "runners.agg_boto3", library, "sync", mode, True, **more)
 
     @classmethod
     def boto3(cls: type[V], label: str, **more: Any) -> V:
         """Plain boto3 ``put_records`` (``run_boto3``): not aggregated, fire-and-forget."""
-        return cls("boto3", label, "run_boto3", "boto3", "sync", "fire-and-forget", False, **more)
+        return cls(
+            "boto3", label, "runners.boto3", "boto3", "sync", "fire-and-forget", False, **more
+        )
 
     def describe(self) -> dict[str, Any]:
         """The variant's part of a result row."""
@@ -744,11 +746,14 @@ def machine_line(info: dict[str, Any]) -> str:
     )
 
 
+#: The command a result is written by, set by ``python -m benchmarks NAME ...``.
+COMMAND: list[str] = []
+
+
 def command_line() -> str:
-    return "uv run python -m " + " ".join(
-        shlex.quote(a)
-        for a in [sys.modules["__main__"].__spec__.name, *sys.argv[1:]]  # type: ignore[union-attr]
-    )
+    """The command that regenerates the results being written."""
+    words = COMMAND or [sys.modules["__main__"].__spec__.name, *sys.argv[1:]]  # type: ignore[union-attr]
+    return "uv run python -m " + " ".join(shlex.quote(a) for a in words)
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]], align: str) -> str:
@@ -766,7 +771,49 @@ def write_results(name: str, markdown: str, data: dict[str, Any]) -> tuple[Path,
     js = RESULTS_DIR / f"{name}.json"
     md.write_text(markdown.rstrip() + "\n")
     js.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
+    record_index([md, js])
     return md, js
+
+
+INDEX_JSON = RESULTS_DIR / "index.json"
+INDEX_MD = RESULTS_DIR / "index.md"
+
+
+def record_index(files: Sequence[Path], info: dict[str, Any] | None = None) -> None:
+    """Note each written results file in ``results/index.{json,md}``: commit, date, machine
+    and the command that wrote it."""
+    info = info or machine_info()
+    entries: dict[str, dict[str, str]] = {}
+    with contextlib.suppress(OSError, ValueError):
+        entries = json.loads(INDEX_JSON.read_text())
+    for path in files:
+        entries[path.name] = {
+            "commit": str(info["git_commit"]),
+            "date": str(info["date"]),
+            "machine": (
+                f"{info['cores']} cores ({info['cpu_model']}), {info['memory_gib']} GiB, "
+                f"Python {info['python']}, node {info['node'] or 'none'}; load average at "
+                f"start {' / '.join(str(x) for x in info.get('loadavg_at_start', []))}"
+            ),
+            "command": command_line(),
+        }
+    entries = {name: entries[name] for name in sorted(entries) if (RESULTS_DIR / name).exists()}
+    INDEX_JSON.write_text(json.dumps(entries, indent=1) + "\n")
+    lines = [
+        "# Benchmark results",
+        "",
+        "The headline results, each written by the command beside it (`python -m benchmarks "
+        "all` writes them all). Commit: the kinesis_trio tree measured.",
+        "",
+        "| file | commit | date | machine | command |",
+        "|---|---|---|---|---|",
+    ]
+    for name, e in entries.items():
+        lines.append(
+            f"| [{name}]({name}) | {e['commit']} | {e['date']} | {e['machine']} | "
+            f"`{e['command']}` |"
+        )
+    INDEX_MD.write_text("\n".join(lines) + "\n")
 
 
 def report_header(title: str, info: dict[str, Any], total: float) -> list[str]:
@@ -854,3 +901,27 @@ def timed(label: str, log: Callable[[str], None] = print) -> Iterator[None]:
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+def run_parts(command: str, doc: str, parts: dict[str, str]) -> None:
+    """``python -m benchmarks COMMAND [PART [ARGS...]]``: run one part of a command with its
+    arguments, or every part with its defaults. ``parts``: part name -> module."""
+    import importlib
+
+    argv = sys.argv[1:]
+    if argv and argv[0] in ("-h", "--help"):
+        print(doc.strip())
+        print(f"\nparts (python -m benchmarks {command} PART --help for its options):")
+        for part, module in parts.items():
+            first = (importlib.import_module(module).__doc__ or "").strip().splitlines()
+            print(f"  {part:8} {first[0] if first else ''}")
+        return
+    if argv and argv[0] not in parts:
+        raise SystemExit(
+            f"benchmarks {command}: {argv[0]!r} is not a part; the parts: {', '.join(parts)}"
+        )
+    chosen, rest = ([argv[0]], argv[1:]) if argv else (list(parts), [])
+    for part in chosen:
+        COMMAND[:] = ["benchmarks", command, part, *rest]
+        sys.argv = [f"python -m benchmarks {command} {part}", *rest]
+        importlib.import_module(parts[part]).main()

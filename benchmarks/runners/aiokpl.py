@@ -27,7 +27,7 @@ from typing import Any
 import anyio
 from aiokpl import Config, Producer
 
-from benchmarks.common import (
+from benchmarks._common import (
     ACCESS_KEY,
     LIFTED_BYTES_PER_SHARD,
     LIFTED_RECORDS_PER_SHARD,

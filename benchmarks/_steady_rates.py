@@ -6,7 +6,7 @@
   within ``linger + 20 ms`` with the arrival loop keeping up (99 % of the scheduled
   records put in the step). The steps go on past that, for the plot, until the loop falls
   behind or p99 passes ten times the bound. Each step is a fresh process on a fresh
-  stream (bench_steady's harness).
+  stream (``_harness``).
 * **Handler shape**: a task per record puts it and awaits its own outcome, 5,000 records/s
   on 8 shards; p99 against ``linger + 30 ms``.
 * **The collector** (``--gc``): each of the above runs with the interpreter's garbage
@@ -17,7 +17,7 @@
 
 Writes ``results/<name>.{md,json}`` and ``results/<name>.png`` (p99 against rate).
 
-    uv run python -m benchmarks.bench_sweep     # --rates 10000,20000,...  --duration 5
+    uv run python -m benchmarks steady rates     # --rates 10000,20000,...  --duration 5
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import argparse
 import time
 from typing import Any
 
-from benchmarks.bench_steady import Job, _run_child
+from benchmarks._harness import Job, _run_child
 
 LINGER_MS = 100.0
 SWEEP_BOUND_MS = LINGER_MS + 20.0
@@ -46,18 +46,19 @@ def main() -> None:
     parser.add_argument("--engine", choices=["kinesalite", "kinesis-local", "python"])
     parser.add_argument("--gc", default="default,freeze", help="default and/or freeze")
     parser.add_argument(
-        "--awaiter", choices=["drain", "each"], default="drain", help="see bench_steady"
+        "--awaiter", choices=["drain", "each"], default="drain", help="see _harness"
     )
-    parser.add_argument("--name", default="steady_sweep", help="results/<name>.{md,json,png}")
+    parser.add_argument("--name", default="steady_rates", help="results/<name>.{md,json,png}")
     args = parser.parse_args()
 
-    from benchmarks.common import (
+    from benchmarks._common import (
         RESULTS_DIR,
         create_stream,
         delete_stream,
         machine_info,
         markdown_table,
         publish,
+        record_index,
         report_header,
     )
     from kinesis_trio._emulator import LocalKinesis, default_engine
@@ -165,6 +166,7 @@ def main() -> None:
     ]
     png = RESULTS_DIR / f"{args.name}.png"
     _plot(sweep, png, args.shards)
+    record_index([png], info)
     total = time.perf_counter() - started
     md = report_header("# Steady rates: the highest held, and a handler's shape", info, total)
     md += [
@@ -175,7 +177,7 @@ def main() -> None:
         "garbage collector as a share of the process CPU, then the full collections and "
         'the longest of them; "gc frozen": the application called `gc.collect(); '
         "gc.freeze()` once its producer had started. The sweep's awaiter: "
-        f"`{args.awaiter}` (bench_steady).",
+        f"`{args.awaiter}` (benchmarks/_harness.py).",
         "",
         f"## Sweep: {args.shards} shards; held: p99 within {SWEEP_BOUND_MS:g} ms, loop on time",
         "",

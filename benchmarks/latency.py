@@ -17,9 +17,9 @@ aggregation, two real shards would throttle: their limit is 2,000 records/s).
 
 Target: p99 <= record_max_buffered_time + 50 ms.
 
-Run: ``uv run python -m benchmarks.bench_latency [--duration 10] [--rates 1000,5000]``.
+Run: ``uv run python -m benchmarks latency [--duration 10] [--rates 1000,5000]``.
 Writes ``benchmarks/results/latency.{md,json}`` (101 quantiles per variant for a CDF) and,
-with ``--plot``, ``latency_cdf.png``.
+and ``latency_cdf.png`` (unless ``--no-plot``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from benchmarks.common import (
+from benchmarks._common import (
     RESULTS_DIR,
     Variant,
     add_stream_flags,
@@ -94,29 +94,6 @@ def summarize(v: Variant, rate: float, runs: list[dict[str, Any]], errors: list[
     }
 
 
-def plot(rows: list[dict[str, Any]], path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rates = sorted({r["target_rate"] for r in rows})
-    fig, axes = plt.subplots(1, len(rates), figsize=(7 * len(rates), 5), squeeze=False)
-    for ax, rate in zip(axes[0], rates, strict=True):
-        for r in rows:
-            if r["target_rate"] != rate or not r["quantiles_ms"]:
-                continue
-            ax.plot(r["quantiles_ms"], [i / 100 for i in range(101)], label=r["variant"])
-        ax.set_xscale("log")
-        ax.set_xlabel("latency from scheduled arrival, ms (log)")
-        ax.set_ylabel("fraction of records")
-        ax.set_title(f"{rate:,.0f} records/s, 200 B, 2 shards, kinesalite")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rates", default="1000,5000", help="records/s, comma-separated")
@@ -125,7 +102,7 @@ def main() -> None:
     add_stream_flags(parser, shards=2)
     parser.add_argument("--only", default="", help="comma-separated variant keys")
     parser.add_argument("--timeout", type=float, default=300.0)
-    parser.add_argument("--plot", action="store_true", help="write results/latency_cdf.png")
+    parser.add_argument("--no-plot", action="store_true", help="no results/<name>_cdf.png")
     parser.add_argument("--name", default="latency")
     args = parser.parse_args()
     rates = [float(x) for x in args.rates.split(",") if x]
@@ -226,10 +203,8 @@ def main() -> None:
         "CPU µs/record here is the producer process's CPU over the whole paced run divided by "
         "the records: at a fixed rate it includes the cost of waking up for each record.",
     ]
-    if args.plot:
-        png = RESULTS_DIR / f"{args.name}_cdf.png"
-        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-        plot(rows, str(png))
+    png = RESULTS_DIR / f"{args.name}_cdf.png"
+    if not args.no_plot:
         md += ["", f"![latency CDF]({png.name})"]
     data = {
         "benchmark": "latency",
@@ -241,6 +216,10 @@ def main() -> None:
         "rows": rows,
     }
     publish(args.name, md, data, total)
+    if not args.no_plot:
+        from benchmarks._plots import latency_chart
+
+        latency_chart(data, png)
 
 
 if __name__ == "__main__":

@@ -26,9 +26,9 @@ independent producers converge on a shard's capacity (issue 25).
   40 % of the sum (80 % of an even share).
 
 Writes ``results/<name>.{md,json}`` and ``results/<name>.png`` (the convergence runs over
-time, drawn by ``benchmarks.plots``).
+time, drawn by ``benchmarks._plots``).
 
-    uv run python -m benchmarks.bench_processes    # --duration 10 --rounds 3 --limit-duration 30
+    uv run python -m benchmarks processes    # --duration 10 --rounds 3 --limit-duration 30
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ def main() -> None:
     parser.add_argument("--name", default="processes", help="results/<name>.{md,json,png}")
     args = parser.parse_args()
 
-    from benchmarks.common import (
+    from benchmarks._common import (
         RESULTS_DIR,
         command_line,
         delete_stream,
@@ -226,7 +226,7 @@ def main() -> None:
         publish,
         report_header,
     )
-    from benchmarks.plots import processes_chart
+    from benchmarks._plots import processes_chart
     from kinesis_trio._emulator import LocalKinesis, default_engine
 
     info = machine_info()

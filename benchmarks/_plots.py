@@ -7,7 +7,7 @@
 
 A missing file, or one without the rows a chart needs, skips that chart with a message.
 
-Run: ``uv run python -m benchmarks.plots [--results DIR]``.
+Run: ``uv run python -m benchmarks._plots [--results DIR]``.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator
+
+from benchmarks._common import record_index
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MIB = 1024 * 1024
@@ -131,6 +133,9 @@ def finish(fig: Figure, data: dict[str, Any], path: Path) -> None:
         fig.text(0.01, 0.005, note, fontsize=7, color="0.4", va="bottom")
     fig.savefig(path, dpi=130)
     plt.close(fig)
+    machine = data.get("machine")
+    usable = isinstance(machine, dict) and {"git_commit", "cores"} <= machine.keys()
+    record_index([path], machine if usable else None)
     log(f"wrote {path}")
 
 
@@ -419,7 +424,7 @@ def backpressure_chart(data: dict[str, Any], path: Path) -> bool:
 
 
 def processes_chart(data: dict[str, Any], path: Path) -> bool:
-    """Each limited run of bench_processes: each process's records/s and their sum over time."""
+    """Each limited run of `processes`: each process's records/s and their sum over time."""
     limited = data.get("limited")
     runs = [
         f
@@ -471,7 +476,7 @@ def main() -> None:
     args = parser.parse_args()
     results: Path = args.results
     written = 0
-    sweeps = load(results, "sweeps")
+    sweeps = load(results, "sizes")
     if sweeps is not None:
         written += throughput_chart(
             sweeps,

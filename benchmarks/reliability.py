@@ -10,7 +10,7 @@
    stream does not exist (kinesalite, a real emulator) and when access is denied (the fake
    answering AccessDeniedException), against the 30 s the KPL spends retrying.
 
-Run: ``uv run python -m benchmarks.bench_reliability`` (prints markdown tables).
+Run: ``uv run python -m benchmarks reliability`` (prints markdown tables).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import httpx
 import trio
 import trio.testing
 
+from benchmarks._common import machine_info, publish, report_header
 from kinesis_trio import Producer, ProducerConfig, ResourceNotFoundError, StaticCredentials
 from kinesis_trio._emulator import LocalKinesis
 from kinesis_trio.testing import FakeKinesis, Faults
@@ -151,45 +152,61 @@ async def fail_fast_denied() -> tuple[float, str | None]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=30.0, help="virtual seconds per run")
     args = parser.parse_args()
+    started = time.perf_counter()
+    out: list[str] = []
+    rows: list[dict[str, Any]] = []
 
-    print("## Rate limiting against AWS per-shard limits (fake Kinesis, virtual time)\n")
-    print(f"rate_limit=100, {args.seconds:.0f} virtual seconds per run, first 3 s excluded\n")
-    print(
+    out.append("## Rate limiting against AWS per-shard limits (fake Kinesis, virtual time)\n")
+    out.append(f"rate_limit=100, {args.seconds:.0f} virtual seconds per run, first 3 s excluded\n")
+    out.append(
         "| shards | aggregation | record bytes | binding limit | achieved share of limit "
         "(mean / worst shard) | PutRecords requests | requests with a throttled entry |"
     )
-    print("|---:|---|---:|---|---:|---:|---:|")
+    out.append("|---:|---|---:|---|---:|---:|---:|")
     for shards in (1, 8):
         for aggregation, size in ((False, 200), (True, 200), (False, 4000)):
             clock = trio.testing.MockClock(autojump_threshold=0)
             r = trio.run(rate_run, shards, aggregation, size, args.seconds, 3.0, clock=clock)
+            rows.append({"shards": shards, "aggregation": aggregation, "bytes": size, **r})
             binding = "1 MiB/s" if aggregation or size * 1000 > 1_048_576 else "1000 records/s"
-            print(
+            out.append(
                 f"| {shards} | {'on' if aggregation else 'off'} | {size} | {binding} | "
                 f"{r['share']:.1%} / {r['min_share']:.1%} | {r['requests']:,} | "
                 f"{r['throttled_requests']:,} ({r['throttled_requests'] / r['requests']:.2%}) |"
             )
 
-    print("\n## Failing fast (wall clock)\n")
+    out.append("\n## Failing fast (wall clock)\n")
     with LocalKinesis("kinesalite") as emulator:
         enter, put = anyio.run(fail_fast_missing_stream, emulator.endpoint_url)
     denied, code = anyio.run(fail_fast_denied)
-    print("| case | time to the error | KPL |")
-    print("|---|---:|---:|")
-    print(
+    out.append("| case | time to the error | KPL |")
+    out.append("|---|---:|---:|")
+    out.append(
         f"| missing default stream: `async with Producer(...)` raises "
         f"ResourceNotFoundError (kinesalite) | {enter * 1000:.1f} ms | 30 s of retries |"
     )
-    print(
+    out.append(
         f"| put to another missing stream raises ResourceNotFoundError (kinesalite) | "
         f"{put * 1000:.1f} ms | 30 s of retries |"
     )
-    print(
+    out.append(
         f"| access denied: outcome fails with {code} (fake) | {denied * 1000:.1f} ms | "
         "30 s of retries |"
+    )
+
+    fast = {"missing_stream_enter_s": enter, "missing_stream_put_s": put, "denied_s": denied}
+    info = machine_info()
+    md = report_header(
+        "# Reliability: AWS's shard limits and failing fast", info, time.perf_counter() - started
+    )
+    publish(
+        "reliability",
+        md + "\n".join(out).split("\n"),
+        {"machine": info, "rate_limiting": rows, "failing_fast": fast},
+        time.perf_counter() - started,
     )
 
 

@@ -13,7 +13,7 @@ limits): to an on-demand stream with ``RecordDistributionStrategy`` AUTO (no par
 no aggregation, one service-placed buffer) and to the same stream with partition keys
 (USER_PARTITION_KEY, aggregated), records/s, trio and asyncio.
 
-    uv run python -m benchmarks.bench_2026            # --mib 40 --rounds 2 --only large,auto
+    uv run python -m benchmarks sizes large            # --mib 40 --rounds 2 --only large,auto
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 
 import anyio
 
-from benchmarks.common import machine_info
+from benchmarks._common import command_line, machine_info, record_index
 
 RESULTS = Path(__file__).parent / "results"
 MIB = 1024 * 1024
@@ -239,10 +239,11 @@ def write(large: list[dict[str, Any]], auto: list[dict[str, Any]], command: str)
                     lines.append(f"| {backend} | {strategy} | {_median(rates):,.0f} |")
         lines.append("")
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "service_2026.md").write_text("\n".join(lines))
-    (RESULTS / "service_2026.json").write_text(
+    (RESULTS / "large_records.md").write_text("\n".join(lines))
+    (RESULTS / "large_records.json").write_text(
         json.dumps({"machine": info, "command": command, "large": large, "auto": auto}, indent=1)
     )
+    record_index([RESULTS / "large_records.md", RESULTS / "large_records.json"], info)
 
 
 def main() -> None:
@@ -258,9 +259,7 @@ def main() -> None:
     auto = auto_rows(args.count, args.rounds) if "auto" in only else []
     large = large_rows(args.mib, args.rounds, args.shards) if "large" in only else []
     if not args.no_write:
-        import sys
-
-        write(large, auto, "uv run python -m benchmarks.bench_2026 " + " ".join(sys.argv[1:]))
+        write(large, auto, command_line())
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ a record's scheduled time (or does not sleep when behind) and its latency is
 ``resolved_at - scheduled`` (no coordinated omission: a putter that falls behind adds its
 lag to every late record).
 
-Example: ``uv run python -m benchmarks.run_kinesis_trio --endpoint URL --stream S``.
+Example: ``uv run python -m benchmarks.runners.kinesis_trio --endpoint URL --stream S``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import time
 
 import anyio
 
-from benchmarks.common import (
+from benchmarks._common import (
     ACCESS_KEY,
     REGION,
     SECRET_KEY,

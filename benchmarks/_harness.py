@@ -1,21 +1,11 @@
-"""The producer's own CPU per record at a steady rate, against its burst figure.
+"""The steady-rate harness shared by ``benchmarks steady``: one measurement per process.
 
-Each measurement runs in a fresh process (``--child``). An arrival loop in 1 ms ticks puts
-every record that is due (record *i* is due at ``t0 + i/rate``); one task awaits the outcomes
-in order and takes each record's latency from its scheduled arrival to its resolution (no
-coordinated omission). That task takes what is already in its channel without a pass through
-the scheduler per record (``--awaiter drain``; ``each``: one ``await receive()`` per record,
-the harness of the figures before, which alone used about 40 % of a core at 20,000/s).
-The same loop runs for the same time with a null producer (``put``
-returns an outcome that is already resolved); the difference in process CPU divided by the
-records is the producer's own cost per record. The burst figure is the same harness as fast
-as ``put`` allows (``--burst`` records), minus the null producer's burst. The idle figure:
-an open producer and no records, for the same time, minus the null loop.
-
-200-byte records over 256 keys to a fresh stream of each shard count on one local engine
-(kinesalite with Node.js, else the Python engine; ``--engine``), default settings.
-
-    uv run python -m benchmarks.bench_steady      # --rates 100,1000,5000,20000 --shards 8,32
+A child process (``python -m benchmarks._harness --child JOB``) opens a producer (or a null
+producer whose ``put`` returns an outcome already resolved) and runs an arrival loop in
+``Job.tick`` ticks that puts every record that is due (record *i* is due at ``t0 + i/rate``);
+one task awaits the outcomes in order and takes each record's latency from its scheduled
+arrival to its resolution (no coordinated omission). It prints one JSON line: records,
+process CPU, latencies' quantiles, requests and the collector's pauses.
 """
 
 from __future__ import annotations
@@ -60,7 +50,7 @@ class Job:
     #: issue 25's last stop were measured with "each"); "poll": no awaiter task, the arrival
     #: loop takes resolved outcomes each tick (``_drive_polled``)
     awaiter: str = "drain"
-    #: the arrival loop's tick in seconds (bench_virtual: one record's interval at low rates)
+    #: the arrival loop's tick in seconds (steady cpu: one record's interval at low rates)
     tick: float = TICK
 
 
@@ -277,7 +267,7 @@ async def _child(job: Job) -> dict[str, Any]:
 
 def _run_child(job: Job) -> dict[str, Any]:
     out: dict[str, Any] = run_module(
-        "benchmarks.bench_steady", json.dumps(asdict(job)), timeout=job.duration * 4 + 120
+        "benchmarks._harness", json.dumps(asdict(job)), timeout=job.duration * 4 + 120
     )
     return out
 
@@ -301,157 +291,10 @@ def run_module(module: str, child: str, timeout: float) -> Any:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--rates", default="100,1000,5000,20000")
-    parser.add_argument("--shards", default="8,32")
-    parser.add_argument("--backends", default="trio,asyncio")
-    parser.add_argument("--duration", type=float, default=5.0)
-    parser.add_argument("--burst", type=int, default=50_000)
-    parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--engine", choices=["kinesalite", "kinesis-local", "python"])
-    parser.add_argument("--name", default="steady", help="results/<name>.{md,json}")
-    parser.add_argument("--awaiter", choices=["drain", "each", "poll"], default="drain")
-    parser.add_argument(
-        "--tick", type=float, default=TICK, help="the arrival loop's shortest tick (s)"
-    )
+    parser.add_argument("--child", required=True, help="a Job as JSON")
     args = parser.parse_args()
-    if args.child:
-        job = Job(**json.loads(args.child))
-        print(json.dumps(anyio.run(_child, job, backend=job.backend)), flush=True)
-        return
-
-    from benchmarks.common import (
-        create_stream,
-        delete_stream,
-        machine_info,
-        markdown_table,
-        median_of,
-        publish,
-        report_header,
-    )
-    from kinesis_trio._emulator import LocalKinesis, default_engine
-
-    info = machine_info()
-    started = time.perf_counter()
-    rates = [float(r) for r in args.rates.split(",") if r]
-    shard_counts = [int(s) for s in args.shards.split(",") if s]
-    backends = [b for b in args.backends.split(",") if b]
-    kind = args.engine or default_engine()
-    results: dict[str, list[dict[str, Any]]] = {}
-
-    def measure(label: str, job: Job) -> None:
-        out = _run_child(job)
-        results.setdefault(label, []).append(out)
-        print(
-            f"{label:40} {out['records']:8,} records  cpu {out['cpu_s']:.3f} s"
-            f"  p50 {out['p50_s'] * 1e3:7.1f} ms  p99 {out['p99_s'] * 1e3:7.1f} ms"
-            f"  requests {out.get('requests', '-')}",
-            flush=True,
-        )
-
-    with LocalKinesis(kind, shard_limit=200) as engine:
-        url = engine.endpoint_url
-        for _ in range(args.rounds):
-            for shards in shard_counts:
-                for backend in backends:
-                    for mode in ("null", "producer"):
-                        plans = [(f"{r:g}/s", r, args.duration, 0) for r in rates]
-                        plans += [("burst", 0.0, 0.0, args.burst), ("idle", -1.0, args.duration, 0)]
-                        for name, rate, duration, count in plans:
-                            stream = create_stream(url, shards, prefix="steady")
-                            job = Job(
-                                mode,
-                                backend,
-                                rate,
-                                duration,
-                                count,
-                                url,
-                                stream,
-                                awaiter=args.awaiter,
-                                tick=args.tick,
-                            )
-                            measure(f"{shards} {backend} {mode} {name}", job)
-                            delete_stream(url, stream)
-
-    def med(label: str, key: str) -> float:
-        return median_of([r[key] for r in results.get(label, [])])
-
-    rows = []
-    table: dict[str, Any] = {}
-    for shards in shard_counts:
-        for backend in backends:
-            base = f"{shards} {backend}"
-            burst_cpu = med(f"{base} producer burst", "cpu_s") - med(f"{base} null burst", "cpu_s")
-            burst_us = burst_cpu / args.burst * 1e6
-            for r in rates:
-                name = f"{r:g}/s"
-                n = med(f"{base} producer {name}", "records")
-                own = med(f"{base} producer {name}", "cpu_s") - med(f"{base} null {name}", "cpu_s")
-                us = own / n * 1e6 if n else math.nan
-                reqs = med(f"{base} producer {name}", "requests")
-                wall = med(f"{base} producer {name}", "wall_s")
-                row = {
-                    "shards": shards,
-                    "backend": backend,
-                    "rate": r,
-                    "producer_us_per_record": us,
-                    "burst_us_per_record": burst_us,
-                    "ratio": us / burst_us if burst_us > 0 else math.nan,
-                    "requests_per_s": reqs / wall if wall else math.nan,
-                    "core_share": own / wall if wall else math.nan,
-                    "p50_ms": med(f"{base} producer {name}", "p50_s") * 1e3,
-                    "p99_ms": med(f"{base} producer {name}", "p99_s") * 1e3,
-                }
-                table[f"{base} {name}"] = row
-                rows.append(
-                    [
-                        shards,
-                        backend,
-                        f"{r:,.0f}",
-                        f"{us:.1f}",
-                        f"{row['ratio']:.2f}x",
-                        f"{row['core_share'] * 100:.1f} %",
-                        f"{row['requests_per_s']:.1f}",
-                        f"{row['p50_ms']:.1f}",
-                        f"{row['p99_ms']:.1f}",
-                    ]
-                )
-            idle = med(f"{base} producer idle", "cpu_s") - med(f"{base} null idle", "cpu_s")
-            rows.append(
-                [shards, backend, "idle", "", "", f"{idle / args.duration * 100:.2f} %", "", "", ""]
-            )
-            rows.append([shards, backend, "burst", f"{burst_us:.1f}", "1.00x", "", "", "", ""])
-            table[f"{base} idle"] = {"core_share": idle / args.duration}
-            table[f"{base} burst"] = {"producer_us_per_record": burst_us}
-    total = time.perf_counter() - started
-    md = report_header("# The cost at a steady rate", info, total)
-    md += [
-        f"Engine: {kind}. {SIZE}-byte records over {KEYS} keys, default settings; "
-        f"{args.duration:g} s per rate, burst of {args.burst:,} records; medians of "
-        f"{args.rounds} round(s); the arrival loop ticks every {args.tick * 1e3:g} ms, "
-        f"awaiter `{args.awaiter}`; each figure from a fresh process, minus the same loop "
-        "with a null producer. Ratio: steady µs/record over burst µs/record (same shards, "
-        "same backend). Core: the producer's own CPU as a share of one core. Latency from "
-        "each record's scheduled arrival.",
-        "",
-        markdown_table(
-            [
-                "shards",
-                "backend",
-                "records/s",
-                "µs/record",
-                "vs burst",
-                "core",
-                "requests/s",
-                "p50 ms",
-                "p99 ms",
-            ],
-            rows,
-            "rlrrrrrrr",
-        ),
-        "",
-    ]
-    publish(args.name, md, {"machine": info, "table": table, "runs": results}, total)
+    job = Job(**json.loads(args.child))
+    print(json.dumps(anyio.run(_child, job, backend=job.backend)), flush=True)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ engine and mode (medians over the rounds, engines interleaved within a round): t
 the producer got confirmed and the engine process's CPU per 1,000 Kinesis records stored
 (from ``/proc/<pid>/stat``). The npm emulators are skipped without Node.js.
 
-    uv run python -m benchmarks.bench_engines            # --count 100000 --rounds 3
+    uv run python -m benchmarks engines speed           # --count 100000 --rounds 3
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 
-from benchmarks.common import (
+from benchmarks._common import (
     create_stream,
     delete_stream,
     machine_info,

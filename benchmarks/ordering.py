@@ -1,7 +1,7 @@
 """Per-key ordering's cost: ``ordering="per_key"`` against ``"none"``, side by side.
 
 One kinesalite; each round runs every case once per setting, in alternating order, each as
-a child process (``benchmarks.run_kinesis_trio``) on a fresh stream of ``--shards`` shards
+a child process (``benchmarks.runners.kinesis_trio``) on a fresh stream of ``--shards`` shards
 (200-byte records, linger 50 ms, the producer's limiter lifted). Cases:
 
 - bursts of ``--count`` records, every outcome awaited, over 10,000 keys (a key has few
@@ -13,7 +13,7 @@ a child process (``benchmarks.run_kinesis_trio``) on a fresh stream of ``--shard
 The table gives medians per setting and the median of the per-round ratios (per_key / none)
 with their range.
 
-    uv run python -m benchmarks.bench_ordering --rounds 3     # writes results/ordering.md
+    uv run python -m benchmarks ordering --rounds 3     # writes results/ordering.md
 """
 
 from __future__ import annotations
@@ -21,15 +21,16 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
-from .common import (
+from ._common import (
+    command_line,
     create_stream,
     delete_stream,
     machine_info,
     machine_line,
+    record_index,
     run_child,
     start_emulator,
 )
@@ -55,7 +56,7 @@ def run_case(
     stream = create_stream(endpoint, shards, prefix="ord")
     try:
         res = run_child(
-            "run_kinesis_trio",
+            "runners.kinesis_trio",
             [
                 "--endpoint",
                 endpoint,
@@ -118,7 +119,7 @@ def main() -> None:
     lines = [
         "# Per-key ordering: its cost",
         "",
-        f"Command: `uv run python -m benchmarks.bench_ordering {' '.join(sys.argv[1:])}`.",
+        f"Command: `{command_line()}`.",
         f"Machine: {machine_line(info)}.",
         "",
         f"{args.rounds} rounds; bursts of {args.count:,} records of 200 B, every outcome "
@@ -148,6 +149,7 @@ def main() -> None:
     (RESULTS / f"{args.name}.md").write_text(text)
     raw = {f"{n} | {s}": v for (n, s), v in results.items()}
     (RESULTS / f"{args.name}.json").write_text(json.dumps({"machine": info, "runs": raw}, indent=1))
+    record_index([RESULTS / f"{args.name}.md", RESULTS / f"{args.name}.json"], info)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ Every ``--every`` seconds it prints the engine's RSS (``/proc/<pid>/status``), i
 hours and the calls that succeeded and failed. At the end: the RSS range once the first
 records passed the retention period (``rss_after_retention``: min, max, and max/min).
 
-    uv run python -m benchmarks.bench_soak              # --minutes 5 --rate 400 --rps 2
+    uv run python -m benchmarks engines soak              # --minutes 5 --rate 400 --rps 2
 """
 
 from __future__ import annotations
@@ -36,7 +36,14 @@ from typing import Any
 import anyio
 import trio
 
-from benchmarks.common import proc_cpu_seconds, proc_rss_mib
+from benchmarks._common import (
+    machine_info,
+    markdown_table,
+    proc_cpu_seconds,
+    proc_rss_mib,
+    publish,
+    report_header,
+)
 from kinesis_trio import KinesisClient, KinesisError, StaticCredentials
 
 STREAM = "soak"
@@ -204,6 +211,34 @@ async def _drive(args: argparse.Namespace, port: int, pid: int) -> dict[str, Any
     return summary
 
 
+def _publish(args: argparse.Namespace, summary: dict[str, Any], total: float) -> None:
+    info = machine_info()
+    md = report_header("# The local engine over days of engine time", info, total)
+    md += [
+        f"The served engine in memory, its clock x{args.rate:g} (a day in "
+        f"{DAY / args.rate:.0f} s); {args.rps:g} records per engine second, readers on every "
+        "shard, control calls and careless clients (see `benchmarks/_soak.py`).",
+        "",
+    ]
+    after = summary.get("rss_after_retention")
+    if after:
+        md += [
+            f"RSS once the first records passed the retention period: {after['min']} to "
+            f"{after['max']} MiB (max/min {after['max_over_min']}).",
+            "",
+        ]
+    md.append(
+        markdown_table(
+            ["real s", "engine h", "RSS MiB", "engine CPU s"],
+            [[s["real_s"], s["engine_h"], s["rss_mib"], s["cpu_s"]] for s in summary["samples"]],
+            "rrrr",
+        )
+    )
+    md += ["", "Calls:", ""]
+    md += [f"- {name}: {count:,}" for name, count in summary["calls"].items()]
+    publish("soak", md, {"machine": info, **summary}, total)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=5.0, help="real minutes to run")
@@ -221,7 +256,7 @@ def main() -> None:
         [
             sys.executable,
             "-m",
-            "benchmarks.bench_soak",
+            "benchmarks._soak",
             "--engine",
             str(port_file),
             "--rate",
@@ -242,10 +277,12 @@ def main() -> None:
             f"(a day in {DAY / args.rate:.0f} s); {args.rps:g} records per engine second",
             flush=True,
         )
+        started = time.perf_counter()
         summary = anyio.run(_drive, args, port, child.pid, backend="trio")
         print(json.dumps({k: v for k, v in summary.items() if k != "samples"}, indent=2))
         if child.poll() is not None:
             raise SystemExit(f"the engine exited with {child.returncode}")
+        _publish(args, summary, time.perf_counter() - started)
     finally:
         child.terminate()
         child.wait(10)

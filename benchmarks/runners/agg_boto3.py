@@ -25,7 +25,7 @@ from typing import Any
 import boto3
 from aws_kinesis_agg.aggregator import RecordAggregator
 
-from benchmarks.common import (
+from benchmarks._common import (
     ACCESS_KEY,
     REGION,
     SECRET_KEY,

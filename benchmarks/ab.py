@@ -3,7 +3,7 @@
 For a change that must not cost speed: check out the code before it somewhere (``git
 worktree add /tmp/before <commit>``) and run::
 
-    uv run python -m benchmarks.bench_ab --before /tmp/before --rounds 5
+    uv run python -m benchmarks ab --before /tmp/before --rounds 5
 
 Each round runs every case once per tree, in alternating order, as a child process whose
 working directory is that tree (so ``import kinesis_trio`` loads that tree's package; the
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import (
+from ._common import (
     ROOT,
     create_stream,
     delete_stream,
@@ -56,7 +56,7 @@ def run_case(tree: Path, endpoint: str, args: list[str], count: int, shards: int
         cmd = [
             sys.executable,
             "-c",
-            f"{probe}; import runpy; runpy.run_module('benchmarks.run_kinesis_trio', "
+            f"{probe}; import runpy; runpy.run_module('benchmarks.runners.kinesis_trio', "
             "run_name='__main__', alter_sys=True)",
             "--json",
             "--endpoint",
