@@ -771,7 +771,7 @@ def write_results(name: str, markdown: str, data: dict[str, Any]) -> tuple[Path,
     js = RESULTS_DIR / f"{name}.json"
     md.write_text(markdown.rstrip() + "\n")
     js.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
-    record_index([md, js])
+    record_index([md, js], data.get("machine"))
     return md, js
 
 
@@ -779,10 +779,21 @@ INDEX_JSON = RESULTS_DIR / "index.json"
 INDEX_MD = RESULTS_DIR / "index.md"
 
 
+def index_machine(info: dict[str, Any]) -> str:
+    """The machine as the index gives it (``info`` from :func:`machine_info`)."""
+    return (
+        f"{info['cores']} cores ({info['cpu_model']}), {info['memory_gib']} GiB, "
+        f"Python {info['python']}, node {info['node'] or 'none'}; load average at start "
+        f"{' / '.join(str(x) for x in info.get('loadavg_at_start', []))}"
+    )
+
+
 def record_index(files: Sequence[Path], info: dict[str, Any] | None = None) -> None:
     """Note each written results file in ``results/index.{json,md}``: commit, date, machine
-    and the command that wrote it."""
-    info = info or machine_info()
+    and the command that wrote it. ``info``: the run's :func:`machine_info`, taken at its
+    start (without it, or in another shape, it is taken now)."""
+    if not (isinstance(info, dict) and {"git_commit", "cores", "date"} <= info.keys()):
+        info = machine_info()
     entries: dict[str, dict[str, str]] = {}
     with contextlib.suppress(OSError, ValueError):
         entries = json.loads(INDEX_JSON.read_text())
@@ -790,13 +801,14 @@ def record_index(files: Sequence[Path], info: dict[str, Any] | None = None) -> N
         entries[path.name] = {
             "commit": str(info["git_commit"]),
             "date": str(info["date"]),
-            "machine": (
-                f"{info['cores']} cores ({info['cpu_model']}), {info['memory_gib']} GiB, "
-                f"Python {info['python']}, node {info['node'] or 'none'}; load average at "
-                f"start {' / '.join(str(x) for x in info.get('loadavg_at_start', []))}"
-            ),
+            "machine": index_machine(info),
             "command": command_line(),
         }
+    render_index(entries)
+
+
+def render_index(entries: dict[str, dict[str, str]]) -> None:
+    """Write ``results/index.{json,md}`` from ``entries`` (the files that exist)."""
     entries = {name: entries[name] for name in sorted(entries) if (RESULTS_DIR / name).exists()}
     INDEX_JSON.write_text(json.dumps(entries, indent=1) + "\n")
     lines = [

@@ -133,9 +133,7 @@ def finish(fig: Figure, data: dict[str, Any], path: Path) -> None:
         fig.text(0.01, 0.005, note, fontsize=7, color="0.4", va="bottom")
     fig.savefig(path, dpi=130)
     plt.close(fig)
-    machine = data.get("machine")
-    usable = isinstance(machine, dict) and {"git_commit", "cores"} <= machine.keys()
-    record_index([path], machine if usable else None)
+    record_index([path], data.get("machine"))
     log(f"wrote {path}")
 
 

@@ -360,9 +360,10 @@ def machine() -> dict[str, Any]:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
         ).stdout.strip()
+        # the code measured: changes elsewhere (docs, results) do not make it another tree
         dirty = bool(
             subprocess.run(
-                ["git", "status", "--porcelain", "--untracked-files=no"],
+                ["git", "status", "--porcelain", "--untracked-files=no", "--", "kinesis_trio"],
                 cwd=REPO,
                 capture_output=True,
                 text=True,
@@ -419,7 +420,8 @@ def markdown(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     out.append(
         f"Machine: {m['cpus']} cores, {m['memory_gib']} GiB, {m['os']}, Python {m['python']}, "
         f"kinesis-trio {m['kinesis_trio']}, kinesalite {m['kinesalite']}, commit "
-        f"{m['git_commit'][:12]}{' (+ uncommitted changes)' if m['git_dirty'] else ''}, "
+        f"{m['git_commit'][:12]}"
+        f"{' (+ uncommitted changes in kinesis_trio/)' if m['git_dirty'] else ''}, "
         f"{m['date']}.\n"
     )
     out.append(
@@ -578,7 +580,7 @@ def markdown(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--seconds", type=float, default=25.0, help="put window per run")
+    parser.add_argument("--seconds", type=float, default=120.0, help="put window per run")
     parser.add_argument("--interval", type=float, default=0.5, help="sampling interval")
     parser.add_argument("--delay", type=float, default=0.5, help="backend delay per request")
     parser.add_argument("--putters", type=int, default=4, help="putter tasks")

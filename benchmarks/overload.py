@@ -213,7 +213,11 @@ def main() -> None:
             cells = [f"{statistics.median(r[f] for r in rows):g}" for f in FIELDS]
             limit = max(r["limit_max"] for r in rows)
             md.append(f"| {backend} | {label} | " + " | ".join(cells) + f" | {limit} |")
-    data_out = {"runs": {f"{b}|{c}": r for (c, b), r in runs.items()}, "count": args.count}
+    data_out = {
+        "machine": machine_info(),
+        "runs": {f"{b}|{c}": r for (c, b), r in runs.items()},
+        "count": args.count,
+    }
     if args.no_write:
         print("\n".join(md))
     else:

@@ -153,7 +153,7 @@ async def fail_fast_denied() -> tuple[float, str | None]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=30.0, help="virtual seconds per run")
+    parser.add_argument("--seconds", type=float, default=60.0, help="virtual seconds per run")
     args = parser.parse_args()
     started = time.perf_counter()
     out: list[str] = []
