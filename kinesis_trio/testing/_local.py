@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,7 +140,7 @@ def make_fake(settings: LocalSettings) -> FakeKinesis:
 def _prepare(fake: FakeKinesis, settings: LocalSettings) -> StateStore | None:
     """Wall-clock timestamps, the saved streams, then the streams asked for; the store
     the streams are kept in (``None`` without ``data_dir``), saved once."""
-    fake.clock_offset = time.time() - anyio.current_time()
+    fake.use_wall_clock()
     data_dir = settings.data_dir
     store = _open_store(fake, data_dir) if data_dir is not None else None
     try:
@@ -270,7 +269,7 @@ async def _keep_saving(fake: FakeKinesis, store: StateStore, interval: float) ->
                     writes="refused until a save succeeds",
                 )
             failing = error
-            fake.write_block = (
+            fake.refuse_writes(
                 f"kinesis-trio local cannot save its state to {store.path} ({error}); "
                 "writes are refused until a save succeeds"
             )
@@ -278,7 +277,7 @@ async def _keep_saving(fake: FakeKinesis, store: StateStore, interval: float) ->
             if failing is not None:
                 _log.warning("local_kinesis_save_recovered", file=str(store.path))
             failing = None
-            fake.write_block = None
+            fake.refuse_writes(None)
             saved = changes
         # a save longer than the interval: the next one starts at once, not in a burst
         due = max(due, anyio.current_time() - interval)

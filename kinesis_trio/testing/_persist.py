@@ -155,18 +155,8 @@ def load_state(fake: FakeKinesis, path: str | os.PathLike[str]) -> bool:
     except (ValueError, TypeError, ArithmeticError, RecursionError) as exc:  # a safety net
         problem = f"{type(exc).__name__}: {exc}"
         raise ValueError(f"{source}: not a valid state file ({problem})") from None
-    _install(fake, streams, last_seq)
+    fake._restore(streams, last_seq)
     return True
-
-
-def _install(fake: FakeKinesis, streams: list[_Stream], last_seq: int) -> None:
-    for stream in streams:
-        for shard in stream.shards:
-            for record in shard.records:
-                record.arrival -= fake.clock_offset
-    fake.streams.update((s.name, s) for s in streams)
-    fake._last_seq = max(fake._last_seq, last_seq)
-    fake.changes += 1
 
 
 def _snapshot(fake: FakeKinesis) -> dict[str, Any]:
@@ -398,7 +388,7 @@ class StateStore:
             except (ValueError, TypeError, ArithmeticError) as exc:  # a safety net
                 raise self._fail(f"not a valid state ({type(exc).__name__}: {exc})") from None
             self._held = held
-        _install(fake, streams, last_seq)
+        fake._restore(streams, last_seq)
         self._last = self._metadata(fake)
         return True
 

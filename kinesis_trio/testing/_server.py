@@ -9,7 +9,8 @@ import hashlib
 import json
 import math
 import random
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -17,6 +18,7 @@ import anyio
 import httpx
 
 from ._faults import FakeStats, FaultEvent, Faults, _FaultInjection, _Pending
+from ._framing import FakeTransport
 from ._model import (
     _EHK,
     _MAX_HASH,
@@ -169,13 +171,32 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         #: it cannot save its state.
         self.write_block: str | None = None
 
+    def use_wall_clock(self) -> None:
+        """Give clients wall-clock timestamps from now on (sets ``clock_offset``)."""
+        self.clock_offset = time.time() - anyio.current_time()
+
+    def refuse_writes(self, reason: str | None) -> None:
+        """Answer writes ``503 ServiceUnavailable`` with ``reason`` (``write_block``) until
+        called with ``None``."""
+        self.write_block = reason
+
+    def _restore(self, streams: Iterable[_Stream], last_seq: int) -> None:
+        """Streams loaded from saved state (their arrival times on the wall clock): this
+        fake's from now on; sequence numbers go on after ``last_seq``."""
+        offset = self.clock_offset
+        for stream in streams:
+            for shard in stream.shards:
+                for record in shard.records:
+                    record.arrival -= offset
+            self.streams[stream.name] = stream
+        self._last_seq = max(self._last_seq, last_seq)
+        self.changes += 1
+
     def transport(self) -> httpx.AsyncBaseTransport:
         """An httpx transport serving this fake (pass it as ``Producer(transport=...)``).
 
         The package's clients talk to it over in-memory connections through their own
         connection pool and HTTP framing, the fake's h11 server at the far end."""
-        from ._http import FakeTransport
-
         return FakeTransport(self)
 
     def _respond(self, status: int, body: dict[str, Any]) -> httpx.Response:
