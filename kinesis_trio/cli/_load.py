@@ -174,17 +174,14 @@ async def _run_phases(
                     if before is not None:
                         with interrupts.stop_scope:
                             await before()
-                        # a cancel scope is entered once: a fresh one for the first phase
-                        interrupts.stop_scope = anyio.CancelScope()
+                        interrupts.next_phase()
                     for index, phase in enumerate(phases):
                         if interrupts.count:
                             break
                         if index:
                             tracker = _Tracker(keep_times=keep_times)
                             progress = make_progress(phase)
-                            # a cancel scope is entered once: a fresh one for this phase
-                            interrupts.stop_scope = anyio.CancelScope()
-                            interrupts._progress = progress
+                            interrupts.next_phase(progress)
                         async with anyio.create_task_group() as tg:
                             tg.start_soon(_tick, tracker, progress, producer, failed)
                             cpu0 = time.process_time()

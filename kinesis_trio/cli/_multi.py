@@ -288,14 +288,14 @@ class _Forwarder(_Interrupts):
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             task_status.started()
             async for _ in signals:
-                self.count += 1
+                count = self._signalled()
                 signum = signal.SIGTERM
-                if self.count == 1:
+                if count == 1:
                     self._progress.log(
                         "interrupted: stopping the processes; they wait for their records in "
                         "flight (Ctrl-C again to abort)"
                     )
-                elif self.count == 2:
+                elif count == 2:
                     self._progress.log(
                         "aborting: the processes' records in flight fail as ProducerAborted "
                         "(Ctrl-C again to kill them)"
@@ -312,10 +312,7 @@ def _summed_progress(children: Sequence[_Child]) -> tuple[_Tracker, int]:
     in_flight = 0
     for child in children:
         accepted, ok, failed, ok_bytes, flying = child.progress
-        tracker.accepted += accepted
-        tracker.ok += ok
-        tracker.failed += failed
-        tracker.ok_bytes += ok_bytes
+        tracker.add_counts(accepted, ok, failed, ok_bytes)
         in_flight += flying
     return tracker, in_flight
 
@@ -358,7 +355,7 @@ async def _run_children(
                             await child.process.stdin.aclose()
                 else:
                     start = json.dumps({"start": time.time() + _START_MARGIN}).encode() + b"\n"
-                    progress.started = progress.last_line = time.monotonic() + _START_MARGIN
+                    progress.restart(time.monotonic() + _START_MARGIN)
                     for child in children:
                         if child.returncode is None and child.process is not None:
                             assert child.process.stdin is not None
@@ -545,9 +542,7 @@ def _report(
     if results:
         total = sum_results(results)
         first_start = total.started
-        tracker.failed = total.failed
-        tracker.codes.update(total.codes)
-        tracker.messages.update(total.messages)
+        tracker.add_failures(total.failed, total.codes, total.messages)
         reported = f"{n}" if len(results) == n else f"{n} ({n - len(results)} without a result)"
         rows = [
             ("processes", reported),

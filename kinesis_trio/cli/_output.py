@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from types import FrameType
 from typing import Any, TextIO
 
@@ -61,6 +61,19 @@ class _Tracker:
         self.confirmed_at: array.array[float] | None = array.array("d") if keep_times else None
         self.throttled_at: array.array[float] | None = array.array("d") if keep_times else None
         self._on_failure = on_failure
+
+    def add_counts(self, accepted: int, ok: int, failed: int, ok_bytes: int) -> None:
+        """Add what another tracker counted (a process's progress line)."""
+        self.accepted += accepted
+        self.ok += ok
+        self.failed += failed
+        self.ok_bytes += ok_bytes
+
+    def add_failures(self, failed: int, codes: Mapping[str, int], messages: dict[str, str]) -> None:
+        """Add failed records counted elsewhere, by error code, with a message per code."""
+        self.failed += failed
+        self.codes.update(codes)
+        self.messages.update(messages)
 
     def add(self, outcome: Outcome, base: float, size: int, context: Any = None) -> None:
         self.pending.append((outcome, base, size, context))
@@ -167,6 +180,10 @@ class _Progress:
                 self._rich = Progress(*columns, console=console, auto_refresh=False)
                 self._task = self._rich.add_task(label, total=total, stats="")
                 self._rich.start()
+
+    def restart(self, at: float) -> None:
+        """Count the rates from ``at`` (``time.monotonic()``), not from when it was made."""
+        self.started = self.last_line = at
 
     def log(self, message: str) -> None:
         if self._rich is not None:
@@ -295,6 +312,18 @@ class _Interrupts:
         self.count = 0
         self._progress = progress
 
+    def next_phase(self, progress: _Progress | None = None) -> None:
+        """A new phase: a fresh stop scope (a cancel scope is entered once), and its
+        progress display for the messages, if it has its own."""
+        self.stop_scope = anyio.CancelScope()
+        if progress is not None:
+            self._progress = progress
+
+    def _signalled(self) -> int:
+        """One more SIGINT/SIGTERM: how many so far."""
+        self.count += 1
+        return self.count
+
     @contextlib.asynccontextmanager
     async def watching(self) -> AsyncIterator[None]:
         """Handle the signals while the body runs (only the main thread can)."""
@@ -319,8 +348,7 @@ class _Interrupts:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             task_status.started()
             async for _ in signals:
-                self.count += 1
-                if self.count == 1:
+                if self._signalled() == 1:
                     self._progress.log(
                         "interrupted: stopping and waiting for the records in flight "
                         "(Ctrl-C again to abort)"
