@@ -293,7 +293,7 @@ class Accumulator:
             return
         shard.open_deadline = now
         for krec in shard.plain:
-            krec.deadline = min(krec.deadline, now)
+            krec.due_by(now)
         self.on_open(shard)
 
     def reroute(self, stream: StreamState, batch: list[KRecord], now: float) -> None:
@@ -400,7 +400,7 @@ class Accumulator:
                     members, shard, deadline, bool(shard.sizer.ehks), shard.parts, shard.sizer.pks
                 )
                 if shard.rerouted:  # re-routed members may be older than the first one
-                    krec.since = min(o._arrival for o in members)
+                    krec.waiting_since(min(o._arrival for o in members))
                 batch.append(krec)
             shard.sizer = AggregateSizer()
             shard.members = []
@@ -491,7 +491,7 @@ def regroup(krec: KRecord, live: list[Outcome]) -> list[KRecord]:
     unpack(krec)
     with_ehks = any(o._explicit_hash_key is not None for o in live)
     again = _aggregate(live, krec.shard, krec.deadline, with_ehks)
-    again.since = krec.since
+    again.waiting_since(krec.since)
     return [again]
 
 

@@ -183,7 +183,7 @@ class ConcurrencyLimit:
         #: bytes in flight, before anything is learned, that an endpoint serving one at a
         #: time is taken to finish in half the timeout
         self.initial_bytes = initial_bytes
-        #: requests the shell holds until a slot frees (it counts them)
+        #: requests held until a slot frees (``hold`` and ``unhold`` count them)
         self.waiting = 0
         self.cuts = 0
         self._slow_start = True
@@ -268,6 +268,14 @@ class ConcurrencyLimit:
             return True
         self._binding = True
         return False
+
+    def hold(self) -> None:
+        """A request waits for a slot (counted in ``waiting`` until ``unhold``)."""
+        self.waiting += 1
+
+    def unhold(self) -> None:
+        """A request that waited for a slot took one, or stopped waiting."""
+        self.waiting -= 1
 
     def release(self, nbytes: int = 0) -> None:
         """A request of ``nbytes`` ended (answered, failed or cancelled): its slot is free."""

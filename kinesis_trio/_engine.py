@@ -125,6 +125,10 @@ class Engine:
         if config.ordering == "per_key":
             self.order = self.acc.order = self.ledger.order = KeyOrder(self.acc, self.fail_after)
 
+    def add_stream(self, key: str, stream: StreamState) -> None:
+        """A stream loaded by the shell, by the name (or ARN) users give it."""
+        self.streams[key] = stream
+
     # -- accepting --------------------------------------------------------------------------
 
     def accept(
@@ -238,7 +242,7 @@ class Engine:
             batch = unaggregate(batch) if self.order is None else self.order.split(batch)
         if self.flushing:
             for krec in batch:
-                krec.deadline = -_INF
+                krec.due_by(-_INF)
         return batch
 
     def request(self, stream: StreamState, krecs: list[KRecord], now: float) -> list[KRecord]:
@@ -435,7 +439,7 @@ class Engine:
             note = resent_in_halves(attempt)
             for krec in krecs:
                 for outcome in krec.live():
-                    outcome._attempts = (*outcome._attempts, note)
+                    outcome._attempted(note)
             _log.info(
                 "put_records_rejected_split",
                 stream=stream.name,
@@ -532,7 +536,7 @@ class Engine:
         """Records whose request was out when the producer stopped: maybe written."""
         for krec in krecs:
             for outcome in krec.live():
-                outcome._attempts = (*outcome._attempts, attempt)
+                outcome._attempted(attempt)
 
     def fail_unresolved(self, code: str, message: str, now: float) -> int:
         """Fail every record not resolved yet (close, abort); returns how many."""

@@ -242,6 +242,22 @@ class Outcome:
         #: the aggregate holding its data while ``_data`` is None (sealed into it)
         self._agg: KRecord | None = None
 
+    def _attempted(self, attempt: Attempt) -> None:
+        """Add ``attempt`` to the record's history: the one way anything adds to it."""
+        self._attempts = (*self._attempts, attempt)
+
+    def _keyed(self, partition_key: str, hash_key: int) -> None:
+        """A record put without a key was given ``partition_key`` (an ``AUTO`` stream
+        switched back: Kinesis requires one)."""
+        self._partition_key = partition_key
+        self._hash_key = hash_key
+
+    def _waited(self, note: str) -> None:
+        """Add ``note`` to the last attempt's error message (what its retry waited for)."""
+        *before, last = self._attempts
+        message = (last.error_message or "") + note
+        self._attempts = (*before, last._replace(error_message=message))
+
     def done(self) -> bool:
         """True once the record's result is known."""
         return self._resolution is not None

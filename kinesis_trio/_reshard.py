@@ -141,12 +141,10 @@ class ShardMaps:
         not now (Kinesis requires a key there): a random one, as a placement of the
         service's would be."""
         key = f"{rand.getrandbits(128):032x}"
-        krec.partition_key = key
-        krec.tail = None
-        krec.size += len(key)
+        krec.keyed(key)
+        hash_key = hash_key_for(key)
         for outcome in krec.members:
-            outcome._partition_key = key
-            outcome._hash_key = hash_key_for(key)
+            outcome._keyed(key, hash_key)
 
     # -- shard maps -------------------------------------------------------------------------
 
@@ -228,7 +226,7 @@ class ShardMaps:
             records=len(again),
         )
         for outcome in again:
-            outcome._attempts = (*outcome._attempts, note)
+            outcome._attempted(note)
         self.acc.reroute(stream, [krec], now)
 
     def verify_pending(self, stream: StreamState, now: float) -> None:
@@ -247,7 +245,7 @@ class ShardMaps:
                     item.attempt, item.res[R_SHARD_ID], "(its shard map could not be reloaded)"
                 )
                 for o in members:
-                    o._attempts = (*o._attempts, note)
+                    o._attempted(note)
                 self.expire(members, now, "its shard map could not be reloaded")
             else:
                 keep.append(item)
@@ -260,5 +258,5 @@ class ShardMaps:
         for item in stream.unverified:
             note = unknown_range(item.attempt, item.res[R_SHARD_ID], when)
             for o in item.krec.live():
-                o._attempts = (*o._attempts, note)
+                o._attempted(note)
         stream.unverified = []

@@ -73,7 +73,7 @@ class Retries:
             due = now + backoff_delay(max(1, shard.failures), base=base, cap=cap, rand=self.rand)
             live = krec.live()
             for outcome in live:
-                outcome._attempts = (*outcome._attempts, attempt)
+                outcome._attempted(attempt)
             expired = [o for o in live if o._arrival + ttl <= due]
             if expired:
                 self.expire(expired, now, "retrying was not done in time")
@@ -83,7 +83,7 @@ class Retries:
             else:
                 retry = [krec]
             for k in retry:
-                k.since = now
+                k.waiting_since(now)
             by_due.setdefault(due, []).extend(retry)
         share = cost / len(by_due) if by_due else 0.0  # the request's cost, split
         for due, krecs in by_due.items():
@@ -104,7 +104,7 @@ class Retries:
                 if shard.retired or (krec.aggregated and stream.stale):
                     self.acc.reroute(stream, [krec], now)
                 else:
-                    krec.deadline = -_INF
+                    krec.due_by(-_INF)
                     by_shard.setdefault(shard, []).append(krec)
         return by_shard
 
@@ -120,14 +120,12 @@ class Retries:
         budget = self.budget
         if budget.withdraw(cost, now):
             for krec in krecs:
-                krec.paid = cost / len(krecs)
+                krec.charged(cost / len(krecs))
             if since is not None:
                 waited = f"; its retry waited {now - since:.3g} s for the retry budget"
                 for krec in krecs:
                     for o in krec.live():
-                        last = o._attempts[-1]
-                        note = (last.error_message or "") + waited
-                        o._attempts = (*o._attempts[:-1], last._replace(error_message=note))
+                        o._waited(waited)
             return True
         # Held, not failed: records past their TTL expire (at their TTL, not before), the
         # others wait until time alone would refill the budget, or their first TTL.
@@ -155,8 +153,7 @@ class Retries:
         refund = 1.0
         for krec in krecs:
             if krec.paid:
-                refund += krec.paid
-                krec.paid = 0.0
+                refund += krec.charged(0.0)
         self.budget.deposit(refund, end)
         if self._held and self.budget.level >= RetryBudget.ERROR_COST:
             for stream in self._held:  # the budget may cover them now: due at once

@@ -245,7 +245,7 @@ class Pipeline:
         self.tg.start_soon(self._linger_timer, stream)
         if config.shard_map_refresh_interval is not None:
             self.tg.start_soon(self._periodic_refresh, stream, config.shard_map_refresh_interval)
-        self.engine.streams[key] = stream
+        self.engine.add_stream(key, stream)
         return stream
 
     async def _refresh_loop(self, stream: StreamState) -> None:
@@ -459,14 +459,14 @@ class Pipeline:
         gate = self.engine.gate
         if gate.try_acquire(size):
             return
-        gate.waiting += 1
+        gate.hold()
         try:
             while not gate.try_acquire(size):
                 if self.slot_freed is None:
                     self.slot_freed = anyio.Event()
                 await self.slot_freed.wait()
         finally:
-            gate.waiting -= 1
+            gate.unhold()
 
     def _connection_freed(self, size: int) -> None:
         self.engine.gate.release(size)

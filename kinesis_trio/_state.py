@@ -68,6 +68,30 @@ class KRecord:
         """Its records that are not resolved yet."""
         return [o for o in self.members if o._resolution is None]
 
+    # Its fields change here only: the engine's modules say what happened.
+
+    def due_by(self, when: float) -> None:
+        """The request holding it must go by ``when`` (``-inf``: at once)."""
+        if when < self.deadline:
+            self.deadline = when
+
+    def waiting_since(self, when: float) -> None:
+        """Its next attempt's wait starts at ``when`` (the last attempt's end, or the
+        earliest arrival of what it holds)."""
+        self.since = when
+
+    def charged(self, paid: float) -> float:
+        """Its share of what the retry budget charged is now ``paid``; returns the share
+        it had."""
+        before, self.paid = self.paid, paid
+        return before
+
+    def keyed(self, partition_key: str) -> None:
+        """A record put without a key gets ``partition_key`` (its entry and size grow)."""
+        self.partition_key = partition_key
+        self.tail = None
+        self.size += len(partition_key)
+
 
 class ShardBuffer:
     """A shard's open containers (the aggregate in formation and plain records), its count
