@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["ProducerConfig"]
 
@@ -112,107 +114,11 @@ class ProducerConfig:
     metrics_upload_delay: float = 60.0
 
     def __post_init__(self) -> None:
-        def positive_int(name: str, upper: int | None = None) -> None:
+        for name, check in _RULES.items():
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"ProducerConfig.{name} must be a positive int, got {value!r}")
-            if upper is not None and value > upper:
-                raise ValueError(f"ProducerConfig.{name} must be at most {upper}, got {value!r}")
-
-        def positive_time(name: str) -> None:
-            value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not math.isfinite(value)
-                or value <= 0
-            ):
-                raise ValueError(
-                    f"ProducerConfig.{name} must be a positive, finite number of seconds, "
-                    f"got {value!r}"
-                )
-
-        if self.aggregation_enabled is not None and not isinstance(self.aggregation_enabled, bool):
-            raise ValueError(
-                "ProducerConfig.aggregation_enabled must be a bool or None, "
-                f"got {self.aggregation_enabled!r}"
-            )
-        for flag in ("channel_aggregation", "check_access"):
-            if not isinstance(getattr(self, flag), bool):
-                raise ValueError(
-                    f"ProducerConfig.{flag} must be a bool, got {getattr(self, flag)!r}"
-                )
-        positive_int("aggregation_max_count", 4_294_967_295)
-        positive_int("aggregation_max_size", RECORD_MAX_SIZE_CEILING)
-        positive_int("collection_max_count", PUT_RECORDS_MAX_ENTRIES)
-        positive_int("collection_max_size", PUT_RECORDS_MAX_BYTES_CEILING)
-        positive_int("linger_window_bytes")
-        positive_int("max_connections", 10_000)
-        positive_int("max_outstanding_records")
-        positive_int("max_outstanding_bytes")
-        if self.max_record_size is not None:
-            positive_int("max_record_size", RECORD_MAX_SIZE_CEILING)
-        positive_int("shard_queue_size")
-        positive_int("failures_buffer_records")
-        positive_int("failures_buffer_bytes")
-        if self.aggregation_max_size < 64:
-            raise ValueError(
-                "ProducerConfig.aggregation_max_size must be at least 64 bytes, "
-                f"got {self.aggregation_max_size!r}"
-            )
-        if self.record_max_buffered_time != 0:
-            positive_time("record_max_buffered_time")
-        positive_time("record_ttl")
-        positive_time("request_timeout")
-        positive_time("connect_timeout")
-        positive_time("close_timeout")
-        positive_time("retry_backoff_base")
-        positive_time("retry_backoff_max")
-        if (
-            isinstance(self.rate_limit, bool)
-            or not isinstance(self.rate_limit, (int, float))
-            or not 0 < self.rate_limit < math.inf
-        ):
-            raise ValueError(
-                "ProducerConfig.rate_limit must be a positive percentage of the shard limits, "
-                f"got {self.rate_limit!r}"
-            )
-        if not isinstance(self.adaptive_concurrency, bool):
-            raise ValueError(
-                "ProducerConfig.adaptive_concurrency must be a bool, "
-                f"got {self.adaptive_concurrency!r}"
-            )
-        if not isinstance(self.fail_if_throttled, bool):
-            raise ValueError(
-                f"ProducerConfig.fail_if_throttled must be a bool, got {self.fail_if_throttled!r}"
-            )
-        if self.ordering not in ("none", "per_key"):
-            raise ValueError(
-                f"ProducerConfig.ordering must be 'none' or 'per_key', got {self.ordering!r}"
-            )
-        if self.metrics_level not in ("none", "summary", "detailed"):
-            raise ValueError(
-                "ProducerConfig.metrics_level must be 'none', 'summary' or 'detailed', "
-                f"got {self.metrics_level!r}"
-            )
-        if self.metrics_granularity not in ("global", "stream", "shard"):
-            raise ValueError(
-                "ProducerConfig.metrics_granularity must be 'global', 'stream' or 'shard', "
-                f"got {self.metrics_granularity!r}"
-            )
-        if not isinstance(self.metrics_namespace, str) or not self.metrics_namespace:
-            raise ValueError(
-                "ProducerConfig.metrics_namespace must be a non-empty str, "
-                f"got {self.metrics_namespace!r}"
-            )
-        positive_time("metrics_upload_delay")
-        if self.shard_map_refresh_interval is not None:
-            positive_time("shard_map_refresh_interval")
-        if not isinstance(self.verify, (bool, str, ssl.SSLContext)):
-            raise ValueError(
-                "ProducerConfig.verify must be a bool, a CA bundle path or an ssl.SSLContext, "
-                f"got {self.verify!r}"
-            )
+            must = check(value)
+            if must is not None:
+                raise ValueError(f"ProducerConfig.{name} must be {must}, got {value!r}")
         if self.max_record_size is not None and self.max_outstanding_bytes < self.max_record_size:
             raise ValueError(
                 "ProducerConfig.max_outstanding_bytes must be at least max_record_size "
@@ -224,3 +130,114 @@ class ProducerConfig:
     def replace(self, **changes: object) -> ProducerConfig:
         """Return a copy with ``changes`` applied (and validated)."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+# -- the rules: what each setting must be --------------------------------------------------
+
+#: A setting's check: ``None`` when the value is valid, else what it must be.
+_Check = Callable[[Any], "str | None"]
+
+
+def _count(upper: int | None = None, *, at_least: int = 1) -> _Check:
+    """An int from 1 (or ``at_least`` bytes) to ``upper``."""
+
+    def check(value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            return "a positive int"
+        if upper is not None and value > upper:
+            return f"at most {upper}"
+        if value < at_least:
+            return f"at least {at_least} bytes"
+        return None
+
+    return check
+
+
+def _seconds(*, zero: bool = False) -> _Check:
+    """A positive, finite number of seconds (``zero``: 0 too)."""
+
+    def check(value: Any) -> str | None:
+        if zero and value == 0 and not isinstance(value, bool):
+            return None
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value <= 0
+        ):
+            return "a positive, finite number of seconds"
+        return None
+
+    return check
+
+
+def _optional(check: _Check) -> _Check:
+    """``check``, or ``None``."""
+    return lambda value: None if value is None else check(value)
+
+
+def _flag(value: Any) -> str | None:
+    return None if isinstance(value, bool) else "a bool"
+
+
+def _flag_or_none(value: Any) -> str | None:
+    return None if value is None or isinstance(value, bool) else "a bool or None"
+
+
+def _one_of(*choices: str) -> _Check:
+    said = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}"
+    return lambda value: None if value in choices else said
+
+
+def _percentage(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        return "a positive percentage of the shard limits"
+    return None
+
+
+def _name(value: Any) -> str | None:
+    return None if isinstance(value, str) and value else "a non-empty str"
+
+
+def _tls(value: Any) -> str | None:
+    if isinstance(value, (bool, str, ssl.SSLContext)):
+        return None
+    return "a bool, a CA bundle path or an ssl.SSLContext"
+
+
+#: Every checked setting and its rule, in the order they are checked. (One more, across
+#: settings: ``max_outstanding_bytes`` at least ``max_record_size``.)
+_RULES: dict[str, _Check] = {
+    "aggregation_enabled": _flag_or_none,
+    "channel_aggregation": _flag,
+    "check_access": _flag,
+    "aggregation_max_count": _count(4_294_967_295),
+    "aggregation_max_size": _count(RECORD_MAX_SIZE_CEILING, at_least=64),
+    "collection_max_count": _count(PUT_RECORDS_MAX_ENTRIES),
+    "collection_max_size": _count(PUT_RECORDS_MAX_BYTES_CEILING),
+    "linger_window_bytes": _count(),
+    "max_connections": _count(10_000),
+    "max_outstanding_records": _count(),
+    "max_outstanding_bytes": _count(),
+    "max_record_size": _optional(_count(RECORD_MAX_SIZE_CEILING)),
+    "shard_queue_size": _count(),
+    "failures_buffer_records": _count(),
+    "failures_buffer_bytes": _count(),
+    "record_max_buffered_time": _seconds(zero=True),
+    "record_ttl": _seconds(),
+    "request_timeout": _seconds(),
+    "connect_timeout": _seconds(),
+    "close_timeout": _seconds(),
+    "retry_backoff_base": _seconds(),
+    "retry_backoff_max": _seconds(),
+    "rate_limit": _percentage,
+    "adaptive_concurrency": _flag,
+    "fail_if_throttled": _flag,
+    "ordering": _one_of("none", "per_key"),
+    "metrics_level": _one_of("none", "summary", "detailed"),
+    "metrics_granularity": _one_of("global", "stream", "shard"),
+    "metrics_namespace": _name,
+    "metrics_upload_delay": _seconds(),
+    "shard_map_refresh_interval": _optional(_seconds()),
+    "verify": _tls,
+}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
 import pytest
@@ -143,6 +144,42 @@ def test_config_defaults_are_the_kpl_defaults() -> None:
 def test_config_rejects_bad_values_naming_the_field(field: str, value: object) -> None:
     with pytest.raises(ValueError, match=field):
         ProducerConfig(**{field: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "must"),
+    [
+        ("aggregation_max_size", 10, "at least 64 bytes"),
+        ("aggregation_max_size", 11 * 1024 * 1024, "at most 10485760"),
+        ("linger_window_bytes", 0, "a positive int"),
+        ("record_max_buffered_time", False, "a positive, finite number of seconds"),
+        ("shard_map_refresh_interval", 0, "a positive, finite number of seconds"),
+        ("ordering", "by_key", "'none' or 'per_key'"),
+        ("metrics_level", "all", "'none', 'summary' or 'detailed'"),
+        ("metrics_namespace", "", "a non-empty str"),
+        ("rate_limit", 0, "a positive percentage of the shard limits"),
+        ("aggregation_enabled", "yes", "a bool or None"),
+        ("check_access", 1, "a bool"),
+        ("verify", 3, "a bool, a CA bundle path or an ssl.SSLContext"),
+    ],
+)
+def test_each_rule_says_what_the_setting_must_be(field: str, value: object, must: str) -> None:
+    with pytest.raises(ValueError) as info:
+        ProducerConfig(**{field: value})  # type: ignore[arg-type]
+    assert str(info.value) == f"ProducerConfig.{field} must be {must}, got {value!r}"
+
+
+def test_every_rule_names_a_setting_and_takes_its_default() -> None:
+    from kinesis_trio._config import _RULES
+
+    assert set(_RULES) <= {f.name for f in dataclasses.fields(ProducerConfig)}
+    config = ProducerConfig()
+    assert all(check(getattr(config, name)) is None for name, check in _RULES.items())
+    assert ProducerConfig(record_max_buffered_time=0).record_max_buffered_time == 0
+    assert (
+        ProducerConfig(max_record_size=None, shard_map_refresh_interval=None).max_record_size
+        is None
+    )
 
 
 def test_config_is_frozen() -> None:
