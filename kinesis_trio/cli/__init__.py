@@ -34,10 +34,11 @@ import sys
 from collections.abc import Callable, Sequence
 
 from .._errors import KinesisTrioError
+from ._commands import _parser
 from ._load import _run_demo
 from ._local import _run_local
 from ._multi import _run_perf_command
-from ._options import _PROG, _Failure, _parser, _UsageError
+from ._options import _PROG, _Failure, _UsageError
 from ._output import _sigterm_as_interrupt
 from ._produce import _run_produce
 from ._tail import _run_tail

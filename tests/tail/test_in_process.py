@@ -512,7 +512,7 @@ class _Terminal(io.BytesIO):
 
 
 def test_no_progress_when_stdout_is_a_terminal() -> None:
-    from kinesis_trio.cli._options import _parser
+    from kinesis_trio.cli._commands import _parser
     from kinesis_trio.cli._tail import _options
 
     args = _parser().parse_args(["tail", "--stream", "s"])
