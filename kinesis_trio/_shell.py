@@ -116,6 +116,17 @@ class _Stream(StreamState):
         self.timer_scope: anyio.CancelScope | None = None
 
 
+class _Refresh:
+    """A stream's shard-map reloads, as the shell runs them (its own record)."""
+
+    __slots__ = ("again", "last", "looping")
+
+    def __init__(self) -> None:
+        self.looping = False  # a reload loop runs for the stream
+        self.again = False  # asked again while it ran: one more pass
+        self.last = -_INF  # when the last reload (or the first load) began
+
+
 def _poke(scope: anyio.CancelScope | None, deadline: float) -> None:
     """Move a waiting task's wake-up earlier (no task switch, no channel message)."""
     if scope is not None and deadline < scope.deadline:
@@ -140,6 +151,7 @@ class Pipeline:
         self.slot_freed: anyio.Event | None = None  # set when a request's slot frees
         self.progress_event: anyio.Event | None = None
         self.rand = random.Random()
+        self._refreshes: dict[StreamState, _Refresh] = {}
         self.engine = make_engine(self)
 
     # -- the Shell interface (``_ports``, called by the engine) -----------------------------
@@ -171,11 +183,18 @@ class Pipeline:
 
     def refresh(self, stream: StreamState) -> None:
         """Reload the stream's shard map soon: deduplicated, jittered, rate-limited."""
-        if stream.refreshing:
-            stream.refresh_again = True
+        state = self._refresh_state(stream)
+        if state.looping:
+            state.again = True
             return
-        stream.refreshing = True
-        self.tg.start_soon(self._refresh_loop, stream)
+        state.looping = True
+        self.tg.start_soon(self._refresh_loop, stream, state)
+
+    def _refresh_state(self, stream: StreamState) -> _Refresh:
+        state = self._refreshes.get(stream)
+        if state is None:
+            state = self._refreshes[stream] = _Refresh()
+        return state
 
     def refresh_credentials(self) -> None:
         self.tg.start_soon(self._refresh_credentials)
@@ -238,7 +257,7 @@ class Pipeline:
             RequestCollector(config.collection_max_count, config.collection_max_size),
             arn,
         )
-        stream.last_refresh = self.now()
+        self._refresh_state(stream).last = self.now()
         self.engine.maps.apply_facts(stream, facts, shard_map, self.now())
         self.tg.start_soon(self._collector, stream)
         self.tg.start_soon(self._retrier, stream)
@@ -248,23 +267,23 @@ class Pipeline:
         self.engine.add_stream(key, stream)
         return stream
 
-    async def _refresh_loop(self, stream: StreamState) -> None:
+    async def _refresh_loop(self, stream: StreamState, state: _Refresh) -> None:
         try:
             while True:
-                stream.refresh_again = False
+                state.again = False
                 # ListShards allows 100 calls/s per stream, shared with every other client:
                 # at most one of ours per _MIN_REFRESH_INTERVAL, jittered so that producers
                 # which saw the same reshard don't all call at once.
-                wait = max(0.0, stream.last_refresh + _MIN_REFRESH_INTERVAL - self.now())
+                wait = max(0.0, state.last + _MIN_REFRESH_INTERVAL - self.now())
                 await anyio.sleep(wait + self.rand.uniform(0.0, _REFRESH_JITTER))
-                stream.last_refresh = self.now()
+                state.last = self.now()
                 if not await self._refresh_once(stream):
                     self.engine.maps.expire_unverified(stream, self.now())
-                    stream.refresh_again = True
-                if not stream.refresh_again:
+                    state.again = True
+                if not state.again:
                     return
         finally:
-            stream.refreshing = False
+            state.looping = False
 
     async def _periodic_refresh(self, stream: StreamState, interval: float) -> None:
         while True:

@@ -170,15 +170,12 @@ class StreamState:
         "key",
         "keyless",
         "known",
-        "last_refresh",
         "limit_lowered",
         "map",
         "max_record_size",
         "name",
         "policy",
         "received",
-        "refresh_again",
-        "refreshing",
         "refusal",
         "retry_heap",
         "shard_count",
@@ -235,9 +232,6 @@ class StreamState:
         self.retry_heap: list[tuple[float, int, list[KRecord], float, float | None]] = []
         #: A write revealed that the map is out of date: aggregate nothing until it's reloaded.
         self.stale = False
-        self.refreshing = False
-        self.refresh_again = False
-        self.last_refresh = -_INF
         #: Every shard's hash key range seen so far, closed ones included.
         self.known: dict[str, tuple[int, int]] = {
             s.shard_id: (s.start, s.end) for s in shard_map.shards
