@@ -2,11 +2,11 @@
 
 It places each record in its shard's open containers (the KPL aggregate in formation, or the
 plain records), decides when those seal (full by count or size, at their linger deadline,
-on flush) and turns them into :class:`~kinesis_trio._state.KRecord` batches. It tells its
-owner through two callbacks: ``on_open(shard)`` when a shard's containers get a linger
-deadline (its worker must wake by then) and ``on_seal(shard, batch)`` when a batch is
-sealed (the owner puts it into the shard's channel and counts it in ``shard.queued``, which
-the accumulator only reads: a ``put`` that must seal waits while it is at ``queue_size``).
+on flush) and turns them into :class:`~kinesis_trio._state.KRecord` batches. What the shell
+must do about it goes into the engine's outbox: a ``Wake`` when a shard's containers get a
+linger deadline (its worker must wake by then) and a ``Queue`` when a batch is sealed for
+the shard's channel (counted in ``shard.queued``: a ``put`` that must seal waits while it
+is at ``queue_size``).
 
 Linger deadlines fall on a grid of period ``linger`` (the clock's multiples of it): containers
 that open within one window all seal at its end, whichever shard they are on, so at a steady
@@ -24,32 +24,36 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import Protocol
 
 import anyio
 
 from ._aggregation import (
     _LEN3_HEADERS,
     _PK_INDEX_PIECES,
-    AggregateSizer,
     _vlen,
     deaggregate,
     encode_parts,
     encode_records,
     record_header,
 )
+from ._effects import Outbox, Queue, Wake
 from ._outcome import Outcome
 from ._state import KRecord, ShardBuffer, StreamState
-
-if TYPE_CHECKING:
-    from ._ordering import KeyOrder
 
 __all__ = ["AGG_PARTITION_KEY", "Accumulator", "unpack"]
 
 _INF = math.inf
 #: Outer partition key of a multi-record aggregate (the explicit hash key routes it).
 AGG_PARTITION_KEY = "a"
+
+
+class Outstanding(Protocol):
+    """The ledger's count of the bytes accepted and not resolved yet (every stream's)."""
+
+    @property
+    def bytes(self) -> int: ...
 
 
 class Accumulator:
@@ -64,10 +68,9 @@ class Accumulator:
         "coll_max_count",
         "coll_max_size",
         "early_size",
+        "flushing",
         "linger",
-        "on_open",
-        "on_seal",
-        "order",
+        "outbox",
         "outstanding",
         "queue_size",
     )
@@ -80,10 +83,9 @@ class Accumulator:
         coll_max_size: int,
         linger: float,
         queue_size: int,
-        on_open: Callable[[ShardBuffer], None],
-        on_seal: Callable[[ShardBuffer, list[KRecord]], None],
+        outbox: Outbox,
+        outstanding: Outstanding,
         early_size: int = 262_144,
-        outstanding: Callable[[], int] = lambda: 0,
     ) -> None:
         self.agg_max_count = agg_max_count
         #: bytes placed in a stream's open containers within one linger window that make
@@ -91,14 +93,21 @@ class Accumulator:
         self.early_size = early_size
         #: the bytes accepted and not resolved yet (the ledger's count, every stream's)
         self.outstanding = outstanding
+        #: flush() calls under way: everything buffered is due at once
+        self.flushing = 0
         self.coll_max_count = coll_max_count
         self.coll_max_size = coll_max_size
         self.linger = linger
         self.queue_size = queue_size
-        self.on_open = on_open
-        self.on_seal = on_seal
-        #: per-key ordering (``ordering="per_key"``): re-placed records go through it
-        self.order: KeyOrder | None = None
+        self.outbox = outbox
+
+    def flush_started(self) -> None:
+        """A flush began: until it ends, everything buffered is due at once."""
+        self.flushing += 1
+
+    def flush_ended(self) -> None:
+        """A flush ended (done, failed or cancelled)."""
+        self.flushing -= 1
 
     def add(
         self,
@@ -148,8 +157,7 @@ class Accumulator:
             if sizer.size + grow <= stream.agg_max_size and sizer.count < self.agg_max_count:
                 if found is None:
                     pks[partition_key] = key_index
-                sizer.size += grow
-                sizer.count += 1
+                sizer.took(grow)
                 if shard.open_deadline == _INF:
                     self._open(stream, shard, now)
                 shard.members.append(outcome)
@@ -164,8 +172,7 @@ class Accumulator:
                         )
                     else:
                         parts += (record_header(key_index, n, inner), outcome._data)  # type: ignore[arg-type]
-                stream.window_bytes += grow
-                if stream.window_bytes >= self.early_size:
+                if stream.add_window(grow) >= self.early_size:
                     self.send_early(stream, now)
                 return shard
         return self.place(stream, outcome, pk_len, now, check_room=True)
@@ -223,7 +230,7 @@ class Accumulator:
             self.seal_into_channel(shard)
         if shard.open_deadline == _INF:
             self._open(stream, shard, now)
-        shard.plain.append(
+        shard.add_plain(
             KRecord(
                 [outcome],
                 data,
@@ -235,7 +242,6 @@ class Accumulator:
                 False,
             )
         )
-        shard.plain_bytes += size
         self._count_window(stream, size, now)
         return None
 
@@ -268,7 +274,7 @@ class Accumulator:
         index = bisect_right(shard_map.starts, hash_key) - 1
         if index < 0 or hash_key > shard_map.ends[index]:
             index = 0  # as place() does for a gap in a stale map
-        self._due_now(stream.shards[index], now)
+        self._due_now(stream, stream.shards[index], now)
 
     def send_early(self, stream: StreamState, now: float) -> None:
         """A request's worth (``early_size``) was placed in the stream's open containers
@@ -277,30 +283,32 @@ class Accumulator:
         several requests as they come, not all at its end (where their sealing, signing and
         round trip would add to the wait of every one of them); in a burst, nothing
         changes."""
-        stream.window_bytes = 0
+        stream.restart_window()
         shards = stream.shards
         held = sum(shard.sizer.size + shard.plain_bytes for shard in shards)
-        if self.outstanding() - held > self.early_size:
+        if self.outstanding.bytes - held > self.early_size:
             # More than a window's worth is sealed and not written yet: the producer is
             # behind (a burst). Sending now would only cut the aggregates smaller; they fill
             # as usual and the window ends as usual.
             return
         for shard in shards:
-            self._due_now(shard, now)
+            self._due_now(stream, shard, now)
 
-    def _due_now(self, shard: ShardBuffer, now: float) -> None:
+    def _due_now(self, stream: StreamState, shard: ShardBuffer, now: float) -> None:
         if shard.is_empty() or shard.open_deadline <= now:
             return
-        shard.open_deadline = now
+        shard.open_until(now)
         for krec in shard.plain:
             krec.due_by(now)
-        self.on_open(shard)
+        self._wake(stream, shard)
+
+    def _wake(self, stream: StreamState, shard: ShardBuffer) -> None:
+        # during a flush, containers opened now are due now (records placed again, or let
+        # go by per-key ordering after their key's earlier ones were written)
+        self.outbox.push(Wake(stream, shard, -_INF if self.flushing else shard.open_deadline))
 
     def reroute(self, stream: StreamState, batch: list[KRecord], now: float) -> None:
         """Place the unresolved records of ``batch`` anew (by the stream's current map)."""
-        if self.order is not None:
-            self.order.replace(stream, batch, now)
-            return
         for krec in batch:
             unpack(krec)
             for outcome in krec.members:
@@ -322,7 +330,7 @@ class Accumulator:
         if shard.open_deadline == _INF:
             self._open(stream, shard, now)
         if rerouted:
-            shard.rerouted = True
+            shard.rerouted_into()
         shard.members.append(outcome)
         parts = shard.parts
         if parts is not None:
@@ -335,23 +343,21 @@ class Accumulator:
                 key_index = shard.sizer.pks[pk]
                 parts += (record_header(key_index, n, 2 + _vlen(key_index) + _vlen(n) + n), data)
             else:  # the seal encodes the members, with their explicit hash keys
-                shard.parts = None
+                shard.unencoded()
         self._count_window(stream, grow, now)
 
     def _count_window(self, stream: StreamState, size: int, now: float) -> None:
         """``size`` bytes more in the stream's open containers in this linger window; at
         ``early_size``, :meth:`send_early` (``add`` does the same inline)."""
-        stream.window_bytes += size
-        if stream.window_bytes >= self.early_size:
+        if stream.add_window(size) >= self.early_size:
             self.send_early(stream, now)
 
     def _open(self, stream: StreamState, shard: ShardBuffer, now: float) -> None:
         deadline = self.deadline(now)
         if deadline != stream.window_end:  # the first containers of a new window
-            stream.window_end = deadline
-            stream.window_bytes = 0
-        shard.open_deadline = deadline
-        self.on_open(shard)
+            stream.new_window(deadline)
+        shard.open_until(deadline)
+        self._wake(stream, shard)
 
     def deadline(self, now: float) -> float:
         """The linger deadline of containers opened at ``now``: the end of the window of
@@ -375,10 +381,9 @@ class Accumulator:
 
     def seal(self, shard: ShardBuffer) -> list[KRecord]:
         """Close the shard's open containers into a batch of Kinesis records."""
-        batch = shard.plain
-        members = shard.members
+        deadline = shard.open_deadline
+        members, batch, sizer, parts, rerouted = shard.take()
         if members:
-            deadline = shard.open_deadline
             if len(members) == 1:
                 only = members[0]
                 data = only._data
@@ -396,25 +401,21 @@ class Accumulator:
                     )
                 )
             else:
-                krec = _aggregate(
-                    members, shard, deadline, bool(shard.sizer.ehks), shard.parts, shard.sizer.pks
-                )
-                if shard.rerouted:  # re-routed members may be older than the first one
+                krec = _aggregate(members, shard, deadline, bool(sizer.ehks), parts, sizer.pks)
+                if rerouted:  # re-routed members may be older than the first one
                     krec.waiting_since(min(o._arrival for o in members))
                 batch.append(krec)
-            shard.sizer = AggregateSizer()
-            shard.members = []
-            shard.parts = []
-            shard.rerouted = False
-        shard.plain = []
-        shard.plain_bytes = 0
-        shard.open_deadline = _INF
         return batch
 
     def seal_into_channel(self, shard: ShardBuffer) -> None:
-        """Seal the shard's containers and hand the batch to ``on_seal`` (which puts it
-        into the shard's channel and counts it in ``shard.queued``)."""
-        self.on_seal(shard, self.seal(shard))
+        """Seal the shard's containers and queue the batch for its worker (a ``Queue``
+        effect, counted in ``shard.queued``)."""
+        self.queue(shard, self.seal(shard))
+
+    def queue(self, shard: ShardBuffer, batch: list[KRecord]) -> None:
+        """Queue ``batch`` for the shard's worker."""
+        shard.queued_one()
+        self.outbox.push(Queue(shard, batch))
 
     def batch_has_room(self, count: int, size: int) -> bool:
         """Should a shard worker take more queued batches into this one (up to a request)?"""
@@ -490,7 +491,7 @@ def regroup(krec: KRecord, live: list[Outcome]) -> list[KRecord]:
         return _alone(krec, live)
     unpack(krec)
     with_ehks = any(o._explicit_hash_key is not None for o in live)
-    again = _aggregate(live, krec.shard, krec.deadline, with_ehks)
+    again = _aggregate(live, krec.shard, krec.send_by, with_ehks)
     again.waiting_since(krec.since)
     return [again]
 

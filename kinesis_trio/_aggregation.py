@@ -218,6 +218,10 @@ class AggregateSizer:
             pks[partition_key] = len(pks)
         if ehk is not None and ehk not in self.ehks:
             self.ehks[ehk] = len(self.ehks)
+        self.took(grow)
+
+    def took(self, grow: int) -> None:
+        """One record more, of ``grow`` bytes (its keys already in the tables)."""
         self.size += grow
         self.count += 1
 

@@ -5,10 +5,12 @@ It ties the pure pieces together: the :class:`~kinesis_trio._accumulator.Accumul
 exactly-once resolution), the response interpreter (``_responses``), the retry policy
 (``_retry``: classification, backoff, what a retry costs) and schedule (``_retries``), the
 shard maps (``_shards``, ``_reshard``) and the limiters (``_limiter``). The async shell
-(``_shell``, ``_producer``) calls it with the time and with what came back, and it asks the
-shell for I/O through the small :class:`~kinesis_trio._ports.Shell` interface: wake a
-worker, queue a batch, schedule a retry wake-up, reload a shard map, send request parts on
-their own.
+(``_shell``, ``_producer``) calls it with the time and with what came back, and asks it
+(never its parts) what it needs to know. The engine never calls out: what the shell must do
+(wake a worker, queue a batch, start or retire a shard's worker, wake the retrier, reload a
+shard map, send request halves apart, hand over dead letters) is left as effects in its
+:class:`~kinesis_trio._effects.Outbox` (``_effects`` names them), which the shell takes
+after each call.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 
@@ -24,28 +26,21 @@ from ._accumulator import Accumulator, expired_in, prune, unaggregate
 from ._aggregation import _vlen
 from ._config import ProducerConfig
 from ._congestion import ConcurrencyLimit, Signal
+from ._effects import Outbox, Refresh, RefreshCredentials, SendApart
 from ._errors import ConnectionLostError
-from ._ledger import Ledger, OnFailed
+from ._ledger import Ledger
 from ._logging import get_logger
 from ._measure import measure_answer
 from ._ordering import KeyOrder
-from ._outcome import (
-    EXPIRED,
-    R_ATTEMPT,
-    R_ERROR_CODE,
-    RECORD_TOO_LARGE,
-    Attempt,
-    Outcome,
-    Resolution,
-    failed,
-)
-from ._ports import Shell
+from ._outcome import RECORD_TOO_LARGE, Attempt, Outcome, failed
 from ._reshard import ShardMaps
+from ._resolver import Resolver
 from ._responses import interpret_answer, interpret_error, resent_in_halves, resent_without
 from ._retries import Retries
 from ._retry import Action, overload_cost
-from ._shards import hash_key_for, parse_explicit_hash_key
+from ._shards import Shard, ShardMap, hash_key_for, parse_explicit_hash_key
 from ._state import KRecord, ShardBuffer, StreamState
+from ._streams import StreamFacts
 from ._validate import partition_key_length
 from .metrics._names import MetricsSink
 from .metrics._recorder import Metrics
@@ -55,6 +50,17 @@ __all__ = ["Engine", "metrics_for"]
 _log = get_logger("kinesis_trio.producer")
 _INF = math.inf
 _KEY_CACHE_MAX = 1 << 16
+
+
+class Status(NamedTuple):
+    """What the producer reports of the engine (``Engine.status``)."""
+
+    records: int
+    bytes: int
+    unresolved: int
+    request_limit: int
+    in_flight: int
+    retry_budget: float
 
 
 def metrics_for(config: ProducerConfig, sinks: Sequence[MetricsSink] = ()) -> Metrics:
@@ -75,22 +81,22 @@ class Engine:
     def __init__(
         self,
         config: ProducerConfig,
-        shell: Shell,
         metrics: Metrics,
         refreshable: bool,
-        on_failed: OnFailed | None = None,
+        dead_letters: bool = False,
     ) -> None:
         self.config = config
-        self.shell = shell
         self.metrics = metrics
         self.measure = metrics.enabled
         #: ExpiredToken refreshes the credentials (False: static ones, which fail at once)
         self.refreshable = refreshable
         self.ttl = config.record_ttl
-        #: every resolution goes through it; each record failed, with its data, goes on to
-        #: ``on_failed`` (the producer's dead letters)
+        #: what the shell must do, left by every call (the shell takes it after each)
+        self.outbox = outbox = Outbox()
+        #: outstanding records, exactly-once resolution; with ``dead_letters`` each record
+        #: failed, with its data, goes into the outbox (the producer's ``failures()``)
         self.ledger = Ledger(
-            config.max_outstanding_records, config.max_outstanding_bytes, shell.progress, on_failed
+            config.max_outstanding_records, config.max_outstanding_bytes, outbox, dead_letters
         )
         self.acc = Accumulator(
             agg_max_count=config.aggregation_max_count,
@@ -99,13 +105,15 @@ class Engine:
             linger=config.record_max_buffered_time,
             early_size=config.linger_window_bytes,
             queue_size=config.shard_queue_size,
-            on_open=shell.opened,
-            on_seal=shell.sealed,
-            outstanding=lambda: self.ledger.bytes,
+            outbox=outbox,
+            outstanding=self.ledger,
         )
-        #: flush() calls under way: everything buffered goes at once (written only by
-        #: flush_started / flush_ended; the shell reads it)
-        self.flushing = 0
+        #: per-key ordering (``ordering="per_key"``), or None: records go as they come
+        self.order = KeyOrder(self.acc) if config.ordering == "per_key" else None
+        #: where records are placed anew: per-key ordering wraps the accumulator
+        self.place: Accumulator | KeyOrder = self.order or self.acc
+        #: every resolution, failure and expiry goes through it
+        self.resolver = Resolver(self.ledger, metrics, self.ttl, self.order)
         #: the producer's streams by name (the shell adds them as they load)
         self.streams: dict[str, StreamState] = {}
         self.rand = random.Random()
@@ -116,18 +124,45 @@ class Engine:
             timeout=config.request_timeout,
         )
         #: retries: backoff, the retry budget, when each is due
-        self.retries = Retries(config, self.acc, shell, self.expire, self.rand)
+        self.retries = Retries(config, self.acc, self.place, self.resolver, outbox, self.rand)
         #: shard maps, resharding and the KCL rule for aggregates that landed elsewhere
-        self.maps = ShardMaps(config, self.acc, self.ledger, shell, self.expire)
+        self.maps = ShardMaps(config, self.acc, self.place, self.resolver, outbox)
         self._key_cache: dict[str, tuple[int, int, int]] = {}
-        #: per-key ordering (``ordering="per_key"``), or None: records go as they come
-        self.order: KeyOrder | None = None
-        if config.ordering == "per_key":
-            self.order = self.acc.order = self.ledger.order = KeyOrder(self.acc, self.fail_after)
 
-    def add_stream(self, key: str, stream: StreamState) -> None:
-        """A stream loaded by the shell, by the name (or ARN) users give it."""
+    def add_stream(
+        self,
+        key: str,
+        stream: StreamState,
+        facts: StreamFacts,
+        shard_map: ShardMap,
+        now: float,
+    ) -> None:
+        """A stream loaded by the shell, by the name (or ARN) users give it: its policy and
+        its shards (``StartShard`` effects)."""
+        self.maps.apply_facts(stream, facts, shard_map, now)
         self.streams[key] = stream
+
+    def reload(
+        self, stream: StreamState, facts: StreamFacts, shard_map: ShardMap, now: float
+    ) -> None:
+        """The stream's facts and open shards, loaded again (a reshard, a policy change)."""
+        self.maps.apply_facts(stream, facts, shard_map, now)
+
+    def reload_failed(self, stream: StreamState, now: float) -> None:
+        """The map could not be reloaded: records waiting for it expire at their TTL."""
+        self.maps.expire_unverified(stream, now)
+
+    def needs_history(self, stream: StreamState) -> bool:
+        """Must the stream's closed shards be listed too (``ShardMaps.needs_history``)?"""
+        return self.maps.needs_history(stream)
+
+    def learn_shards(self, stream: StreamState, shards: list[Shard]) -> None:
+        """Hash key ranges of the stream's shards, closed ones included."""
+        self.maps.learn_shards(stream, shards)
+
+    def verify_pending(self, stream: StreamState, now: float) -> None:
+        """Apply the KCL's rule to the aggregates that waited for the map's reload."""
+        self.maps.verify_pending(stream, now)
 
     # -- accepting --------------------------------------------------------------------------
 
@@ -168,7 +203,7 @@ class Engine:
                 raise ValueError(stream.refusal)
             order.accept(stream, outcome, partition_key, n, pk_len, pk_grow, now)  # type: ignore[arg-type]
         ledger.accept(outcome, size)
-        stream.received += 1
+        stream.count_received()
         return outcome
 
     def no_key(self, stream: StreamState) -> tuple[int, int, int]:
@@ -179,7 +214,7 @@ class Engine:
                 "partition key (RecordDistributionStrategy USER_PARTITION_KEY); only a stream "
                 "whose strategy is AUTO takes records without one"
             )
-        stream.keyless = True
+        stream.took_keyless()
         return (0, 0, 0)
 
     def too_large(self, stream: StreamState, n: int, pk_len: int) -> str:
@@ -215,13 +250,23 @@ class Engine:
 
     # -- flushes ---------------------------------------------------------------------------
 
-    def flush_started(self) -> None:
-        """A flush began: until it ends, everything buffered goes at once."""
-        self.flushing += 1
+    def flush_started(self) -> int:
+        """A flush began: until it ends, everything buffered goes at once. Returns the
+        epoch it waits for (:meth:`pending_through`)."""
+        self.acc.flush_started()
+        return self.ledger.close_epoch()
+
+    def pending_through(self, epoch: int) -> bool:
+        """Are records accepted in ``epoch`` or before still unresolved?"""
+        return self.ledger.pending_through(epoch)
 
     def flush_ended(self) -> None:
         """A flush ended (done, failed or cancelled)."""
-        self.flushing -= 1
+        self.acc.flush_ended()
+
+    @property
+    def flushing(self) -> bool:
+        return bool(self.acc.flushing)
 
     # -- between the buffers and the requests ----------------------------------------------
 
@@ -231,16 +276,16 @@ class Engine:
         """A shard's batch on its way to its limiter: re-routed if the shard is retired,
         without its expired records, split into plain records while the map is stale."""
         if shard.retired:
-            self.acc.reroute(stream, batch, now)
+            self.place.reroute(stream, batch, now)
             return []
         ttl = self.ttl
         if any(k.since + ttl <= now for k in batch):
             expired = expired_in(batch, now, ttl)
-            self.expire(expired, now, "it waited in the producer's queues (rate limit)")
+            self.resolver.expire(expired, now, "it waited in the producer's queues (rate limit)")
             batch = prune(batch, self.order is not None)
         if stream.stale:
             batch = unaggregate(batch) if self.order is None else self.order.split(batch)
-        if self.flushing:
+        if self.acc.flushing:
             for krec in batch:
                 krec.due_by(-_INF)
         return batch
@@ -268,7 +313,7 @@ class Engine:
             keep: list[KRecord] = []
             for krec in krecs:
                 if krec.aggregated and krec.shard.retired:
-                    self.acc.reroute(stream, [krec], now)
+                    self.place.reroute(stream, [krec], now)
                 else:
                     keep.append(krec)
             return keep
@@ -288,13 +333,14 @@ class Engine:
                 keep.append(krec)
                 continue
             if krec.aggregated:  # its members may fit on their own: placed anew
-                self.acc.reroute(stream, [krec], now)
+                self.place.reroute(stream, [krec], now)
                 continue
             message = (
                 f"the record ({krec.size} bytes with its partition key) is over the stream's "
                 f"record limit ({limit} bytes), lowered after it was accepted"
             )
-            self.fail(krec.members, failed(RECORD_TOO_LARGE, message, now), krec.shard.shard_id)
+            res = failed(RECORD_TOO_LARGE, message, now)
+            self.resolver.fail(krec.members, res, krec.shard.shard_id)
         return keep
 
     def _log_notices(self) -> None:
@@ -339,13 +385,14 @@ class Engine:
         answer = interpret_answer(
             krecs, entries, start, end, fail_if_throttled=self.config.fail_if_throttled
         )
-        resolve = self.ledger.resolve
+        resolver = self.resolver
+        resolve = resolver.resolve
         for krec, res in answer.written:
             resolve(krec.members, res)
         if answer.elsewhere:
             self.maps.landed_elsewhere(stream, answer.elsewhere, end)
         for krec, res in answer.failed:
-            self.fail(krec.members, res, krec.shard.shard_id)
+            resolver.fail(krec.members, res, krec.shard.shard_id)
         if answer.malformed:
             _log.warning(
                 "put_records_malformed_entries", stream=stream.name, records=answer.malformed
@@ -353,9 +400,9 @@ class Engine:
         for shard in answer.throttled:
             shard.limiter.on_throttled(end)
         for shard in answer.bad:
-            shard.failures += 1
+            shard.wrote(False)
         for shard in answer.ok:
-            shard.failures = 0
+            shard.wrote(True)
             shard.limiter.on_success(end)
         if self.measure:
             self.count_received()
@@ -410,13 +457,13 @@ class Engine:
                     self.maps.give_key(krec, self.rand)
                     rekeyed.add(i)
                     continue
-                self.fail(
+                self.resolver.fail(
                     krec.members,
                     failed(code, attempt.error_message or "", end, attempt, krec.aggregated),
                     krec.shard.shard_id,
                 )
             if rekeyed:
-                self.shell.refresh(stream)
+                self.outbox.push(Refresh(stream))
             named = set(verdict.named) - rekeyed
             note = resent_without(attempt)
             # a re-keyed record's history shows its own rejection; the others', another's
@@ -447,90 +494,29 @@ class Engine:
                 records=sum(len(k.members) for k in krecs),
             )
             half = len(krecs) // 2
-            self.shell.send_apart(stream, krecs[:half])
-            self.shell.send_apart(stream, krecs[half:])
+            self.outbox.push(SendApart(stream, krecs[:half]))
+            self.outbox.push(SendApart(stream, krecs[half:]))
             return
         for shard in {k.shard for k in krecs}:
-            shard.failures += 1
+            shard.wrote(False)
             if verdict.throttled:
                 shard.limiter.on_throttled(end)
         if verdict.action is Action.FAIL:
             for krec in krecs:
                 res = failed(code, attempt.error_message or "", end, attempt, krec.aggregated)
-                self.fail(krec.members, res, krec.shard.shard_id)
+                self.resolver.fail(krec.members, res, krec.shard.shard_id)
             return
         if verdict.action is Action.REFRESH_CREDENTIALS:
-            self.shell.refresh_credentials()
+            self.outbox.push(RefreshCredentials())
         self.retries.schedule(stream, [(k, attempt) for k in krecs], end, cost)
 
     def count_received(self) -> None:
         """Report the records accepted since the last report (UserRecordsReceived)."""
         for stream in self.streams.values():
             if stream.received:
-                self.metrics.user_records_received(stream.name, stream.received)
-                stream.received = 0
+                self.metrics.user_records_received(stream.name, stream.take_received())
 
     # -- retries and failures ----------------------------------------------------------------
-
-    def fail(self, members: list[Outcome], res: Resolution, shard_id: str) -> None:
-        """Fail the unresolved ``members`` of one Kinesis record with ``res``."""
-        records, size = self.ledger.resolve(members, res)
-        if not records:
-            return
-        stream = members[0]._stream
-        if self.measure:
-            self.metrics.user_records_put(stream, shard_id, 0, 0, failed=records)
-        _log.info(
-            "records_failed",
-            stream=stream,
-            shard_id=shard_id,
-            error_code=res[R_ERROR_CODE],
-            attempt=len(members[0]._attempts) + (res[R_ATTEMPT] is not None),
-            records=records,
-            bytes=size,
-        )
-
-    def fail_after(self, outcomes: list[Outcome], res: Resolution) -> None:
-        """Fail records put after a record of their key that failed (per-key ordering)."""
-        records, size = self.ledger.resolve(outcomes, res)
-        if not records:
-            return
-        stream = outcomes[0]._stream
-        if self.measure:
-            self.metrics.errors(stream, None, res[R_ERROR_CODE] or "", records)
-        _log.info(
-            "records_failed",
-            stream=stream,
-            error_code=res[R_ERROR_CODE],
-            partition_key=outcomes[0]._partition_key,
-            records=records,
-            bytes=size,
-        )
-
-    def expire(self, outcomes: list[Outcome], now: float, why: str) -> None:
-        """Fail ``outcomes`` whose ``record_ttl`` has passed (``why``: where they waited)."""
-        records = size = 0
-        for outcome in outcomes:
-            last = outcome._attempts[-1] if outcome._attempts else None
-            message = (
-                f"not written within record_ttl ({self.ttl} s) after "
-                f"{len(outcome._attempts)} attempts"
-                + (f"; last error: {last.error_code}: {last.error_message}" if last else "")
-                + f"; {why}"
-            )
-            r, b = self.ledger.resolve((outcome,), failed(EXPIRED, message, now))
-            records += r
-            size += b
-        if records:
-            if self.measure:
-                self.metrics.user_record_expired(outcomes[0]._stream, None, records)
-            _log.info(
-                "records_expired",
-                stream=outcomes[0]._stream,
-                error_code=EXPIRED,
-                records=records,
-                bytes=size,
-            )
 
     def mark_in_flight(self, krecs: list[KRecord], attempt: Attempt) -> None:
         """Records whose request was out when the producer stopped: maybe written."""
@@ -545,6 +531,71 @@ class Engine:
         for stream in self.streams.values():
             # Written to a shard whose range was never checked: maybe delivered (ambiguous).
             self.maps.note_unverified(stream, "before the producer closed")
-        count = self.ledger.resolve_all(failed(code, message, now))
+        count = self.resolver.resolve_all(failed(code, message, now))
         _log.warning("records_failed_on_close", records=count, error_code=code)
         return count
+
+    # -- what the shell asks (it never reaches into the engine's parts) --------------------
+
+    def status(self) -> Status:
+        """The producer's counts: outstanding records, the gate, the retry budget."""
+        ledger, gate = self.ledger, self.gate
+        return Status(
+            ledger.records,
+            ledger.bytes,
+            ledger.unresolved(),
+            gate.allowed,
+            gate.in_flight,
+            self.retries.budget.level,
+        )
+
+    def wake_at(self, shard: ShardBuffer) -> float:
+        """When the shard's worker must wake up if nothing arrives before."""
+        return self.acc.wake_at(shard, bool(self.acc.flushing))
+
+    def due(self, shard: ShardBuffer, now: float) -> bool:
+        """Must the shard's open containers seal now?"""
+        return self.acc.due(shard, now, bool(self.acc.flushing))
+
+    def seal(self, shard: ShardBuffer) -> list[KRecord]:
+        """The shard's open containers, sealed into a batch (for its worker to pass on)."""
+        return self.acc.seal(shard)
+
+    def queue(self, shard: ShardBuffer, batch: list[KRecord]) -> None:
+        """Queue ``batch`` for the shard's worker (a ``Queue`` effect)."""
+        self.acc.queue(shard, batch)
+
+    def taken(self, shard: ShardBuffer, batches: int) -> None:
+        """The shard's worker took ``batches`` queued batches out of its channel."""
+        shard.took(batches)
+
+    def batch_has_room(self, count: int, size: int) -> bool:
+        """Should a shard worker take more queued batches into this one (up to a request)?"""
+        return self.acc.batch_has_room(count, size)
+
+    def retry_due(self, stream: StreamState, now: float) -> None:
+        """Queue the stream's retries that are due (``Queue`` effects)."""
+        self.retries.due(stream, now)
+
+    def next_retry(self, stream: StreamState) -> float:
+        """When the stream's next retry is due (``inf``: none waits)."""
+        return self.retries.next_due(stream)
+
+    def try_slot(self, size: int) -> bool:
+        """Take a request slot for ``size`` bytes if the gate has room."""
+        return self.gate.try_acquire(size)
+
+    def slot_wanted(self, waiting: bool) -> None:
+        """A request waits for a slot (``True``), or no longer does."""
+        if waiting:
+            self.gate.hold()
+        else:
+            self.gate.unhold()
+
+    def slot_freed(self, size: int) -> None:
+        """A request of ``size`` bytes ended: its slot is free."""
+        self.gate.release(size)
+
+    def has_slot(self) -> bool:
+        """Would a request get a slot now?"""
+        return self.gate.has_room()

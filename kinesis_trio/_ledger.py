@@ -5,25 +5,20 @@ unresolved outcomes (what close and abort must fail), and the flush epochs (``fl
 waits until every record accepted before it is resolved). Every resolution goes through
 :meth:`Ledger.resolve`, which resolves each outcome at most once and keeps the counts
 exact: the one place where "exactly once" is enforced. It is also where a record that
-fails is seen failing: each one, with its data, goes to ``on_failed`` (the dead letters).
+fails is seen failing: each one, with its data, goes into the outbox (a ``DeadLetters``
+effect) when the producer keeps dead letters; any resolution sets the outbox's progress.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 from ._accumulator import unpack
+from ._effects import DeadLetters, Outbox
 from ._failures import FailedRecord
 from ._outcome import R_AT, R_OK, Outcome, Resolution
 
-if TYPE_CHECKING:
-    from ._ordering import KeyOrder
-
 __all__ = ["Ledger"]
-
-#: Called with the records that failed now (each once) and the time they failed.
-OnFailed = Callable[[list[FailedRecord], float], None]
 
 
 class Ledger:
@@ -32,14 +27,13 @@ class Ledger:
     __slots__ = (
         "_epoch_count",
         "_epoch_pending",
-        "_on_failed",
-        "_on_progress",
         "_unresolved",
         "bytes",
+        "dead_letters",
         "epoch",
         "max_bytes",
         "max_records",
-        "order",
+        "outbox",
         "records",
     )
 
@@ -47,8 +41,8 @@ class Ledger:
         self,
         max_records: int,
         max_bytes: int,
-        on_progress: Callable[[], None],
-        on_failed: OnFailed | None = None,
+        outbox: Outbox,
+        dead_letters: bool = False,
     ) -> None:
         self.max_records = max_records
         self.max_bytes = max_bytes
@@ -59,10 +53,9 @@ class Ledger:
         self._epoch_count = 0  # unresolved records of the current epoch (cheap per record)
         self._epoch_pending: dict[int, int] = {}  # ... of closed epochs
         self._unresolved: set[Outcome] = set()
-        self._on_progress = on_progress
-        self._on_failed = on_failed
-        #: per-key ordering (``ordering="per_key"``): told of every resolution
-        self.order: KeyOrder | None = None
+        self.outbox = outbox
+        #: each record failed, with its data, goes into the outbox (``DeadLetters``)
+        self.dead_letters = dead_letters
 
     def has_room(self, size: int) -> bool:
         """Can a record of ``size`` bytes be accepted without passing the limits?"""
@@ -75,17 +68,14 @@ class Ledger:
         self._unresolved.add(outcome)
         self._epoch_count += 1
 
-    def resolve(self, members: Iterable[Outcome], res: Resolution) -> tuple[int, int]:
+    def resolve(self, members: Sequence[Outcome], res: Resolution) -> tuple[int, int]:
         """Resolve the members of one Kinesis record (member ``i`` as sub-record ``i``);
         the resolved ones are no longer outstanding. Returns ``(records, bytes)`` resolved
-        now (members resolved before are left as they are). A failure is handed to
-        ``on_failed`` for each member failed now, with its data."""
+        now (members resolved before are left as they are). With dead letters, each member
+        failed now goes into the outbox with its data."""
         failing = None
-        order = self.order
-        if order is not None or (not res[R_OK] and self._on_failed is not None):
-            members = list(members)
-        if not res[R_OK] and self._on_failed is not None:
-            failing = _with_data(members)  # type: ignore[arg-type]
+        if not res[R_OK] and self.dead_letters:
+            failing = _with_data(members)
         records = size = 0
         epoch = self.epoch
         discard = self._unresolved.discard
@@ -104,22 +94,15 @@ class Ledger:
             self.bytes -= size
             if failing:
                 self._failed(failing, res)
-            self._on_progress()
-            if order is not None:  # last: it may resolve (or place) the records after them
-                order.resolved(members, res)
+            self.outbox.progressed()
         return records, size
 
     def _failed(self, failing: list[tuple[Outcome, bytes]], res: Resolution) -> None:
-        assert self._on_failed is not None
-        self._on_failed(
-            [
-                FailedRecord(
-                    data, o._partition_key, o._explicit_hash_key, o._stream, o._result(res)
-                )
-                for o, data in failing  # each unresolved before: failed by this call
-            ],
-            res[R_AT],
-        )
+        records = [
+            FailedRecord(data, o._partition_key, o._explicit_hash_key, o._stream, o._result(res))
+            for o, data in failing  # each unresolved before: failed by this call
+        ]
+        self.outbox.push(DeadLetters(records, res[R_AT]))
 
     def _forget_epoch(self, epoch: int) -> None:
         pending = self._epoch_pending
@@ -149,19 +132,17 @@ class Ledger:
         """Resolve every unresolved outcome with ``res`` (close and abort); returns how many."""
         pending, self._unresolved = self._unresolved, set()
         failing = None
-        if self._on_failed is not None and not res[R_OK]:
+        if self.dead_letters and not res[R_OK]:
             failing = _with_data(sorted(pending, key=_arrival))  # in the order of arrival
         count = sum(1 for outcome in pending if outcome._resolve(res))
         self.records = 0
         self.bytes = 0
         self._epoch_pending.clear()
         self._epoch_count = 0
-        if self.order is not None:
-            self.order.clear()
         if count:
             if failing:
                 self._failed(failing, res)
-            self._on_progress()
+            self.outbox.progressed()
         return count
 
 
@@ -169,7 +150,7 @@ def _arrival(outcome: Outcome) -> float:
     return outcome._arrival
 
 
-def _with_data(outcomes: list[Outcome]) -> list[tuple[Outcome, bytes]]:
+def _with_data(outcomes: Sequence[Outcome]) -> list[tuple[Outcome, bytes]]:
     """The unresolved ``outcomes`` (each once) with their data (from their aggregate if it
     holds it)."""
     out: list[tuple[Outcome, bytes]] = []

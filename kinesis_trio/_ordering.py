@@ -10,18 +10,18 @@ PutRecords API reference). The rule here, for each partition key of each stream:
   or aggregated. A record put while they are unconfirmed joins that aggregate if it routes
   there and fits; otherwise it waits here (``parked``), in the order it was put. An
   aggregate may hold many keys, each of them once.
-- **Confirmed, then the next.** When the held records are written (each one resolved by the
-  ledger, which tells :meth:`KeyOrder.resolved`), the parked ones are placed, the first
+- **Confirmed, then the next.** When the held records are written (each resolution is
+  told to :meth:`KeyOrder.resolved`), the parked ones are placed, the first
   alone and the next ones with it as long as they fit in the same aggregate. They go at
   once (not at the next linger deadline) if the first has waited its linger already, or
   if they fill the aggregate.
 - **A failure ends the run.** When a held record fails for good (any code: throttled with
   ``fail_if_throttled``, expired, rejected, closed), every later record of its key that is
-  not resolved fails with ``PrecedingRecordFailed``: a consumer never sees a later record
-  fill the gap.
+  not resolved fails with ``PrecedingRecordFailed`` (:meth:`KeyOrder.resolved` returns
+  them): a consumer never sees a later record fill the gap.
 - **Splitting keeps the rule.** What breaks a Kinesis record apart goes through here: a
   retired shard's records or an aggregate that landed outside its range are placed again
-  (:meth:`KeyOrder.replace`: held records go back to the head of the queue); an aggregate
+  (:meth:`KeyOrder.reroute`: held records go back to the head of the queue); an aggregate
   sent while the shard map is stale is sent as one plain record per key, the rest waiting
   (:meth:`KeyOrder.split`); an aggregate that lost expired members is sealed again as one
   (``_accumulator.regroup``).
@@ -34,7 +34,7 @@ such streams (:func:`refusal`).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from ._accumulator import Accumulator, key_length, plain, unpack
 from ._outcome import PRECEDING_FAILED, R_AT, R_ERROR_CODE, R_OK, Outcome, Resolution, failed
@@ -42,9 +42,6 @@ from ._state import KRecord, ShardBuffer, StreamState
 from ._streams import AUTO, StreamFacts
 
 __all__ = ["KeyOrder", "refusal"]
-
-#: Fails records (the ledger, through the engine, which logs and counts them).
-Fail = Callable[[list[Outcome], Resolution], None]
 
 
 def refusal(facts: StreamFacts) -> str | None:
@@ -110,14 +107,13 @@ class _Key:
 
 
 class KeyOrder:
-    """The per-key ordering rule, over the accumulator (placement) and the ledger
-    (resolution: it calls :meth:`resolved`)."""
+    """The per-key ordering rule, wrapped around the accumulator's placement (the engine
+    places through it) and told of every resolution (:meth:`resolved`)."""
 
-    __slots__ = ("acc", "fail", "tables")
+    __slots__ = ("acc", "tables")
 
-    def __init__(self, acc: Accumulator, fail: Fail) -> None:
+    def __init__(self, acc: Accumulator) -> None:
         self.acc = acc
-        self.fail = fail
         #: stream name -> partition key -> its records (keys with none unresolved are gone)
         self.tables: dict[str, dict[str, _Key]] = {}
 
@@ -164,10 +160,13 @@ class KeyOrder:
 
     # -- resolutions ------------------------------------------------------------------------
 
-    def resolved(self, outcomes: Iterable[Outcome], res: Resolution) -> None:
-        """Records resolved with ``res`` (the ledger calls it; records resolved before are
-        ignored): release the next run of each key whose records are all written, fail the
-        rest of each key whose record failed."""
+    def resolved(
+        self, outcomes: Iterable[Outcome], res: Resolution
+    ) -> list[tuple[list[Outcome], Resolution]]:
+        """Records resolved with ``res`` (records resolved before are ignored): release the
+        next run of each key whose records are all written. Returns what must fail now:
+        the records after each one that failed, with their resolution."""
+        fail: list[tuple[list[Outcome], Resolution]] = []
         tables = self.tables
         for outcome in outcomes:
             table = tables.get(outcome._stream)
@@ -190,12 +189,13 @@ class KeyOrder:
                 del table[pk]  # type: ignore[arg-type]
                 after = [o for o in (*held[key.done :], *(parked or ())) if o._resolution is None]
                 if after:
-                    self.fail(after, self._after_failure(pk, res))
+                    fail.append((after, self._after_failure(pk, res)))
             elif key.done >= len(held):
                 if parked:
                     self._release(key, res[R_AT])
                 else:
                     del table[pk]  # type: ignore[arg-type]
+        return fail
 
     @staticmethod
     def _after_failure(pk: str | None, res: Resolution) -> Resolution:
@@ -229,7 +229,7 @@ class KeyOrder:
 
     # -- what breaks a Kinesis record apart --------------------------------------------------
 
-    def replace(self, stream: StreamState, batch: list[KRecord], now: float) -> None:
+    def reroute(self, stream: StreamState, batch: list[KRecord], now: float) -> None:
         """Place the unresolved records of ``batch`` anew (by the stream's current map):
         their keys' runs start again from them."""
         table = self.tables.get(stream.name, {})

@@ -141,12 +141,12 @@ class Producer:
     @property
     def outstanding_records(self) -> int:
         """Accepted records whose outcome is not resolved yet."""
-        return 0 if self._engine is None else self._engine.ledger.records
+        return 0 if self._engine is None else self._engine.status().records
 
     @property
     def outstanding_bytes(self) -> int:
         """Bytes (data + partition key) of the outstanding records."""
-        return 0 if self._engine is None else self._engine.ledger.bytes
+        return 0 if self._engine is None else self._engine.status().bytes
 
     @property
     def request_limit(self) -> int:
@@ -154,18 +154,18 @@ class Producer:
         adapted to the endpoint (see ``adaptive_concurrency``)."""
         if self._engine is None:
             return self._config.max_connections if not self._config.adaptive_concurrency else 1
-        return self._engine.gate.allowed
+        return self._engine.status().request_limit
 
     @property
     def requests_in_flight(self) -> int:
         """PutRecords requests out now."""
-        return 0 if self._engine is None else self._engine.gate.in_flight
+        return 0 if self._engine is None else self._engine.status().in_flight
 
     @property
     def retry_budget(self) -> float:
         """What is left of the retry budget that timeouts and 5xx retries draw on (500
         when full; a retry after a timeout costs 10, after a 5xx or reset 5)."""
-        return 500.0 if self._engine is None else self._engine.retries.budget.level
+        return 500.0 if self._engine is None else self._engine.status().retry_budget
 
     @property
     def metrics(self) -> Metrics:
@@ -200,14 +200,8 @@ class Producer:
         self._tg = tg
         refreshable = not isinstance(self._client_args["credentials"], StaticCredentials)
         config, metrics = self._config, self._metrics
-        self._pipeline = pipeline = Pipeline(
-            config,
-            client,
-            tg,
-            self._now,
-            lambda shell: Engine(config, shell, metrics, refreshable, self._failed),
-        )
-        self._engine = pipeline.engine
+        self._engine = engine = Engine(config, metrics, refreshable, dead_letters=True)
+        self._pipeline = Pipeline(config, client, tg, self._now, engine, self._failed)
         self._state = _OPEN
         if self._measure:
             tg.start_soon(self._metrics.run)
@@ -239,7 +233,7 @@ class Producer:
             if exc_type is None:
                 with anyio.move_on_after(self._config.close_timeout):
                     await self._flush_all()
-                if self._engine is not None and self._engine.ledger.unresolved():
+                if self._engine is not None and self._engine.status().unresolved:
                     reason = (
                         CLOSE_TIMEOUT,
                         f"not confirmed within close_timeout ({self._config.close_timeout} s)",
@@ -300,8 +294,9 @@ class Producer:
         self._wake_failures()  # the iterators end once they have taken what is left
 
     def _fail_unresolved(self, reason: tuple[str, str]) -> None:
-        if self._engine is not None:
+        if self._engine is not None and self._pipeline is not None:
             self._engine.fail_unresolved(reason[0], reason[1], self._now())
+            self._pipeline.apply()  # the dead letters
         self._notify_progress()
 
     # -- dead letters ---------------------------------------------------------------------
@@ -451,8 +446,11 @@ class Producer:
             raise _StreamNotLoaded(name)
         if type(data) is not bytes:
             data = coerce_data(data)
-        assert self._engine is not None
-        return self._engine.accept(stream, data, partition_key, explicit_hash_key, self._now())
+        engine = self._engine
+        outcome = engine.accept(stream, data, partition_key, explicit_hash_key, self._now())
+        if engine.outbox.effects:  # a batch sealed, a linger deadline set
+            self._pipeline.apply()  # type: ignore[union-attr]
+        return outcome
 
     @staticmethod
     def _arn_ref(stream_name: str | None, stream_arn: str) -> str:
@@ -487,11 +485,10 @@ class Producer:
     async def _flush_all(self) -> None:
         engine, pipeline = self._engine, self._pipeline
         assert engine is not None and pipeline is not None
-        target = engine.ledger.close_epoch()
-        engine.flush_started()
+        target = engine.flush_started()
         try:
             pipeline.poke_all()
-            while engine.ledger.pending_through(target):
+            while engine.pending_through(target):
                 await self._wait_progress()
         finally:
             engine.flush_ended()

@@ -65,8 +65,8 @@ class RequestCollector:
                 break  # full: the rest waits for the next request
             pending.append(incoming.popleft())
             self._size += krec.size
-            if krec.deadline < self._deadline:
-                self._deadline = krec.deadline
+            if krec.send_by < self._deadline:
+                self._deadline = krec.send_by
         if not pending:
             return Due(False, _INF)
         full = bool(incoming)
@@ -113,7 +113,7 @@ def body(json_head: bytes, krecs: list[KRecord]) -> bytes:
     for krec in krecs:
         tail = krec.tail
         if tail is None:
-            tail = krec.tail = json_tail(krec.partition_key, krec.ehk)
+            tail = krec.keep_tail(json_tail(krec.partition_key, krec.ehk))
         append(opening)
         # base64 made for each attempt, not kept: only the raw bytes stay in memory
         append(b2a_base64(krec.data, newline=False))

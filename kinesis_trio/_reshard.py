@@ -11,16 +11,15 @@ placed again (:func:`~kinesis_trio._responses.kcl_delivers`).
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 
 from ._accumulator import Accumulator, unpack
 from ._config import ProducerConfig
-from ._ledger import Ledger
+from ._effects import Outbox, Refresh, RetireShard, StartShard
 from ._limiter import SHARD_BYTES_PER_SECOND, SHARD_RECORDS_PER_SECOND, ShardLimiter
 from ._logging import get_logger
-from ._ordering import refusal
-from ._outcome import R_SHARD_ID, Outcome, Resolution, resolution_attempt
-from ._ports import Shell
+from ._ordering import KeyOrder, refusal
+from ._outcome import R_SHARD_ID, Resolution, resolution_attempt
+from ._resolver import Resolver
 from ._responses import kcl_delivers, outside_range, unknown_range
 from ._shards import MAX_HASH_KEY, Shard, ShardMap, hash_key_for
 from ._state import KRecord, ShardBuffer, StreamState, Unverified
@@ -41,16 +40,17 @@ class ShardMaps:
         self,
         config: ProducerConfig,
         acc: Accumulator,
-        ledger: Ledger,
-        shell: Shell,
-        expire: Callable[[list[Outcome], float, str], None],
+        place: Accumulator | KeyOrder,
+        resolver: Resolver,
+        outbox: Outbox,
     ) -> None:
         self.config = config
         self.ttl = config.record_ttl
         self.acc = acc
-        self.ledger = ledger
-        self.shell = shell
-        self.expire = expire
+        #: where records are placed anew (the accumulator, or per-key ordering around it)
+        self.place = place
+        self.resolver = resolver
+        self.outbox = outbox
 
     # -- stream facts ---------------------------------------------------------------------
 
@@ -69,27 +69,26 @@ class ShardMaps:
         )
         first = not stream.shards
         before = stream.policy
-        stream.facts = facts
-        stream.policy = policy
-        if not first and policy.max_record_size < before.max_record_size:
-            stream.limit_lowered = True
-        stream.auto = policy.auto
+        why = None
         if config.ordering == "per_key":
             why = refusal(facts)
             if why is not None and stream.refusal is None and not first:
                 _log.warning("ordering_refused", stream=stream.name, reason=why)
-            stream.refusal = why
-        stream.aggregate = policy.aggregate
-        stream.max_record_size = policy.max_record_size
-        stream.agg_max_size = min(config.aggregation_max_size, policy.max_record_size)
-        stream.accept_max = min(policy.max_record_size, self.ledger.max_bytes)
-        stream.shard_count = len(shard_map)
+        stream.adopt(
+            facts,
+            policy,
+            agg_max_size=min(config.aggregation_max_size, policy.max_record_size),
+            accept_max=min(policy.max_record_size, config.max_outstanding_bytes),
+            shard_count=len(shard_map),
+            refusal=why,
+            lowered=not first and policy.max_record_size < before.max_record_size,
+        )
         for shard in shard_map.shards:
-            stream.known[shard.shard_id] = (shard.start, shard.end)
+            stream.learn(shard.shard_id, shard.start, shard.end)
         self.apply_map(stream, AUTO_MAP if policy.auto else shard_map, now)
         records, size = self._rates(stream)
         for state in stream.shards:
-            state.anywhere = policy.auto
+            state.place_anywhere(policy.auto)
             state.limiter.resize(records, size, policy.max_record_size, now)
         if first or policy != before:
             self._say(stream, first)
@@ -153,20 +152,21 @@ class ShardMaps:
         old = {s.shard_id: s for s in stream.shards}
         states: list[ShardBuffer] = []
         for shard in new_map.shards:
-            stream.known[shard.shard_id] = (shard.start, shard.end)
+            stream.learn(shard.shard_id, shard.start, shard.end)
             state = old.pop(shard.shard_id, None)
             if state is None or (state.start, state.end) != (shard.start, shard.end):
                 if state is not None:
                     old[shard.shard_id] = state  # same id, new range: retire the old state
-                state = self.shell.new_shard(stream, shard, self.limiter(stream, now))
+                state = ShardBuffer(
+                    shard.shard_id, shard.start, shard.end, self.limiter(stream, now)
+                )
+                self.outbox.push(StartShard(stream, state))
             states.append(state)
-        stream.map = new_map
-        stream.shards = states
-        stream.stale = False
+        stream.use_map(new_map, states)
         for gone in old.values():
-            gone.retired = True
-            self.acc.reroute(stream, self.acc.seal(gone), now)
-            self.shell.retired(gone)
+            gone.retire()
+            self.place.reroute(stream, self.acc.seal(gone), now)
+            self.outbox.push(RetireShard(gone))
         if old:
             _log.info(
                 "shard_map_changed", stream=stream.name, shards=len(new_map), retired=sorted(old)
@@ -180,7 +180,7 @@ class ShardMaps:
     def learn_shards(self, stream: StreamState, shards: list[Shard]) -> None:
         """Remember the hash key ranges of shards (closed ones included)."""
         for shard in shards:
-            stream.known[shard.shard_id] = (shard.start, shard.end)
+            stream.learn(shard.shard_id, shard.start, shard.end)
 
     def landed_elsewhere(
         self, stream: StreamState, elsewhere: list[tuple[KRecord, Resolution]], now: float
@@ -189,10 +189,10 @@ class ShardMaps:
         for krec, res in elsewhere:
             # The map was out of date (a reshard), or the shard was retired since.
             if not krec.shard.retired:
-                stream.stale = True
-                self.shell.refresh(stream)
+                stream.mark_stale()
+                self.outbox.push(Refresh(stream))
             if not krec.aggregated:
-                self.ledger.resolve(krec.members, res)
+                self.resolver.resolve(krec.members, res)
                 continue
             # Kinesis routed the aggregate by its explicit hash key: is it where a KCL
             # consumer will deliver it?
@@ -202,8 +202,8 @@ class ShardMaps:
             if res[R_SHARD_ID] in stream.known:
                 self.verify(stream, item, now)
             else:
-                stream.unverified.append(item)
-                self.shell.refresh(stream)
+                stream.wait_for_range(item)
+                self.outbox.push(Refresh(stream))
 
     def verify(self, stream: StreamState, item: Unverified, now: float) -> None:
         """Apply the KCL's rule: all the aggregate's members count as written where it
@@ -212,7 +212,7 @@ class ShardMaps:
         shard_id = res[R_SHARD_ID] or ""
         rng = stream.known.get(shard_id)
         if kcl_delivers(rng, krec.members):
-            self.ledger.resolve(krec.members, res)
+            self.resolver.resolve(krec.members, res)
             return
         again = krec.live()
         if not again:
@@ -227,18 +227,16 @@ class ShardMaps:
         )
         for outcome in again:
             outcome._attempted(note)
-        self.acc.reroute(stream, [krec], now)
+        self.place.reroute(stream, [krec], now)
 
     def verify_pending(self, stream: StreamState, now: float) -> None:
         """Apply the KCL's rule to the aggregates that waited for a map reload."""
-        pending, stream.unverified = stream.unverified, []
-        for item in pending:
+        for item in stream.take_unverified():
             self.verify(stream, item, now)
 
     def expire_unverified(self, stream: StreamState, now: float) -> None:
         """The map could not be reloaded: expire unverified records past their TTL."""
-        keep: list[Unverified] = []
-        for item in stream.unverified:
+        for item in stream.take_unverified():
             if item.krec.since + self.ttl <= now:
                 members = item.krec.live()
                 note = unknown_range(
@@ -246,17 +244,15 @@ class ShardMaps:
                 )
                 for o in members:
                     o._attempted(note)
-                self.expire(members, now, "its shard map could not be reloaded")
+                self.resolver.expire(members, now, "its shard map could not be reloaded")
             else:
-                keep.append(item)
-        stream.unverified = keep
+                stream.wait_for_range(item)
 
     def note_unverified(self, stream: StreamState, when: str) -> None:
         """The producer stops: note on each unverified aggregate's records that its shard's
         range was never known (they are in the stream; KCL consumers may or may not deliver
         them) and forget them; the ledger fails them next."""
-        for item in stream.unverified:
+        for item in stream.take_unverified():
             note = unknown_range(item.attempt, item.res[R_SHARD_ID], when)
             for o in item.krec.live():
                 o._attempted(note)
-        stream.unverified = []

@@ -7,7 +7,7 @@ past its ``record_ttl``. Retries after timeouts and server errors also pay the p
 :class:`~kinesis_trio._congestion.RetryBudget` (what they cost:
 :func:`~kinesis_trio._retry.overload_cost`); while it is empty they wait (and their last
 attempt says how long), and a successful request lets them go at once. Due retries go back
-through their shard's channel (the shell puts them there and counts them).
+through their shard's channel (``Queue`` effects); each wait is a ``RetryAt`` effect.
 """
 
 from __future__ import annotations
@@ -16,19 +16,22 @@ import heapq
 import itertools
 import math
 import random
-from collections.abc import Callable
 
 from ._accumulator import Accumulator, prune
 from ._config import ProducerConfig
 from ._congestion import RetryBudget
-from ._outcome import Attempt, Outcome
-from ._ports import Shell
+from ._effects import Outbox, RetryAt
+from ._ordering import KeyOrder
+from ._outcome import Attempt
+from ._resolver import Resolver
 from ._retry import backoff_delay
 from ._state import KRecord, ShardBuffer, StreamState
 
 __all__ = ["Retries"]
 
 _INF = math.inf
+#: (due, order, records, retry budget cost, when they began to wait for the budget)
+_Entry = tuple[float, int, list[KRecord], float, float | None]
 
 
 class Retries:
@@ -38,15 +41,18 @@ class Retries:
         self,
         config: ProducerConfig,
         acc: Accumulator,
-        shell: Shell,
-        expire: Callable[[list[Outcome], float, str], None],
+        place: Accumulator | KeyOrder,
+        resolver: Resolver,
+        outbox: Outbox,
         rand: random.Random,
     ) -> None:
         self.config = config
         self.ttl = config.record_ttl
         self.acc = acc
-        self.shell = shell
-        self.expire = expire
+        #: where records are placed anew (the accumulator, or per-key ordering around it)
+        self.place = place
+        self.resolver = resolver
+        self.outbox = outbox
         self.rand = rand
         #: per-key ordering: what is left of an aggregate stays one Kinesis record
         self.together = config.ordering == "per_key"
@@ -54,6 +60,24 @@ class Retries:
         self.budget = RetryBudget()
         self._held: set[StreamState] = set()  # streams with retries waiting for the budget
         self._seq = itertools.count()
+        #: each stream's records waiting for their retry, a heap by due time
+        self._heaps: dict[StreamState, list[_Entry]] = {}
+
+    def _heap(self, stream: StreamState) -> list[_Entry]:
+        heap = self._heaps.get(stream)
+        if heap is None:
+            heap = self._heaps[stream] = []
+        return heap
+
+    def waiting(self, stream: StreamState) -> list[_Entry]:
+        """The stream's retries waiting, in heap order: ``(due, order, records, retry budget
+        cost, when they began to wait for the budget)``."""
+        return list(self._heaps.get(stream, ()))
+
+    def next_due(self, stream: StreamState) -> float:
+        """When the stream's next retry is due (``inf``: none waits)."""
+        heap = self._heaps.get(stream)
+        return heap[0][0] if heap else _INF
 
     def schedule(
         self,
@@ -76,7 +100,7 @@ class Retries:
                 outcome._attempted(attempt)
             expired = [o for o in live if o._arrival + ttl <= due]
             if expired:
-                self.expire(expired, now, "retrying was not done in time")
+                self.resolver.expire(expired, now, "retrying was not done in time")
                 retry = prune([krec], self.together)  # (per-key ordering: the key's after)
                 if not retry:
                     continue
@@ -86,13 +110,16 @@ class Retries:
                 k.waiting_since(now)
             by_due.setdefault(due, []).extend(retry)
         share = cost / len(by_due) if by_due else 0.0  # the request's cost, split
+        heap = self._heap(stream)
         for due, krecs in by_due.items():
-            heapq.heappush(stream.retry_heap, (due, next(self._seq), krecs, share, None))
-            self.shell.retry_at(stream, due)
+            heapq.heappush(heap, (due, next(self._seq), krecs, share, None))
+            self.outbox.push(RetryAt(stream, due))
 
-    def due(self, stream: StreamState, now: float) -> dict[ShardBuffer, list[KRecord]]:
-        """The records whose retry is due (and paid for), by the shard they go back through."""
-        heap = stream.retry_heap
+    def due(self, stream: StreamState, now: float) -> None:
+        """Queue the records whose retry is due (and paid for) for the shards they go back
+        through, or place them anew (their shard was retired, or they are aggregates and
+        the map is stale)."""
+        heap = self._heap(stream)
         by_shard: dict[ShardBuffer, list[KRecord]] = {}
         while heap and heap[0][0] <= now:
             _, _, krecs, cost, waited = heapq.heappop(heap)
@@ -102,11 +129,12 @@ class Retries:
             for krec in krecs:
                 shard = krec.shard
                 if shard.retired or (krec.aggregated and stream.stale):
-                    self.acc.reroute(stream, [krec], now)
+                    self.place.reroute(stream, [krec], now)
                 else:
                     krec.due_by(-_INF)
                     by_shard.setdefault(shard, []).append(krec)
-        return by_shard
+        for shard, krecs in by_shard.items():
+            self.acc.queue(shard, krecs)
 
     def _pay(
         self,
@@ -136,15 +164,15 @@ class Retries:
             if not late:
                 keep.append(krec)
                 continue
-            self.expire(late, now, "its retry waited for the retry budget")
+            self.resolver.expire(late, now, "its retry waited for the retry budget")
             keep += prune([krec], self.together)
         if keep:
             first_ttl = min(o._arrival for k in keep for o in k.members) + self.ttl
             due = min(budget.ready_at(cost, now), first_ttl)
             entry = (due, next(self._seq), keep, cost, now if since is None else since)
-            heapq.heappush(stream.retry_heap, entry)
+            heapq.heappush(self._heap(stream), entry)
             self._held.add(stream)
-            self.shell.retry_at(stream, due)
+            self.outbox.push(RetryAt(stream, due))
         return False
 
     def answered(self, krecs: list[KRecord], end: float) -> None:
@@ -157,11 +185,8 @@ class Retries:
         self.budget.deposit(refund, end)
         if self._held and self.budget.level >= RetryBudget.ERROR_COST:
             for stream in self._held:  # the budget may cover them now: due at once
-                heap = [
-                    (min(e[0], end) if e[4] is not None else e[0], *e[1:])
-                    for e in stream.retry_heap
-                ]
+                heap = self._heap(stream)
+                heap[:] = [(min(e[0], end) if e[4] is not None else e[0], *e[1:]) for e in heap]
                 heapq.heapify(heap)
-                stream.retry_heap[:] = heap
-                self.shell.retry_at(stream, end)
+                self.outbox.push(RetryAt(stream, end))
             self._held.clear()

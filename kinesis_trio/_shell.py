@@ -36,9 +36,21 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ._client import KinesisClient
 from ._config import ProducerConfig
+from ._effects import (
+    DeadLetters,
+    Effect,
+    Queue,
+    Refresh,
+    RefreshCredentials,
+    RetireShard,
+    RetryAt,
+    SendApart,
+    StartShard,
+    Wake,
+)
 from ._engine import Engine
 from ._errors import AccessDeniedError, ConnectionLostError, KinesisTrioError
-from ._limiter import ShardLimiter
+from ._failures import FailedRecord
 from ._logging import get_logger
 from ._requests import RequestCollector, body, chunks
 from ._responses import in_flight
@@ -59,19 +71,19 @@ _REFRESH_JITTER = 0.1
 _COLLECTOR_QUEUE = 16
 
 
-class _Shard(ShardBuffer):
-    """A shard's buffer with its worker's channel (batches, and ``None`` to wake it)."""
+class _Worker:
+    """A shard's worker as the shell runs it: its channel (batches, and ``None`` to wake
+    it) and what the worker is doing."""
 
-    __slots__ = ("idle", "nudged", "recv", "send", "stream")
+    __slots__ = ("idle", "nudged", "recv", "send", "tasks")
 
-    def __init__(self, shard: Shard, limiter: ShardLimiter, stream: _Stream) -> None:
-        super().__init__(shard.shard_id, shard.start, shard.end, limiter)
+    def __init__(self, tasks: _Tasks) -> None:
         # The bound (shard_queue_size) is enforced where records enter, in put: internal
         # re-routes (retries, records of a retired shard) must never block.
         send, recv = anyio.create_memory_object_stream[list[KRecord] | None](math.inf)
         self.send: MemoryObjectSendStream[list[KRecord] | None] = send
         self.recv: MemoryObjectReceiveStream[list[KRecord] | None] = recv
-        self.stream = stream
+        self.tasks = tasks
         self.nudged = False  # a wake-up (None) is in the channel, not yet received
         self.idle = False  # the worker waits on its channel with nothing in hand
 
@@ -82,9 +94,18 @@ class _Shard(ShardBuffer):
             with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
                 self.send.send_nowait(None)  # (suppressed: the worker has ended)
 
+    def woken(self) -> None:
+        """The worker received its wake-up."""
+        self.nudged = False
 
-class _Stream(StreamState):
-    """A stream with its collector's channel and state and the wake-up scopes."""
+    def waiting(self, idle: bool) -> None:
+        """The worker waits on its channel with nothing in hand (``True``), or not."""
+        self.idle = idle
+
+
+class _Tasks:
+    """A stream's tasks as the shell runs them: the collector's channel and state, and the
+    wake-up scopes of the collector, the retrier and the linger timer."""
 
     __slots__ = (
         "coll_recv",
@@ -96,16 +117,13 @@ class _Stream(StreamState):
         "timer_scope",
     )
 
-    def __init__(
-        self, name: str, shard_map: ShardMap, collector: RequestCollector, arn: str | None
-    ) -> None:
-        super().__init__(name, shard_map, arn=arn)
+    def __init__(self, shards: int, collector: RequestCollector) -> None:
         # Room for one batch per shard: the shards' containers seal at the same instant (the
         # end of their linger window) and the collector must find them all queued when it
         # wakes, to send them in one request (the timer's pass sends the batches it seals
         # as one message; a worker sends its own). No more: a collector that is behind (every
         # connection busy) holds the workers back, and the backlog stays in the shards.
-        room = max(_COLLECTOR_QUEUE, len(shard_map.shards))
+        room = max(_COLLECTOR_QUEUE, shards)
         send, recv = anyio.create_memory_object_stream[list[KRecord]](room)
         self.coll_send: MemoryObjectSendStream[list[KRecord]] = send
         self.coll_recv: MemoryObjectReceiveStream[list[KRecord]] = recv
@@ -114,6 +132,18 @@ class _Stream(StreamState):
         self.collector = collector
         self.retry_scope: anyio.CancelScope | None = None
         self.timer_scope: anyio.CancelScope | None = None
+
+    def collector_waits(self, scope: anyio.CancelScope | None, for_connection: bool) -> None:
+        """The collector waits in ``scope`` (``for_connection``: a request is due but every
+        connection is busy), or no longer waits (``None``)."""
+        self.coll_scope = scope
+        self.coll_waiting = for_connection
+
+    def retrier_waits(self, scope: anyio.CancelScope | None) -> None:
+        self.retry_scope = scope
+
+    def timer_waits(self, scope: anyio.CancelScope | None) -> None:
+        self.timer_scope = scope
 
 
 class _Refresh:
@@ -134,7 +164,7 @@ def _poke(scope: anyio.CancelScope | None, deadline: float) -> None:
 
 
 class Pipeline:
-    """The producer's tasks (in its task group) and the I/O the engine asks for."""
+    """The producer's tasks (in its task group), carrying out what the engine asks."""
 
     def __init__(
         self,
@@ -142,44 +172,60 @@ class Pipeline:
         client: KinesisClient,
         tg: anyio.abc.TaskGroup,
         now: Callable[[], float],
-        make_engine: Callable[[Pipeline], Engine],
+        engine: Engine,
+        on_failed: Callable[[list[FailedRecord], float], None] | None = None,
     ) -> None:
         self.config = config
         self.client = client
         self.tg = tg
         self.now = now
+        self.engine = engine
+        #: where the records that failed go (the producer's dead letters)
+        self.on_failed = on_failed
         self.slot_freed: anyio.Event | None = None  # set when a request's slot frees
         self.progress_event: anyio.Event | None = None
         self.rand = random.Random()
         self._refreshes: dict[StreamState, _Refresh] = {}
-        self.engine = make_engine(self)
+        self._tasks: dict[StreamState, _Tasks] = {}
+        self._workers: dict[ShardBuffer, _Worker] = {}
 
-    # -- the Shell interface (``_ports``, called by the engine) -----------------------------
+    # -- the engine's effects ------------------------------------------------------------------
 
-    def opened(self, shard: ShardBuffer) -> None:
-        assert isinstance(shard, _Shard)
-        # during a flush, containers opened now are due now (records placed again, or let
-        # go by per-key ordering after their key's earlier ones were written)
-        _poke(shard.stream.timer_scope, -_INF if self.engine.flushing else shard.open_deadline)
+    def apply(self) -> None:
+        """Carry out what the engine asked for in its last calls (no checkpoint)."""
+        outbox = self.engine.outbox
+        progress = outbox.progress
+        for effect in outbox.take():
+            kind = type(effect)
+            if kind is Queue:
+                self._workers[effect.shard].send.send_nowait(effect.batch)  # type: ignore[union-attr]
+            elif kind is Wake:
+                _poke(self._tasks[effect.stream].timer_scope, effect.at)  # type: ignore[union-attr]
+            else:
+                self._apply_rare(effect)
+        if progress:
+            self.progress()
 
-    def sealed(self, shard: ShardBuffer, batch: list[KRecord]) -> None:
-        assert isinstance(shard, _Shard)
-        shard.queued += 1
-        shard.send.send_nowait(batch)  # room was checked (or the caller is internal)
-
-    def new_shard(self, stream: StreamState, shard: Shard, limiter: ShardLimiter) -> ShardBuffer:
-        assert isinstance(stream, _Stream)
-        state = _Shard(shard, limiter, stream)
-        self.tg.start_soon(self._shard_worker, stream, state)
-        return state
-
-    def retired(self, shard: ShardBuffer) -> None:
-        assert isinstance(shard, _Shard)
-        shard.nudge()
-
-    def retry_at(self, stream: StreamState, due: float) -> None:
-        assert isinstance(stream, _Stream)
-        _poke(stream.retry_scope, due)
+    def _apply_rare(self, effect: Effect) -> None:
+        if isinstance(effect, StartShard):
+            tasks = self._tasks[effect.stream]
+            worker = self._workers[effect.shard] = _Worker(tasks)
+            self.tg.start_soon(self._shard_worker, effect.stream, effect.shard, worker)
+        elif isinstance(effect, RetireShard):
+            self._workers[effect.shard].nudge()
+        elif isinstance(effect, RetryAt):
+            _poke(self._tasks[effect.stream].retry_scope, effect.due)
+        elif isinstance(effect, Refresh):
+            self.refresh(effect.stream)
+        elif isinstance(effect, RefreshCredentials):
+            self.tg.start_soon(self._refresh_credentials)
+        elif isinstance(effect, SendApart):
+            self.tg.start_soon(self._send_part, effect.stream, effect.krecs)
+        elif isinstance(effect, DeadLetters):
+            if self.on_failed is not None:
+                self.on_failed(effect.records, effect.at)
+        else:  # pragma: no cover - every effect is handled above
+            raise AssertionError(f"unknown effect {effect!r}")
 
     def refresh(self, stream: StreamState) -> None:
         """Reload the stream's shard map soon: deduplicated, jittered, rate-limited."""
@@ -196,14 +242,8 @@ class Pipeline:
             state = self._refreshes[stream] = _Refresh()
         return state
 
-    def refresh_credentials(self) -> None:
-        self.tg.start_soon(self._refresh_credentials)
-
-    def send_apart(self, stream: StreamState, krecs: list[KRecord]) -> None:
-        assert isinstance(stream, _Stream)
-        self.tg.start_soon(self._send_part, stream, krecs)
-
     def progress(self) -> None:
+        """Outstanding records were resolved: wake whoever waits for room or a flush."""
         event = self.progress_event
         if event is not None:
             self.progress_event = None
@@ -220,12 +260,10 @@ class Pipeline:
 
     def poke_all(self) -> None:
         """Wake every worker and collector (a flush)."""
-        for stream in self.engine.streams.values():
-            assert isinstance(stream, _Stream)
-            for shard in stream.shards:
-                assert isinstance(shard, _Shard)
-                shard.nudge()
-            _poke(stream.coll_scope, -_INF)
+        for worker in self._workers.values():
+            worker.nudge()
+        for tasks in self._tasks.values():
+            _poke(tasks.coll_scope, -_INF)
 
     # -- streams --------------------------------------------------------------------------
 
@@ -251,20 +289,18 @@ class Pipeline:
     ) -> StreamState:
         """The tasks of a newly loaded stream (``key``: how users name it, ARN or name)."""
         config = self.config
-        stream = _Stream(
-            name,
-            shard_map,
-            RequestCollector(config.collection_max_count, config.collection_max_size),
-            arn,
-        )
-        self._refresh_state(stream).last = self.now()
-        self.engine.maps.apply_facts(stream, facts, shard_map, self.now())
-        self.tg.start_soon(self._collector, stream)
-        self.tg.start_soon(self._retrier, stream)
-        self.tg.start_soon(self._linger_timer, stream)
+        now = self.now()
+        stream = StreamState(name, shard_map, arn=arn)
+        collector = RequestCollector(config.collection_max_count, config.collection_max_size)
+        tasks = self._tasks[stream] = _Tasks(len(shard_map.shards), collector)
+        self._refresh_state(stream).last = now
+        self.engine.add_stream(key, stream, facts, shard_map, now)
+        self.apply()  # its shards' workers
+        self.tg.start_soon(self._collector, stream, tasks)
+        self.tg.start_soon(self._retrier, stream, tasks)
+        self.tg.start_soon(self._linger_timer, stream, tasks)
         if config.shard_map_refresh_interval is not None:
             self.tg.start_soon(self._periodic_refresh, stream, config.shard_map_refresh_interval)
-        self.engine.add_stream(key, stream)
         return stream
 
     async def _refresh_loop(self, stream: StreamState, state: _Refresh) -> None:
@@ -278,7 +314,8 @@ class Pipeline:
                 await anyio.sleep(wait + self.rand.uniform(0.0, _REFRESH_JITTER))
                 state.last = self.now()
                 if not await self._refresh_once(stream):
-                    self.engine.maps.expire_unverified(stream, self.now())
+                    self.engine.reload_failed(stream, self.now())
+                    self.apply()
                     state.again = True
                 if not state.again:
                     return
@@ -300,51 +337,60 @@ class Pipeline:
             return False
         if not facts.known:
             facts = stream.facts  # denied this time: keep what was known
-        engine.maps.apply_facts(stream, facts, new_map, self.now())
-        if engine.maps.needs_history(stream):
+        engine.reload(stream, facts, new_map, self.now())
+        self.apply()
+        if engine.needs_history(stream):
             try:  # a shard born and closed between two refreshes: look at the history
                 entries = await self.client.list_shards(ref, stream_arn=stream.arn, at_latest=False)
-                engine.maps.learn_shards(stream, [Shard.from_api(e) for e in entries])
+                engine.learn_shards(stream, [Shard.from_api(e) for e in entries])
             except (KinesisTrioError, KeyError, TypeError, ValueError) as exc:
                 _log.warning("shard_history_failed", stream=stream.name, error=str(exc))
-        engine.maps.verify_pending(stream, self.now())
+        engine.verify_pending(stream, self.now())
+        self.apply()
         return True
 
     # -- per-shard workers ------------------------------------------------------------------
 
-    async def _linger_timer(self, stream: _Stream) -> None:
+    async def _linger_timer(self, stream: StreamState, tasks: _Tasks) -> None:
         """Seal each shard's containers when they are due (their linger deadline, a flush),
-        or wake its worker to; sleep until the next deadline (``opened`` moves it earlier)."""
-        acc = self.engine.acc
+        or wake its worker to; sleep until the next deadline (a ``Wake`` moves it earlier)."""
         engine = self.engine
-        coll = stream.coll_send
+        workers = self._workers
+        coll = tasks.coll_send
         while True:
             now = self.now()
-            flushing = bool(engine.flushing)
             wake = _INF
             # what the pass seals goes to the collector in one message, if it has room
             out: list[KRecord] | None = None
             for shard in stream.shards:
-                at = acc.wake_at(shard, flushing)
+                at = engine.wake_at(shard)
                 if at <= now:
-                    assert isinstance(shard, _Shard)
                     if out is None:
                         room = coll.statistics()
                         out = [] if room.current_buffer_used < room.max_buffer_size else _FULL
-                    if not self._seal_here(stream, shard, now, out):
-                        shard.nudge()
+                    worker = workers[shard]
+                    if not self._seal_here(stream, shard, worker, now, out):
+                        worker.nudge()
                 elif at < wake:
                     wake = at
             if out:
                 coll.send_nowait(out)
-            # No checkpoint between the scan and the scope: an ``opened`` poke cannot fall
-            # between them and be lost.
+            self.apply()
+            # No checkpoint between the scan and the scope: a ``Wake`` cannot fall between
+            # them and be lost.
             with anyio.CancelScope(deadline=wake) as scope:
-                stream.timer_scope = scope
+                tasks.timer_waits(scope)
                 await anyio.sleep_forever()
-            stream.timer_scope = None
+            tasks.timer_waits(None)
 
-    def _seal_here(self, stream: _Stream, shard: _Shard, now: float, out: list[KRecord]) -> bool:
+    def _seal_here(
+        self,
+        stream: StreamState,
+        shard: ShardBuffer,
+        worker: _Worker,
+        now: float,
+        out: list[KRecord],
+    ) -> bool:
         """Seal a due shard and pass its batch on as its worker would, from the timer's
         pass over the stream's shards, when the worker has nothing in hand (waiting on an
         empty channel). The shards of a linger window then go in one pass of one task, not
@@ -354,10 +400,10 @@ class Pipeline:
         What is not taken now is queued for the worker, in order: the timer sends ``out``
         before it next waits, so before the worker can run. Returns False, changing
         nothing, when the worker must do it: it is busy or has batches queued before."""
-        if not shard.idle or shard.queued or shard.nudged or shard.retired:
+        if not worker.idle or shard.queued or worker.nudged or shard.retired:
             return False
         engine = self.engine
-        batch = engine.outgoing(stream, shard, engine.acc.seal(shard), now)
+        batch = engine.outgoing(stream, shard, engine.seal(shard), now)
         if batch:
             n = 0
             if out is not _FULL:
@@ -366,105 +412,114 @@ class Pipeline:
                 out += batch[:n]
                 batch = batch[n:]
             if batch:
-                shard.queued += 1
-                shard.send.send_nowait(batch)
+                engine.queue(shard, batch)
         return True
 
-    async def _shard_worker(self, stream: _Stream, shard: _Shard) -> None:
-        acc = self.engine.acc
+    async def _shard_worker(self, stream: StreamState, shard: ShardBuffer, worker: _Worker) -> None:
         engine = self.engine
-        recv = shard.recv
+        recv = worker.recv
         while True:
-            if acc.wake_at(shard, bool(engine.flushing)) > self.now():
-                shard.idle = True
+            if engine.wake_at(shard) > self.now():
+                worker.waiting(True)
                 try:
                     item = await recv.receive()
                 finally:
-                    shard.idle = False
+                    worker.waiting(False)
                 if item is None:
-                    shard.nudged = False
+                    worker.woken()
                 else:
-                    shard.queued -= 1
-                    batch, _ = self._drain(shard, item)
+                    engine.taken(shard, 1)
+                    batch, _ = self._drain(shard, worker, item)
                     self.progress()
-                    await self._forward(stream, shard, batch)
+                    await self._forward(stream, shard, worker, batch)
                     continue
             # Due (a deadline passed, a flush) or retired: drain the channel in order, then
             # seal.
-            batch, emptied = self._drain(shard, [])
+            batch, emptied = self._drain(shard, worker, [])
             if batch:
                 self.progress()
             if shard.retired:
                 if batch:
-                    await self._forward(stream, shard, batch)
+                    await self._forward(stream, shard, worker, batch)
                 if emptied:
                     return
                 continue
-            if emptied and acc.due(shard, self.now(), bool(engine.flushing)):
-                batch += acc.seal(shard)
+            if emptied and engine.due(shard, self.now()):
+                batch += engine.seal(shard)
             if batch:
-                await self._forward(stream, shard, batch)
+                await self._forward(stream, shard, worker, batch)
 
-    def _drain(self, shard: _Shard, batch: list[KRecord]) -> tuple[list[KRecord], bool]:
+    def _drain(
+        self, shard: ShardBuffer, worker: _Worker, batch: list[KRecord]
+    ) -> tuple[list[KRecord], bool]:
         """Add the batches already queued for the shard, up to one request's worth (the
         cap keeps a shard from taking everything queued into its limiter at once).
         Returns the batch and whether the channel is empty."""
-        has_room = self.engine.acc.batch_has_room
+        has_room = self.engine.batch_has_room
         count = len(batch)
         size = sum(k.size for k in batch)
+        taken = 0
+        emptied = False
         while has_room(count, size):
             try:
-                more = shard.recv.receive_nowait()
+                more = worker.recv.receive_nowait()
             except anyio.WouldBlock:
-                return batch, True
+                emptied = True
+                break
             if more is None:
-                shard.nudged = False
+                worker.woken()
                 continue
-            shard.queued -= 1
+            taken += 1
             batch += more
             count += len(more)
             size += sum(k.size for k in more)
-        return batch, False
+        if taken:
+            self.engine.taken(shard, taken)
+        return batch, emptied
 
-    async def _forward(self, stream: _Stream, shard: _Shard, batch: list[KRecord]) -> None:
+    async def _forward(
+        self, stream: StreamState, shard: ShardBuffer, worker: _Worker, batch: list[KRecord]
+    ) -> None:
         """Pass a shard's batch to the collector, through the shard's rate limiter."""
         engine = self.engine
         limiter = shard.limiter
+        coll = worker.tasks.coll_send
         batch = engine.outgoing(stream, shard, batch, self.now())
+        self.apply()
         while batch:
             n = limiter.admit([k.size for k in batch], self.now())
             if n:
                 chunk, batch = batch[:n], batch[n:]
-                await stream.coll_send.send(chunk)
+                await coll.send(chunk)
                 if not batch:
                     return
             await anyio.sleep(limiter.wait_time([k.size for k in batch], self.now()))
             batch = engine.outgoing(stream, shard, batch, self.now())
+            self.apply()
 
     # -- collector, retrier, senders ----------------------------------------------------------
 
-    async def _collector(self, stream: _Stream) -> None:
+    async def _collector(self, stream: StreamState, tasks: _Tasks) -> None:
         """Collect Kinesis records into requests; send each when the collector says so."""
-        recv = stream.coll_recv
-        collector = stream.collector
+        recv = tasks.coll_recv
+        collector = tasks.collector
         engine = self.engine
-        gate = engine.gate
         while True:
-            due = collector.decide(self.now(), bool(engine.flushing), gate.has_room())
+            due = collector.decide(self.now(), engine.flushing, engine.has_slot())
             if due.send:
                 krecs = engine.request(stream, collector.take(), self.now())
+                self.apply()
                 for chunk in chunks(krecs, collector.max_count, collector.max_size):
                     size = sum(k.size for k in chunk)
                     await self._slot(size)
                     self.tg.start_soon(self._send, stream, chunk, size)
                 continue
-            stream.coll_waiting = due.for_connection
+            tasks.collector_waits(None, due.for_connection)
             if due.wake > self.now():
                 with anyio.CancelScope(deadline=due.wake) as scope:
-                    stream.coll_scope = scope
+                    tasks.collector_waits(scope, due.for_connection)
                     collector.offer(await recv.receive())
-                stream.coll_scope = None
-            stream.coll_waiting = False
+            tasks.collector_waits(None, False)
             while True:
                 try:
                     collector.offer(recv.receive_nowait())
@@ -475,46 +530,44 @@ class Pipeline:
         """Wait until the engine's gate lets a request of ``size`` bytes out, and take
         that slot. With room, it takes it without yielding: the collector's next wait on
         its channel is its checkpoint, and a request's task its own."""
-        gate = self.engine.gate
-        if gate.try_acquire(size):
+        engine = self.engine
+        if engine.try_slot(size):
             return
-        gate.hold()
+        engine.slot_wanted(True)
         try:
-            while not gate.try_acquire(size):
+            while not engine.try_slot(size):
                 if self.slot_freed is None:
                     self.slot_freed = anyio.Event()
                 await self.slot_freed.wait()
         finally:
-            gate.unhold()
+            engine.slot_wanted(False)
 
     def _connection_freed(self, size: int) -> None:
-        self.engine.gate.release(size)
+        self.engine.slot_freed(size)
         if self.slot_freed is not None:
             self.slot_freed.set()
             self.slot_freed = None
-        for stream in self.engine.streams.values():
-            assert isinstance(stream, _Stream)
-            if stream.coll_waiting:
-                _poke(stream.coll_scope, -_INF)
+        for tasks in self._tasks.values():
+            if tasks.coll_waiting:
+                _poke(tasks.coll_scope, -_INF)
 
-    async def _retrier(self, stream: _Stream) -> None:
+    async def _retrier(self, stream: StreamState, tasks: _Tasks) -> None:
         """Send failed records back through their shard (and its limiter) when due."""
-        heap = stream.retry_heap
+        engine = self.engine
         while True:
-            deadline = heap[0][0] if heap else _INF
+            deadline = engine.next_retry(stream)
             if deadline > self.now():
                 with anyio.CancelScope(deadline=deadline) as scope:
-                    stream.retry_scope = scope
+                    tasks.retrier_waits(scope)
                     await anyio.sleep_forever()
-                stream.retry_scope = None
-            for shard, krecs in self.engine.retries.due(stream, self.now()).items():
-                assert isinstance(shard, _Shard)
-                shard.queued += 1
-                shard.send.send_nowait(krecs)
+                tasks.retrier_waits(None)
+            engine.retry_due(stream, self.now())
+            self.apply()
 
-    async def _send(self, stream: _Stream, krecs: list[KRecord], size: int) -> None:
+    async def _send(self, stream: StreamState, krecs: list[KRecord], size: int) -> None:
         """Send one PutRecords request of ``krecs`` (``size`` bytes of records) in the slot
         taken for it, and hand what comes back to the engine."""
+        engine = self.engine
         try:
             data = body(stream.json_head, krecs)
             start = self.now()
@@ -525,24 +578,25 @@ class Pipeline:
                     "PutRecords", data, within=limit, entries=len(krecs)
                 )
             except KinesisTrioError as exc:
-                self.engine.on_error(stream, krecs, exc, start, self.now(), size)
+                engine.on_error(stream, krecs, exc, start, self.now(), size)
             except Exception as exc:  # a bug reading an answer: the records may be written
                 _log.exception("put_records_unreadable", stream=stream.name)
                 lost = ConnectionLostError(
                     f"the answer could not be read ({type(exc).__name__})", operation="PutRecords"
                 )
-                self.engine.on_error(stream, krecs, lost, start, self.now(), size)
+                engine.on_error(stream, krecs, lost, start, self.now(), size)
             except anyio.get_cancelled_exc_class():
                 # The producer is closing (close timeout, exit by exception or
                 # cancellation) while the request is out: it may have written them.
-                self.engine.mark_in_flight(krecs, in_flight(start, self.now()))
+                engine.mark_in_flight(krecs, in_flight(start, self.now()))
                 raise
             else:
-                self.engine.on_answer(stream, krecs, response, start, self.now(), size)
+                engine.on_answer(stream, krecs, response, start, self.now(), size)
         finally:
             self._connection_freed(size)
+            self.apply()
 
-    async def _send_part(self, stream: _Stream, krecs: list[KRecord]) -> None:
+    async def _send_part(self, stream: StreamState, krecs: list[KRecord]) -> None:
         size = sum(k.size for k in krecs)
         await self._slot(size)
         await self._send(stream, krecs, size)

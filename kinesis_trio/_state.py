@@ -1,9 +1,9 @@
 """The pipeline's data: Kinesis records in flight, per-shard buffers, per-stream state.
 
-Plain objects with slots and no behaviour of their own: the engine's pure modules
-(``_accumulator``, ``_ledger``, ``_requests``, ``_responses``, ``_engine``) decide what
-happens to them, and the async shell (``_shell``) subclasses :class:`ShardBuffer` and
-:class:`StreamState` to add its channels and wake-up scopes.
+Objects with slots whose fields change here only, through small methods: the engine's pure
+modules (``_accumulator``, ``_reshard``, ``_retries``, ``_requests``, ``_engine``) decide
+what happens to them and say so by calling those methods. The async shell keeps its
+channels and wake-up scopes in records of its own, keyed by these objects.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ class KRecord:
     __slots__ = (
         "aggregated",
         "data",
-        "deadline",
         "ehk",
         "members",
         "paid",
         "partition_key",
+        "send_by",
         "shard",
         "since",
         "size",
@@ -45,7 +45,7 @@ class KRecord:
         ehk: str | None,
         size: int,
         shard: ShardBuffer,
-        deadline: float,
+        send_by: float,
         aggregated: bool,
     ) -> None:
         self.members = members
@@ -55,7 +55,7 @@ class KRecord:
         self.size = size
         self.shard = shard
         #: when the request holding it must go at the latest (its linger deadline)
-        self.deadline = deadline
+        self.send_by = send_by
         self.aggregated = aggregated
         #: the rest of its PutRecords JSON entry after the data, made when first sent
         self.tail: bytes | None = None
@@ -72,8 +72,8 @@ class KRecord:
 
     def due_by(self, when: float) -> None:
         """The request holding it must go by ``when`` (``-inf``: at once)."""
-        if when < self.deadline:
-            self.deadline = when
+        if when < self.send_by:
+            self.send_by = when
 
     def waiting_since(self, when: float) -> None:
         """Its next attempt's wait starts at ``when`` (the last attempt's end, or the
@@ -91,6 +91,12 @@ class KRecord:
         self.partition_key = partition_key
         self.tail = None
         self.size += len(partition_key)
+
+    def keep_tail(self, tail: bytes) -> bytes:
+        """Keep the rest of its PutRecords JSON entry after the data (made when it is first
+        sent); returns it."""
+        self.tail = tail
+        return tail
 
 
 class ShardBuffer:
@@ -129,9 +135,9 @@ class ShardBuffer:
         self.plain_bytes = 0
         #: the linger deadline of the open containers (infinite while they are empty)
         self.open_deadline = _INF
-        #: sealed batches waiting in the shard's channel (``shard_queue_size`` bounds it).
-        #: Only the shell writes it, as it puts a batch into the channel (``Shell.sealed``,
-        #: the retrier) or takes one out (the shard worker); the engine only reads it.
+        #: sealed batches waiting in the shard's channel (``shard_queue_size`` bounds it):
+        #: counted as the engine queues one (a ``Queue`` effect) and as the shell tells it
+        #: the worker took them (``Engine.taken``)
         self.queued = 0
         self.rerouted = False  # the open aggregate holds re-routed (older) records
         self.retired = False  # a reshard closed the shard: what it holds goes elsewhere
@@ -143,6 +149,58 @@ class ShardBuffer:
 
     def is_empty(self) -> bool:
         return not self.members and not self.plain
+
+    # Its fields change here only: the accumulator, the shard maps and the engine say what
+    # happened.
+
+    def open_until(self, deadline: float) -> None:
+        """Its open containers are due at ``deadline``."""
+        self.open_deadline = deadline
+
+    def add_plain(self, krec: KRecord) -> None:
+        """A record that goes on its own joins the open plain records."""
+        self.plain.append(krec)
+        self.plain_bytes += krec.size
+
+    def unencoded(self) -> None:
+        """A member came another way than the common path: the seal encodes them all."""
+        self.parts = None
+
+    def rerouted_into(self) -> None:
+        """The open aggregate holds re-routed (older) records."""
+        self.rerouted = True
+
+    def take(self) -> tuple[list[Outcome], list[KRecord], AggregateSizer, list[bytes] | None, bool]:
+        """Empty the open containers: ``(members, plain, sizer, parts, rerouted)``."""
+        out = (self.members, self.plain, self.sizer, self.parts, self.rerouted)
+        self.sizer = AggregateSizer()
+        self.members = []
+        self.parts = []
+        self.rerouted = False
+        self.plain = []
+        self.plain_bytes = 0
+        self.open_deadline = _INF
+        return out
+
+    def queued_one(self) -> None:
+        """A sealed batch was queued for its worker."""
+        self.queued += 1
+
+    def took(self, batches: int) -> None:
+        """Its worker took ``batches`` queued batches."""
+        self.queued -= batches
+
+    def retire(self) -> None:
+        """A reshard closed the shard."""
+        self.retired = True
+
+    def place_anywhere(self, anywhere: bool) -> None:
+        """The stream is ``AUTO`` (its one buffer: the service places records) or not."""
+        self.anywhere = anywhere
+
+    def wrote(self, ok: bool) -> None:
+        """A write to the shard succeeded (the failures run ends) or failed."""
+        self.failures = 0 if ok else self.failures + 1
 
 
 class Unverified:
@@ -157,7 +215,8 @@ class Unverified:
 
 
 class StreamState:
-    """One stream: its shard map and buffers, what the last writes revealed, its retries."""
+    """One stream: its facts and policy, its shard map and buffers, what the last writes
+    revealed."""
 
     __slots__ = (
         "accept_max",
@@ -177,7 +236,6 @@ class StreamState:
         "policy",
         "received",
         "refusal",
-        "retry_heap",
         "shard_count",
         "shards",
         "stale",
@@ -211,6 +269,7 @@ class StreamState:
         if policy is None:
             policy = StreamPolicy(False, True, self.facts.max_record_size)
         #: the policy's decisions (``_streams.policy_for``), applied by ``ShardMaps.apply_facts``
+        #: (through :meth:`adopt`)
         self.auto = policy.auto
         self.aggregate = policy.aggregate
         self.max_record_size = policy.max_record_size
@@ -227,9 +286,6 @@ class StreamState:
         self.shard_count = len(shard_map)
         self.map = shard_map
         self.shards: list[ShardBuffer] = []
-        #: (due, order, records) of the records waiting for their retry
-        #: (due, order, records, retry budget cost, when they began to wait for the budget)
-        self.retry_heap: list[tuple[float, int, list[KRecord], float, float | None]] = []
         #: A write revealed that the map is out of date: aggregate nothing until it's reloaded.
         self.stale = False
         #: Every shard's hash key range seen so far, closed ones included.
@@ -246,3 +302,81 @@ class StreamState:
         #: why ``put`` refuses records for the stream (``ordering="per_key"`` on an ``AUTO``
         #: stream: ``_ordering.refusal``), or None
         self.refusal: str | None = None
+
+    # Its fields change here only: the shard maps, the accumulator and the engine say what
+    # happened.
+
+    def adopt(
+        self,
+        facts: StreamFacts,
+        policy: StreamPolicy,
+        *,
+        agg_max_size: int,
+        accept_max: int,
+        shard_count: int,
+        refusal: str | None,
+        lowered: bool,
+    ) -> None:
+        """The stream's facts (re)loaded and the policy they imply (``lowered``: its record
+        limit went down while records were outstanding)."""
+        self.facts = facts
+        self.policy = policy
+        if lowered:
+            self.limit_lowered = True
+        self.auto = policy.auto
+        self.refusal = refusal
+        self.aggregate = policy.aggregate
+        self.max_record_size = policy.max_record_size
+        self.agg_max_size = agg_max_size
+        self.accept_max = accept_max
+        self.shard_count = shard_count
+
+    def learn(self, shard_id: str, start: int, end: int) -> None:
+        """A shard's hash key range (an open or a closed shard's)."""
+        self.known[shard_id] = (start, end)
+
+    def use_map(self, shard_map: ShardMap, shards: list[ShardBuffer]) -> None:
+        """A new shard map and its buffers."""
+        self.map = shard_map
+        self.shards = shards
+        self.stale = False
+
+    def mark_stale(self) -> None:
+        """A write revealed the map is out of date."""
+        self.stale = True
+
+    def wait_for_range(self, item: Unverified) -> None:
+        """An aggregate waits for its shard's range (a map reload)."""
+        self.unverified.append(item)
+
+    def take_unverified(self) -> list[Unverified]:
+        """The aggregates waiting for a range (they wait no more unless given back)."""
+        out, self.unverified = self.unverified, []
+        return out
+
+    def took_keyless(self) -> None:
+        """A record without a partition key was accepted."""
+        self.keyless = True
+
+    def count_received(self) -> None:
+        """A record was accepted (for the metrics' UserRecordsReceived)."""
+        self.received += 1
+
+    def take_received(self) -> int:
+        """The records accepted since the last call."""
+        received, self.received = self.received, 0
+        return received
+
+    def add_window(self, size: int) -> int:
+        """``size`` bytes more placed within the linger window; returns the window's sum."""
+        self.window_bytes += size
+        return self.window_bytes
+
+    def new_window(self, end: float) -> None:
+        """A linger window ending at ``end`` began."""
+        self.window_end = end
+        self.window_bytes = 0
+
+    def restart_window(self) -> None:
+        """The window's containers were all made due: count again from zero."""
+        self.window_bytes = 0

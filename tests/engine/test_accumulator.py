@@ -13,7 +13,7 @@ from kinesis_trio._accumulator import Accumulator, expired_in, prune, unaggregat
 from kinesis_trio._aggregation import _vlen, deaggregate, encode_records
 from kinesis_trio._outcome import failed
 from kinesis_trio._state import KRecord, ShardBuffer, StreamState
-from tests.support.engine import RecordingShell, even_shards, outcome, stream_of
+from tests.support.engine import RecordingShell, buffer, even_shards, outcome, stream_of
 
 
 def accumulator(
@@ -33,11 +33,17 @@ def accumulator(
         coll_max_size=coll_max_size,
         linger=linger,
         queue_size=queue_size,
-        on_open=shell.opened,
-        on_seal=shell.sealed,
+        outbox=shell.outbox,
+        outstanding=_Outstanding(outstanding),
         early_size=early_size,
-        outstanding=lambda: outstanding,
     )
+
+
+class _Outstanding:
+    """The ledger's count of outstanding bytes, fixed."""
+
+    def __init__(self, size: int) -> None:
+        self.bytes = size
 
 
 def add(acc: Accumulator, stream: StreamState, data: bytes, key: str, now: float = 0.0) -> None:
@@ -207,7 +213,7 @@ def test_a_window_that_takes_its_bytes_early_is_due_at_once(aggregate: bool) -> 
     assert all(acc.due(s, now, flushing=False) for s in opened)
     assert stream.window_bytes == 0
     if not aggregate:
-        assert all(k.deadline == now for s in opened for k in s.plain)
+        assert all(k.send_by == now for s in opened for k in s.plain)
     # the shards' workers seal them; the next records wait for the window's end again
     for shard in stream.shards:
         acc.seal(shard)
@@ -222,16 +228,16 @@ def test_a_producer_behind_does_not_send_early() -> None:
     shell = RecordingShell()
     acc = accumulator(shell, linger=0.5, early_size=10_000, queue_size=10**9)
     stream = stream_of(shell, even_shards(4))
-    backlog = {"bytes": 0}
+    backlog = _Outstanding(15_000)
     # what the ledger counts: what the containers hold, and more than a budget sealed
-    acc.outstanding = lambda: backlog["bytes"] + 15_000
+    acc.outstanding = backlog
     for i in range(150):
         add(acc, stream, b"x" * 100, f"key-{i}", now=10.01)
-        backlog["bytes"] += 100 + len(f"key-{i}")
+        backlog.bytes += 100 + len(f"key-{i}")
     assert all(s.open_deadline == 10.5 for s in stream.shards)
     assert not any(acc.due(s, 10.01, flushing=False) for s in stream.shards)
     # once the backlog is written, the next budget's worth goes early again
-    acc.outstanding = lambda: 0
+    acc.outstanding = _Outstanding(0)
     for i in range(100):
         add(acc, stream, b"x" * 100, f"more-{i}", now=10.02)
     assert all(s.open_deadline == 10.02 for s in stream.shards)
@@ -269,7 +275,7 @@ def test_linger_opens_a_deadline_once_and_seal_clears_it() -> None:
     assert acc.due(shard, 10.5, flushing=False)
     assert acc.due(shard, 10.0, flushing=True)
     [krec] = acc.seal(shard)
-    assert krec.aggregated and len(krec.members) == 2 and krec.deadline == 10.5
+    assert krec.aggregated and len(krec.members) == 2 and krec.send_by == 10.5
     assert shard.open_deadline == math.inf and shard.is_empty()
     shard.retired = True
     assert acc.wake_at(shard, flushing=False) == -math.inf
@@ -334,8 +340,8 @@ def test_reroute_places_records_by_the_current_map() -> None:
         add(acc, stream, b"r%d" % i, f"k{i}")
     batch = acc.seal(stream.shards[0])
     old: ShardBuffer = stream.shards[0]
-    stream.map = type(stream.map)(even_shards(2))
-    stream.shards = [shell.new_shard(stream, s) for s in even_shards(2)]
+    new_map = type(stream.map)(even_shards(2))
+    stream.use_map(new_map, [buffer(s) for s in even_shards(2)])
     acc.reroute(stream, batch, 1.0)
     placed = [o for shard in stream.shards for o in shard.members]
     assert len(placed) == 20 and old not in stream.shards

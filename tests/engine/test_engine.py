@@ -5,7 +5,7 @@ from __future__ import annotations
 from kinesis_trio._errors import KinesisError
 from kinesis_trio._outcome import Attempt
 from kinesis_trio._shards import ShardMap
-from tests.support.engine import engine, even_shards, sealed
+from tests.support.engine import engine, even_shards, retry_due, sealed
 
 HALF = 2**127
 
@@ -102,7 +102,7 @@ def test_a_named_bad_entry_fails_alone_and_the_rest_wait_for_their_retry() -> No
     assert [o.done() for o in outcomes] == [False, True, False]
     assert outcomes[1].result().error_code == "ValidationException"
     assert len(shell.retries) == 2  # each record after its own (jittered) backoff
-    due = eng.retries.due(stream, max(shell.retries))
+    due = retry_due(eng, stream, max(shell.retries))
     again = [k.members[0] for k in due[stream.shards[0]]]
     assert sorted(again, key=id) == sorted([outcomes[0], outcomes[2]], key=id)
 

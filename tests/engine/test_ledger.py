@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from kinesis_trio._aggregation import encode_records
+from kinesis_trio._effects import DeadLetters, Outbox
 from kinesis_trio._failures import FailedRecord
 from kinesis_trio._ledger import Ledger
 from kinesis_trio._outcome import Outcome, failed, written
@@ -14,7 +15,7 @@ from tests.support.engine import outcome
 
 
 def test_room_counts_records_and_bytes() -> None:
-    ledger = Ledger(2, 100, lambda: None)
+    ledger = Ledger(2, 100, Outbox())
     assert ledger.has_room(100)
     assert not ledger.has_room(101)
     first = outcome(b"x" * 40, "k")
@@ -28,20 +29,22 @@ def test_room_counts_records_and_bytes() -> None:
 
 
 def test_a_second_resolution_changes_nothing() -> None:
-    calls: list[int] = []
-    ledger = Ledger(10, 1000, lambda: calls.append(1))
+    outbox = Outbox()
+    ledger = Ledger(10, 1000, outbox)
     o = outcome(b"x", "k")
     ledger.accept(o, o._size)
     assert ledger.resolve([o], failed("E", "m", 1.0)) == (1, 2)
+    assert outbox.progress  # the resolution is progress
+    outbox.take()
     assert ledger.resolve([o], written("s-0", "1", False, 2.0, 0.0, 0.0, 1.0)) == (0, 0)
     assert ledger.records == 0 and ledger.bytes == 0
     assert not o.result().ok  # the first resolution stands
-    assert calls == [1]
+    assert not outbox.progress  # the second was none
     assert ledger.resolve_all(failed("X", "m", 3.0)) == 0
 
 
 def test_members_get_their_sub_record_index() -> None:
-    ledger = Ledger(10, 1000, lambda: None)
+    ledger = Ledger(10, 1000, Outbox())
     members = [outcome(b"%d" % i, f"k{i}") for i in range(3)]
     for o in members:
         ledger.accept(o, o._size)
@@ -49,26 +52,44 @@ def test_members_get_their_sub_record_index() -> None:
     assert [o.result().sub_sequence_number for o in members] == [0, 1, 2]
 
 
-def test_failures_go_to_on_failed_with_their_data_ok_ones_do_not() -> None:
-    got: list[tuple[list[FailedRecord], float]] = []
-    ledger = Ledger(10, 1000, lambda: None, lambda records, now: got.append((records, now)))
+def dead_letters(outbox: Outbox) -> list[tuple[list[FailedRecord], float]]:
+    """The dead letters the ledger left in the outbox since the last call."""
+    return [(e.records, e.at) for e in outbox.take() if isinstance(e, DeadLetters)]
+
+
+class Letters:
+    """Every dead letter left in ``outbox``, gathered as it is read."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        self.outbox = outbox
+        self.got: list[tuple[list[FailedRecord], float]] = []
+
+    def __call__(self) -> list[tuple[list[FailedRecord], float]]:
+        self.got += dead_letters(self.outbox)
+        return self.got
+
+
+def test_failures_go_to_the_dead_letters_with_their_data_ok_ones_do_not() -> None:
+    outbox = Outbox()
+    ledger = Ledger(10, 1000, outbox, dead_letters=True)
+    letters = Letters(outbox)
     a, b, c = (outcome(b"%d" % i, f"k{i}", ehk="7" if i == 1 else None) for i in range(3))
     for o in (a, b, c):
         ledger.accept(o, o._size)
     ledger.resolve([a], written("s-0", "1", False, 1.0, 0.0, 0.0, 1.0))
-    assert got == []
+    assert letters() == []
     ledger.resolve([b, a], failed("E", "m", 2.0))  # a: resolved before, left as it is
-    assert got == [([FailedRecord(b"1", "k1", "7", "s", b.result())], 2.0)]
+    assert letters() == [([FailedRecord(b"1", "k1", "7", "s", b.result())], 2.0)]
     ledger.resolve([b], failed("E", "again", 2.5))
-    assert len(got) == 1  # once
+    assert len(letters()) == 1  # once
     ledger.resolve_all(failed("Closed", "m", 3.0))
-    assert got[1] == ([FailedRecord(b"2", "k2", None, "s", c.result())], 3.0)
+    assert letters()[1] == ([FailedRecord(b"2", "k2", None, "s", c.result())], 3.0)
     assert c._data is None  # the data went with the FailedRecord
 
 
 def test_a_failed_aggregate_gives_each_member_its_data_back() -> None:
-    got: list[FailedRecord] = []
-    ledger = Ledger(10, 1000, lambda: None, lambda records, now: got.extend(records))
+    outbox = Outbox()
+    ledger = Ledger(10, 1000, outbox, dead_letters=True)
     members = [outcome(b"data-%d" % i, f"k{i}", now=i) for i in range(4)]
     blob = encode_records([o._data for o in members], [f"k{i}" for i in range(4)], None)  # type: ignore[misc]
     krec = KRecord(members, blob, "a", "1", len(blob) + 1, None, 0.0, True)  # type: ignore[arg-type]
@@ -77,20 +98,20 @@ def test_a_failed_aggregate_gives_each_member_its_data_back() -> None:
         o._data, o._agg = None, krec  # sealed: the aggregate holds the bytes
     ledger.resolve(members[:1], written("s-0", "1", False, 1.0, 0.0, 0.0, 1.0))
     ledger.resolve_all(failed("Closed", "m", 2.0))
+    got = [r for records, _ in dead_letters(outbox) for r in records]
     assert [r.data for r in got] == [b"data-1", b"data-2", b"data-3"]
     assert all(o._data is None and o._agg is None for o in members)
 
 
 class LedgerMachine(RuleBasedStateMachine):
     """Random accepts, resolutions (some repeated), flushes and a final close; every
-    failure goes to ``on_failed`` once, with its data."""
+    failure goes to the dead letters once, with its data."""
 
     @initialize()
     def start(self) -> None:
-        self.failures: list[FailedRecord] = []
-        self.ledger = Ledger(
-            10**9, 10**12, lambda: None, lambda records, now: self.failures.extend(records)
-        )
+        self.outbox = Outbox()
+        self.letters = Letters(self.outbox)
+        self.ledger = Ledger(10**9, 10**12, self.outbox, dead_letters=True)
         self.accepted: list[tuple[Outcome, int]] = []  # (outcome, epoch)
         self.targets: list[int] = []
 
@@ -108,6 +129,10 @@ class LedgerMachine(RuleBasedStateMachine):
         picks = data.draw(st.lists(st.sampled_from(self.accepted), max_size=5))
         res = written("s-0", "1", False, 1.0, 0.0, 0.0, 1.0) if ok else failed("E", "m", 1.0)
         self.ledger.resolve([o for o, _ in picks], res)
+
+    @property
+    def failures(self) -> list[FailedRecord]:
+        return [r for records, _ in self.letters() for r in records]
 
     @invariant()
     def each_failure_once(self) -> None:

@@ -25,7 +25,7 @@ from kinesis_trio._shards import Shard, ShardMap, hash_key_for
 from kinesis_trio._state import KRecord, ShardBuffer, StreamState
 from kinesis_trio._streams import AUTO, StreamFacts
 from kinesis_trio.testing import FakeKinesis, Faults
-from tests.support.engine import MAX_HASH, RecordingShell, engine
+from tests.support.engine import MAX_HASH, RecordingShell, engine, retry_due, shell_of
 from tests.support.helpers import fake_producer, stream_state
 
 THROTTLED = {"ErrorCode": "ProvisionedThroughputExceededException", "ErrorMessage": "slow down"}
@@ -37,11 +37,11 @@ def ordered(shards: int = 1, **config: Any) -> tuple[Engine, RecordingShell, Str
 
 def sealed(eng: Engine, stream: StreamState) -> list[KRecord]:
     """What the engine sealed since the last call, and what it holds, sealed now."""
-    shell = eng.shell
+    shell = shell_of(eng)
     assert isinstance(shell, RecordingShell)
     out = [k for _, batch in shell.sealed_batches for k in batch]
     for shard, _ in shell.sealed_batches:
-        shard.queued -= 1
+        eng.taken(shard, 1)
     shell.sealed_batches.clear()
     for shard in stream.shards:
         out += eng.acc.seal(shard)
@@ -57,7 +57,7 @@ def answer_ok(eng: Engine, stream: StreamState, krecs: list[KRecord], seq: int =
 
 def test_unordered_is_the_default_and_has_no_rule() -> None:
     eng, _shell, _stream = engine()
-    assert eng.order is None and eng.ledger.order is None and eng.acc.order is None
+    assert eng.order is None and eng.resolver.order is None and eng.place is eng.acc
     with pytest.raises(ValueError, match="ordering must be 'none' or 'per_key'"):
         ProducerConfig(ordering="by_key")
 
@@ -89,7 +89,7 @@ def test_a_record_that_waited_its_linger_for_its_key_goes_at_once() -> None:
     entry = {"ShardId": shard.shard_id, "SequenceNumber": "1"}
     eng.on_answer(stream, [first], {"Records": [entry]}, 1.0, 1.05)
     # "a"'s second waited 1.04 s, more than its linger: its containers are due now
-    assert shard.open_deadline == 1.05 and all(k.deadline <= 1.05 for k in shard.plain)
+    assert shard.open_deadline == 1.05 and all(k.send_by <= 1.05 for k in shard.plain)
     assert [k.members for k in shard.plain][-1] == [second]
     eng.accept(stream, b"3", "c", None, 1.06)
     assert shard.open_deadline == 1.05  # still due
@@ -119,7 +119,7 @@ def test_a_throttled_record_is_retried_before_the_next_of_its_key_goes() -> None
     eng.on_answer(stream, [krec], {"Records": [THROTTLED]}, 1.0, 1.1)
     assert not first.done() and not second.done()
     assert sealed(eng, stream) == []  # nothing of "a" goes while its first is unconfirmed
-    due = eng.retries.due(stream, max(shell.retries))
+    due = retry_due(eng, stream, max(shell.retries))
     [[retry]] = due.values()
     assert retry.members == [first]
     answer_ok(eng, stream, [retry], seq=3)
@@ -410,7 +410,7 @@ def simulate(seed: int, steps: int = 400, ordering: str = "per_key") -> Run:
         elif action < 0.85 and flying:
             answer(flying.pop(rand.randrange(len(flying))))
         elif action < 0.92:
-            for shard, krecs in eng.retries.due(stream, now).items():
+            for shard, krecs in retry_due(eng, stream, now).items():
                 shard.queued += 1
                 channel.append((shard, krecs))
         elif action < 0.93 and putting:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kinesis_trio._accumulator import Accumulator, key_length
 from kinesis_trio._config import ProducerConfig
+from kinesis_trio._engine import metrics_for
 from kinesis_trio._ledger import Ledger
 from kinesis_trio._outcome import Outcome, Resolution, written
 from kinesis_trio._reshard import ShardMaps
+from kinesis_trio._resolver import Resolver
 from kinesis_trio._shards import Shard, ShardMap
 from kinesis_trio._state import KRecord
 from tests.support.engine import MAX_HASH, RecordingShell, even_shards, outcome, stream_of
@@ -17,29 +21,38 @@ from tests.support.engine import MAX_HASH, RecordingShell, even_shards, outcome,
 TTL = 30.0
 
 
+class _Expiries(Resolver):
+    """A resolver that keeps what it was told to expire (and resolves nothing for it)."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.expired: list[tuple[list[Outcome], str]] = []
+
+    def expire(self, outcomes: list[Outcome], now: float, why: str) -> None:
+        self.expired.append((outcomes, why))
+
+
 class Harness:
     """ShardMaps wired to a real accumulator and ledger, and a recording shell."""
 
     def __init__(self, shards: list[Shard]) -> None:
         self.shell = RecordingShell()
+        outbox = self.shell.outbox
+        self.ledger = Ledger(10_000, 1 << 30, outbox)
         self.acc = Accumulator(
             agg_max_count=10_000,
             coll_max_count=500,
             coll_max_size=5 * 1024 * 1024,
             linger=0.1,
             queue_size=4,
-            on_open=self.shell.opened,
-            on_seal=self.shell.sealed,
+            outbox=outbox,
+            outstanding=self.ledger,
         )
-        self.ledger = Ledger(10_000, 1 << 30, self.shell.progress)
-        self.expired: list[tuple[list[Outcome], str]] = []
-        self.maps = ShardMaps(
-            ProducerConfig(record_ttl=TTL), self.acc, self.ledger, self.shell, self._expire
-        )
+        config = ProducerConfig(record_ttl=TTL)
+        self.resolver = _Expiries(self.ledger, metrics_for(config), TTL, None)
+        self.expired = self.resolver.expired
+        self.maps = ShardMaps(config, self.acc, self.acc, self.resolver, outbox)
         self.stream = stream_of(self.shell, shards)
-
-    def _expire(self, outcomes: list[Outcome], now: float, why: str) -> None:
-        self.expired.append((outcomes, why))
 
     def aggregate(self, hash_keys: list[int], now: float = 0.0) -> tuple[KRecord, list[Outcome]]:
         """One sealed aggregate of records with these explicit hash keys (one shard's; a

@@ -11,7 +11,7 @@ from kinesis_trio._engine import Engine
 from kinesis_trio._errors import KinesisError, RequestTimeoutError
 from kinesis_trio._outcome import Outcome
 from kinesis_trio._state import KRecord, StreamState
-from tests.support.engine import engine, sealed
+from tests.support.engine import engine, retry_due, sealed, shell_of
 
 
 def failed_request(
@@ -19,7 +19,7 @@ def failed_request(
 ) -> tuple[list[Outcome], list[KRecord]]:
     outcomes = [eng.accept(stream, b"r%d" % i, f"k{i}", None, at) for i in range(n)]
     krecs = sealed(eng, stream)
-    eng.shell.sealed_batches.clear()  # type: ignore[attr-defined]
+    shell_of(eng).sealed_batches.clear()
     eng.on_error(stream, krecs, error, at, at + 0.5)
     return outcomes, krecs
 
@@ -39,7 +39,7 @@ def test_a_timeout_retry_pays_ten_a_5xx_five_throttling_nothing() -> None:
     failed_request(eng, stream, timeout(), 0.0)
     failed_request(eng, stream, KinesisError("InternalFailure", "x", status_code=500), 0.0)
     failed_request(eng, stream, KinesisError("ThrottlingException", "x", status_code=400), 0.0)
-    eng.retries.due(stream, 100.0)  # every backoff is over: each retry pays as it goes
+    retry_due(eng, stream, 100.0)  # every backoff is over: each retry pays as it goes
     assert budget.level == pytest.approx(500.0 - 10 - 5)
 
 
@@ -50,19 +50,21 @@ def test_an_empty_budget_holds_retries_and_a_success_lets_them_go() -> None:
     budget.level = 12.0
     first, _ = failed_request(eng, stream, timeout(), 0.0)
     second, _ = failed_request(eng, stream, timeout(), 0.0)
-    due = eng.retries.due(stream, 10.0)
+    due = retry_due(eng, stream, 10.0)
     paid = [k for ks in due.values() for k in ks]
     assert len(paid) == 2  # one request's worth of retries: paid (the earliest two)
     assert budget.level < RetryBudget.TIMEOUT_COST
     # The retry cost is split over the request's records: the other two are held.
-    assert len(stream.retry_heap) == 2 and all(e[0] > 10.0 for e in stream.retry_heap)
-    held = [o for e in stream.retry_heap for k in e[2] for o in k.members]
+    assert len(eng.retries.waiting(stream)) == 2 and all(
+        e[0] > 10.0 for e in eng.retries.waiting(stream)
+    )
+    held = [o for e in eng.retries.waiting(stream) for k in e[2] for o in k.members]
     assert not any(o.done() for o in first + second)
     # A success (here, the paid retries) gives back what it cost: the held ones go.
     answer_ok(eng, stream, paid, 12.0)
     assert all(o.result().ok for k in paid for o in k.members)
     assert shell.retries[-1] == pytest.approx(12.01)  # the retrier is woken at once
-    again = eng.retries.due(stream, 12.01)
+    again = retry_due(eng, stream, 12.01)
     assert sorted((k.members[0] for ks in again.values() for k in ks), key=id) == sorted(
         held, key=id
     )
@@ -77,10 +79,10 @@ def test_the_budget_alone_never_fails_a_record_its_ttl_does() -> None:
     budget.level = 0.0
     budget.refill_per_s = 0.1  # a timeout retry affordable after 100 s: past the TTL
     outcomes, _ = failed_request(eng, stream, timeout(), 0.0)
-    eng.retries.due(stream, 10.0)  # held: the budget cannot pay before their TTL
+    retry_due(eng, stream, 10.0)  # held: the budget cannot pay before their TTL
     assert not any(o.done() for o in outcomes)
-    assert stream.retry_heap[0][0] == pytest.approx(30.0)  # their TTL, not before
-    eng.retries.due(stream, 30.0)
+    assert eng.retries.waiting(stream)[0][0] == pytest.approx(30.0)  # their TTL, not before
+    retry_due(eng, stream, 30.0)
     assert all(o.done() for o in outcomes)
     for o in outcomes:
         result = o.result()
@@ -93,11 +95,11 @@ def test_held_retries_wait_no_longer_than_time_refills_the_budget() -> None:
     budget = eng.retries.budget
     outcomes, _ = failed_request(eng, stream, timeout(), 0.0, n=1)
     assert budget.withdraw(budget.capacity, 20.0)  # empty at 20 s
-    eng.retries.due(stream, 20.0)  # past any backoff: held
+    retry_due(eng, stream, 20.0)  # past any backoff: held
     ready = budget.ready_at(RetryBudget.TIMEOUT_COST, 20.0)
     assert shell.retries[-1] == pytest.approx(ready) and ready <= 21.0  # 10 tokens/s
-    assert eng.retries.due(stream, ready - 0.01) == {}
-    due = eng.retries.due(stream, ready)
+    assert retry_due(eng, stream, ready - 0.01) == {}
+    due = retry_due(eng, stream, ready)
     assert sum(len(v) for v in due.values()) == 1
     assert not any(o.done() for o in outcomes)
 
@@ -120,7 +122,7 @@ def test_the_budget_running_dry_is_logged_once_not_per_request(
     with caplog.at_level(logging.INFO, logger="kinesis_trio"):
         for i in range(80):  # 80 timeouts: 800 tokens wanted, 500 there
             failed_request(eng, stream, timeout(), float(i), n=1)
-            eng.retries.due(stream, float(i) + 10.0)
+            retry_due(eng, stream, float(i) + 10.0)
             eng._log_notices()
     lines = logged(caplog, "retry_budget")
     assert len(lines) == 1 and "retry_budget_empty" in lines[0]

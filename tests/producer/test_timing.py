@@ -85,13 +85,13 @@ async def test_a_windows_shards_are_sealed_by_the_timer_in_order_past_a_limiter(
     from kinesis_trio import _shell
 
     nudges: list[object] = []
-    nudge = _shell._Shard.nudge
+    nudge = _shell._Worker.nudge
 
-    def counted(self: _shell._Shard) -> None:
+    def counted(self: _shell._Worker) -> None:
         nudges.append(self)
         nudge(self)
 
-    monkeypatch.setattr(_shell._Shard, "nudge", counted)
+    monkeypatch.setattr(_shell._Worker, "nudge", counted)
     linger = 0.1 if scale == 1.0 else 0.05
     fake = FakeKinesis()
     fake.create_stream("s", 4)
@@ -117,7 +117,7 @@ async def test_a_windows_shards_are_sealed_by_the_timer_in_order_past_a_limiter(
 
 def _collector_stream(producer: Any) -> Any:
     """The shell's state of stream "s" (its collector channel)."""
-    return producer._engine.streams["s"]
+    return producer._pipeline._tasks[producer._engine.streams["s"]]
 
 
 def _collector_messages(producer: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:

@@ -1,18 +1,32 @@
-"""Building blocks for the engine's tests: outcomes, shard buffers, a recording shell."""
+"""Building blocks for the engine's tests: outcomes, shard buffers, and a recording shell
+that reads the effects the engine leaves in its outbox."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from kinesis_trio._config import ProducerConfig
+from kinesis_trio._effects import (
+    DeadLetters,
+    Outbox,
+    Queue,
+    Refresh,
+    RefreshCredentials,
+    RetireShard,
+    RetryAt,
+    SendApart,
+    StartShard,
+    Wake,
+)
 from kinesis_trio._engine import Engine, metrics_for
 from kinesis_trio._limiter import ShardLimiter
 from kinesis_trio._outcome import Outcome
 from kinesis_trio._shards import Shard, ShardMap, hash_key_for
 from kinesis_trio._state import KRecord, ShardBuffer, StreamState
-from kinesis_trio._streams import StreamFacts
+from kinesis_trio._streams import StreamFacts, StreamPolicy
 
 MAX_HASH = 2**128 - 1
+_SHELLS: dict[int, RecordingShell] = {}
 
 
 def outcome(data: bytes, key: str, now: float = 0.0, ehk: str | None = None) -> Outcome:
@@ -30,49 +44,101 @@ def even_shards(count: int) -> list[Shard]:
 
 
 class RecordingShell:
-    """A Shell that does no I/O: it records what the engine asked for."""
+    """The effects an engine (or its parts) left in ``outbox``, read as a shell would take
+    them, kept by kind for the tests' assertions (each attribute takes what is new first).
+    The list attributes are the tests' own: a test may clear them."""
 
-    def __init__(self) -> None:
-        self.opened_shards: list[ShardBuffer] = []
-        self.sealed_batches: list[tuple[ShardBuffer, list[KRecord]]] = []
-        self.retired_shards: list[ShardBuffer] = []
-        self.retries: list[float] = []
-        self.refreshes = 0
-        self.credential_refreshes = 0
-        self.apart: list[list[KRecord]] = []
-        self.progress_calls = 0
+    def __init__(self, outbox: Outbox | None = None) -> None:
+        self.outbox = outbox if outbox is not None else Outbox()
+        self._opened: list[ShardBuffer] = []
+        self._sealed: list[tuple[ShardBuffer, list[KRecord]]] = []
+        self._started: list[ShardBuffer] = []
+        self._retired: list[ShardBuffer] = []
+        self._retries: list[float] = []
+        self._refreshes = 0
+        self._credential_refreshes = 0
+        self._apart: list[list[KRecord]] = []
+        self._dead: list[DeadLetters] = []
+        self._progress = 0
 
-    def opened(self, shard: ShardBuffer) -> None:
-        self.opened_shards.append(shard)
+    def take(self) -> None:
+        """Take the new effects into the lists."""
+        if self.outbox.progress:
+            self._progress += 1
+        for effect in self.outbox.take():
+            if isinstance(effect, Wake):
+                self._opened.append(effect.shard)
+            elif isinstance(effect, Queue):
+                self._sealed.append((effect.shard, effect.batch))
+            elif isinstance(effect, StartShard):
+                self._started.append(effect.shard)
+            elif isinstance(effect, RetireShard):
+                self._retired.append(effect.shard)
+            elif isinstance(effect, RetryAt):
+                self._retries.append(effect.due)
+            elif isinstance(effect, Refresh):
+                self._refreshes += 1
+            elif isinstance(effect, RefreshCredentials):
+                self._credential_refreshes += 1
+            elif isinstance(effect, SendApart):
+                self._apart.append(effect.krecs)
+            else:
+                self._dead.append(effect)
 
-    def sealed(self, shard: ShardBuffer, batch: list[KRecord]) -> None:
-        self.sealed_batches.append((shard, batch))
-        shard.queued += 1  # as the real shell counts the batch it puts into the channel
+    @property
+    def opened_shards(self) -> list[ShardBuffer]:
+        """Shards whose containers got a linger deadline (``Wake``)."""
+        self.take()
+        return self._opened
 
-    def new_shard(
-        self, stream: StreamState, shard: Shard, limiter: ShardLimiter | None = None
-    ) -> ShardBuffer:
-        return ShardBuffer(
-            shard.shard_id, shard.start, shard.end, limiter or ShardLimiter(100, 0.0)
-        )
+    @property
+    def sealed_batches(self) -> list[tuple[ShardBuffer, list[KRecord]]]:
+        """Batches queued for a shard's worker (``Queue``)."""
+        self.take()
+        return self._sealed
 
-    def retired(self, shard: ShardBuffer) -> None:
-        self.retired_shards.append(shard)
+    @property
+    def started_shards(self) -> list[ShardBuffer]:
+        self.take()
+        return self._started
 
-    def retry_at(self, stream: StreamState, due: float) -> None:
-        self.retries.append(due)
+    @property
+    def retired_shards(self) -> list[ShardBuffer]:
+        self.take()
+        return self._retired
 
-    def refresh(self, stream: StreamState) -> None:
-        self.refreshes += 1
+    @property
+    def retries(self) -> list[float]:
+        """When retries are due (``RetryAt``)."""
+        self.take()
+        return self._retries
 
-    def refresh_credentials(self) -> None:
-        self.credential_refreshes += 1
+    @property
+    def refreshes(self) -> int:
+        self.take()
+        return self._refreshes
 
-    def send_apart(self, stream: StreamState, krecs: list[KRecord]) -> None:
-        self.apart.append(krecs)
+    @property
+    def credential_refreshes(self) -> int:
+        self.take()
+        return self._credential_refreshes
 
-    def progress(self) -> None:
-        self.progress_calls += 1
+    @property
+    def apart(self) -> list[list[KRecord]]:
+        """Requests to send apart (``SendApart``)."""
+        self.take()
+        return self._apart
+
+    @property
+    def dead_letters(self) -> list[DeadLetters]:
+        self.take()
+        return self._dead
+
+    @property
+    def progress_calls(self) -> int:
+        """How many times the shell found records resolved since it last looked."""
+        self.take()
+        return self._progress
 
 
 def stream_of(
@@ -84,10 +150,23 @@ def stream_of(
     agg_max_size: int = 51_200,
 ) -> StreamState:
     stream = StreamState(name, ShardMap(shards))
-    stream.aggregate = aggregate
-    stream.agg_max_size = agg_max_size
-    stream.shards = [shell.new_shard(stream, s) for s in shards]
+    policy = StreamPolicy(False, aggregate, stream.max_record_size)
+    stream.adopt(
+        stream.facts,
+        policy,
+        agg_max_size=agg_max_size,
+        accept_max=stream.accept_max,
+        shard_count=len(shards),
+        refusal=None,
+        lowered=False,
+    )
+    stream.use_map(stream.map, [buffer(s) for s in shards])
     return stream
+
+
+def buffer(shard: Shard, limiter: ShardLimiter | None = None) -> ShardBuffer:
+    """A shard's buffer, as the engine makes one for a shard new to a map."""
+    return ShardBuffer(shard.shard_id, shard.start, shard.end, limiter or ShardLimiter(100, 0.0))
 
 
 def engine(
@@ -95,17 +174,39 @@ def engine(
 ) -> tuple[Engine, RecordingShell, StreamState]:
     """An engine with one stream, loaded as the producer loads one (its policy applied)."""
     cfg = ProducerConfig(**config)
-    shell = RecordingShell()
-    eng = Engine(cfg, shell, metrics_for(cfg), refreshable=True)
+    eng = Engine(cfg, metrics_for(cfg), refreshable=True)
+    shell = shell_of(eng)
     shard_map = ShardMap(even_shards(shards))
     stream = StreamState("s", shard_map)
-    eng.maps.apply_facts(stream, facts or StreamFacts("s"), shard_map, 0.0)
-    eng.streams["s"] = stream
+    eng.add_stream("s", stream, facts or StreamFacts("s"), shard_map, 0.0)
     return eng, shell, stream
 
 
+def shell_of(eng: Engine) -> RecordingShell:
+    """A recording shell over ``eng``'s outbox (made once per engine)."""
+    shell = _SHELLS.get(id(eng))
+    if shell is None or shell.outbox is not eng.outbox:
+        shell = _SHELLS[id(eng)] = RecordingShell(eng.outbox)
+    return shell
+
+
 def sealed(eng: Engine, stream: StreamState) -> list[KRecord]:
-    out = [k for _, batch in eng.shell.sealed_batches for k in batch]  # type: ignore[attr-defined]
+    out = [k for _, batch in shell_of(eng).sealed_batches for k in batch]
     for shard in stream.shards:
         out += eng.acc.seal(shard)
+    return out
+
+
+def retry_due(eng: Engine, stream: StreamState, now: float) -> dict[ShardBuffer, list[KRecord]]:
+    """The retries the engine queued now, by shard (taken out of its channels' counts, as
+    a shell's workers would take them)."""
+    shell = shell_of(eng)
+    before = len(shell.sealed_batches)
+    eng.retry_due(stream, now)
+    queued = shell.sealed_batches[before:]
+    del shell.sealed_batches[before:]
+    out: dict[ShardBuffer, list[KRecord]] = {}
+    for shard, krecs in queued:
+        eng.taken(shard, 1)
+        out.setdefault(shard, []).extend(krecs)
     return out
