@@ -13,44 +13,33 @@ with anyio's blocking portal. Threads never make one round trip to that loop per
   in a batch (a periodic sweep keeps one slow record from holding back the others).
 
 The loop is woken (a non-blocking ``call_soon_threadsafe`` / ``TrioToken.run_sync_soon``)
-only when the pump has gone idle.
+only when the pump has gone idle. The deque and the books shared by the threads are the
+``Line`` (``_sync_line``); the pump, the resolver and the close are the ``Loop``
+(``_sync_loop``); SyncProducer checks the records and opens and closes the two.
 """
 
 from __future__ import annotations
 
 import atexit
-import collections
 import contextlib
 import sys
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from types import TracebackType
 from typing import Any
 
-import anyio
-import anyio.abc
-import anyio.lowlevel
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from ._config import RECORD_MAX_SIZE_CEILING, ProducerConfig
 from ._credentials import StaticCredentials
-from ._errors import ProducerClosedError
 from ._failures import FailedRecord
 from ._outcome import RecordResult
 from ._producer import Producer
 from ._shards import parse_explicit_hash_key
-from ._sync_loop import (
-    _CLOSED,
-    _CLOSING,
-    _FLUSH,
-    _NEW,
-    _OPEN,
-    _Item,
-    _LoopSide,
-)
+from ._sync_line import Item, Line
+from ._sync_loop import Loop
 from ._validate import check_stream_name, coerce_data, partition_key_length
 
 __all__ = ["SyncProducer"]
@@ -71,7 +60,7 @@ def _runs_trio() -> bool:
     return True
 
 
-class SyncProducer(_LoopSide):
+class SyncProducer:
     """A blocking, thread-safe Kinesis producer: the :class:`Producer` on a background thread.
 
     ::
@@ -136,39 +125,15 @@ class SyncProducer(_LoopSide):
         self._default_stream = stream_name
         self._backend = backend
         self._backend_options = backend_options
-        self._max_records = self._config.max_outstanding_records
-        self._max_bytes = self._config.max_outstanding_bytes
         # Checked here against what any stream could take; against the stream's own limit
         # here too when it is loaded, else by the loop's put (the error goes to the future).
         self._max_record_size = min(
             self._config.max_record_size or RECORD_MAX_SIZE_CEILING,
             self._config.max_outstanding_bytes,
         )
-        # Shared state, guarded by _cond (its lock).
-        self._cond = threading.Condition(threading.Lock())
-        self._state = _NEW
-        self._queue: collections.deque[_Item] = collections.deque()
-        self._outstanding_records = 0
-        self._outstanding_bytes = 0
-        self._waiters = 0
-        self._epoch = 0
-        self._epoch_counts: dict[int, int] = {}
-        self._pump_idle = False
-        self._abort = False
-        self._abort_reason = "close(abort=True)"
-        self._timed_out = False
-        self._error: BaseException | None = None
-        # Loop-side state (touched only on the producer's thread).
-        self._waiting: collections.deque[_Item] = collections.deque()
-        self._pump_event: anyio.Event | None = None
-        self._resolver_event: anyio.Event | None = None
-        self._close_event: anyio.Event | None = None
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._call_soon: Callable[[Callable[[], object]], object] | None = None
-        self._loop_thread = 0
-        self._on_failure = on_failure
-        self._unsent_failures: collections.deque[FailedRecord] = collections.deque()
-        self._failure_caller = None
+        # What callers share with the loop (guarded by its lock), and the loop's tasks.
+        self._line = Line(self._config.max_outstanding_records, self._config.max_outstanding_bytes)
+        self._loop = Loop(self._line, self._producer, stream_name, on_failure)
         # Lifecycle.
         self._close_lock = threading.Lock()
         self._portal_cm: contextlib.AbstractContextManager[BlockingPortal] | None = None
@@ -190,12 +155,12 @@ class SyncProducer(_LoopSide):
     @property
     def outstanding_records(self) -> int:
         """Records accepted by :meth:`put` whose futures are not resolved yet."""
-        return self._outstanding_records
+        return self._line.outstanding_records
 
     @property
     def outstanding_bytes(self) -> int:
         """Bytes (data + partition key) of the outstanding records."""
-        return self._outstanding_bytes
+        return self._line.outstanding_bytes
 
     def open(self) -> SyncProducer:
         """Start the background thread and the producer (loads the default stream's shard
@@ -208,16 +173,13 @@ class SyncProducer(_LoopSide):
                 "the SyncProducer from a thread of its own (trio.to_thread.run_sync)"
             )
         with self._close_lock:
-            if self._state != _NEW:
-                raise RuntimeError("a SyncProducer can be opened only once")
-            self._state = _OPEN
+            self._line.start()
             cm = start_blocking_portal(self._backend, self._backend_options)
             portal = cm.__enter__()
             try:
-                self._main, _ = portal.start_task(self._run)
+                self._main, _ = portal.start_task(self._loop.run)
             except BaseException:
-                with self._cond:
-                    self._state = _CLOSED
+                self._line.shut()
                 cm.__exit__(None, None, None)
                 raise
             self._portal_cm = cm
@@ -253,27 +215,16 @@ class SyncProducer(_LoopSide):
 
         ``put`` calls waiting for room, and later ones, raise ``ProducerClosedError``.
         """
-        if self._loop_thread == threading.get_ident():
+        if self._line.loop_thread == threading.get_ident():
             raise RuntimeError("close() cannot be called from the producer's own thread")
         with self._close_lock:
             cm, main = self._portal_cm, self._main
             if cm is None or main is None:
-                with self._cond:
-                    self._state = _CLOSED
+                self._line.shut()
                 return
-            with self._cond:
-                if self._state == _OPEN:
-                    self._state = _CLOSING
-                if abort and not self._abort:
-                    self._abort = True
-                    self._abort_reason = reason or "close(abort=True)"
-                self._cond.notify_all()  # waiting putters: closed
-                self._wake_pump()
-            call_soon = self._call_soon
-            close_event = self._close_event
-            assert call_soon is not None and close_event is not None
+            self._line.close(abort, reason)
             try:
-                call_soon(close_event.set)
+                self._loop.stop()
                 main.result()  # every future is resolved when this returns
             finally:
                 self._portal_cm = None
@@ -301,23 +252,7 @@ class SyncProducer(_LoopSide):
         the loop (an unknown non-default stream) are set on the future. Any thread.
         """
         item = self._check(data, partition_key, explicit_hash_key, stream_name)
-        size = item.size
-        cond = self._cond
-        with cond:
-            if not (
-                self._state == _OPEN
-                and self._outstanding_records < self._max_records
-                and self._outstanding_bytes + size <= self._max_bytes
-            ):
-                self._wait_room(size, timeout)
-            self._outstanding_records += 1
-            self._outstanding_bytes += size
-            epoch = item.epoch = self._epoch
-            counts = self._epoch_counts
-            counts[epoch] = counts.get(epoch, 0) + 1
-            self._queue.append(item)
-            if self._pump_idle:
-                self._wake_pump()
+        self._line.add(item, timeout)
         return item.future
 
     def put_many(
@@ -332,28 +267,7 @@ class SyncProducer(_LoopSide):
         items = [
             self._check(r[0], r[1], r[2] if len(r) == 3 else None, stream_name) for r in records
         ]
-        cond = self._cond
-        i, n = 0, len(items)
-        with cond:
-            while i < n:
-                item = items[i]
-                size = item.size
-                if not (
-                    self._state == _OPEN
-                    and self._outstanding_records < self._max_records
-                    and self._outstanding_bytes + size <= self._max_bytes
-                ):
-                    if self._pump_idle:
-                        self._wake_pump()
-                    self._wait_room(size, None)
-                self._outstanding_records += 1
-                self._outstanding_bytes += size
-                epoch = item.epoch = self._epoch
-                self._epoch_counts[epoch] = self._epoch_counts.get(epoch, 0) + 1
-                self._queue.append(item)
-                i += 1
-            if self._pump_idle:
-                self._wake_pump()
+        self._line.add_many(items)
         return [item.future for item in items]
 
     def _check(
@@ -362,7 +276,7 @@ class SyncProducer(_LoopSide):
         partition_key: str | None,
         explicit_hash_key: str | None,
         stream_name: str | None,
-    ) -> _Item:
+    ) -> Item:
         """Validate like ``Producer.put_nowait`` (same order, same errors)."""
         if stream_name is not None:
             check_stream_name(stream_name)
@@ -389,42 +303,7 @@ class SyncProducer(_LoopSide):
             )
         if explicit_hash_key is not None:
             parse_explicit_hash_key(explicit_hash_key)
-        return _Item(data, partition_key, explicit_hash_key, stream_name, size)
-
-    def _wait_room(self, size: int, timeout: float | None) -> None:
-        """Wait (holding ``_cond``) until the record fits; raise if closed or timed out."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            if self._state != _OPEN:
-                raise ProducerClosedError(
-                    "the SyncProducer is not open: use `with SyncProducer(...)` or open()"
-                    if self._state == _NEW
-                    else "the SyncProducer is closed"
-                )
-            if (
-                self._outstanding_records < self._max_records
-                and self._outstanding_bytes + size <= self._max_bytes
-            ):
-                return
-            if self._loop_thread == threading.get_ident():
-                raise RuntimeError(
-                    "put() from the producer's own thread (a future's callback) would wait "
-                    "for room: it would never get it"
-                )
-            remaining = None
-            if deadline is not None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(
-                        f"no room for the record within {timeout} s (backpressure: "
-                        f"{self._outstanding_records} records, {self._outstanding_bytes} bytes "
-                        "outstanding); it was not accepted"
-                    )
-            self._waiters += 1
-            try:
-                self._cond.wait(remaining)
-            finally:
-                self._waiters -= 1
+        return Item(data, partition_key, explicit_hash_key, stream_name, size)
 
     # -- flush ----------------------------------------------------------------------------
 
@@ -434,45 +313,13 @@ class SyncProducer(_LoopSide):
         Raises ``TimeoutError`` after ``timeout`` seconds (the records stay in flight).
         Any thread.
         """
-        if self._loop_thread == threading.get_ident():
+        if self._line.loop_thread == threading.get_ident():
             raise RuntimeError("flush() cannot be called from the producer's own thread")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            target = self._epoch
-            counts = self._epoch_counts
-            if not counts:
-                return
-            self._epoch += 1
-            if self._state == _OPEN:
-                self._queue.append(_FLUSH)
-                if self._pump_idle:
-                    self._wake_pump()
-            while counts and min(counts) <= target:
-                remaining = None
-                if deadline is not None:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        left = sum(n for e, n in counts.items() if e <= target)
-                        raise TimeoutError(f"flush: {left} records not resolved within {timeout} s")
-                self._waiters += 1
-                try:
-                    self._cond.wait(remaining)
-                finally:
-                    self._waiters -= 1
-
-    # -- the loop side --------------------------------------------------------------------
-
-    def _wake_pump(self) -> None:
-        """Wake the idle pump (call holding ``_cond``; from any thread)."""
-        self._pump_idle = False
-        event = self._pump_event
-        call_soon = self._call_soon
-        if event is not None and call_soon is not None:
-            call_soon(event.set)
+        self._line.flush(timeout)
 
     def __repr__(self) -> str:
-        state = ("new", "open", "closing", "closed")[self._state]
+        state = ("new", "open", "closing", "closed")[self._line.state]
         return (
             f"<SyncProducer {state} stream={self._default_stream!r} backend={self._backend!r} "
-            f"outstanding={self._outstanding_records}>"
+            f"outstanding={self._line.outstanding_records}>"
         )

@@ -1,28 +1,29 @@
 """The event-loop side of :class:`~kinesis_trio.SyncProducer`: its main task, the pump
-that feeds the Producer in order, the resolver that settles the futures in batches, and
-the delivery of failed records to ``on_failure``."""
+that feeds the Producer in order from the :class:`~kinesis_trio._sync_line.Line`, the
+resolver that settles the futures in batches, and the delivery of failed records to
+``on_failure`` (in a thread of its own, :class:`_CallbackThread`)."""
 
 from __future__ import annotations
 
 import collections
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
 import sniffio
 
-from ._config import ProducerConfig
 from ._failures import FailedRecord
 from ._logging import get_logger
-from ._outcome import ABORTED, CLOSE_TIMEOUT, Outcome, RecordResult
+from ._outcome import ABORTED, CLOSE_TIMEOUT, RecordResult
 from ._producer import Producer
+from ._sync_line import CLOSED, FLUSH, OPEN, Item, Line
+
+__all__ = ["Loop", "SyncProducerAbort"]
 
 _log = get_logger("kinesis_trio.producer")
 
-_NEW, _OPEN, _CLOSING, _CLOSED = 0, 1, 2, 3
 #: The pump yields to the loop after this many records, so responses get processed.
 _PUMP_YIELD_EVERY = 512
 #: While the oldest outcome is unresolved, look for resolved ones behind it this often (s).
@@ -34,91 +35,73 @@ class SyncProducerAbort(Exception):
     ``close(abort=True)`` or a close that ran out of ``close_timeout``); never reaches you."""
 
 
-class _Item:
-    """One record on its way: queued here, then in the producer, then settled."""
+class Loop:
+    """The tasks SyncProducer runs on its background event loop (their state is touched
+    only on the loop's thread; what callers share with them is on the :class:`Line`)."""
 
     __slots__ = (
-        "data",
-        "epoch",
-        "explicit_hash_key",
-        "future",
-        "outcome",
-        "partition_key",
-        "size",
-        "stream_name",
+        "_close_event",
+        "_config",
+        "_default_stream",
+        "_error",
+        "_failure_caller",
+        "_line",
+        "_on_failure",
+        "_producer",
+        "_resolver_event",
+        "_tg",
+        "_timed_out",
+        "_unsent_failures",
+        "_waiting",
     )
 
     def __init__(
         self,
-        data: bytes | None,
-        partition_key: str | None,
-        explicit_hash_key: str | None,
-        stream_name: str | None,
-        size: int,
+        line: Line,
+        producer: Producer,
+        default_stream: str | None,
+        on_failure: Callable[[FailedRecord], object] | None,
     ) -> None:
-        self.data = data
-        self.partition_key = partition_key
-        self.explicit_hash_key = explicit_hash_key
-        self.stream_name = stream_name
-        self.size = size
-        self.future: Future[RecordResult] = Future()
-        self.future.set_running_or_notify_cancel()  # accepted: cancel() can't withdraw it
-        self.epoch = 0
-        self.outcome: Outcome | None = None
+        self._line = line
+        self._producer = producer
+        self._config = producer.config
+        self._default_stream = default_stream
+        self._on_failure = on_failure
+        #: the records in the producer, oldest first, until their futures are settled
+        self._waiting: collections.deque[Item] = collections.deque()
+        self._resolver_event: anyio.Event | None = None
+        self._close_event: anyio.Event | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._timed_out = False
+        self._error: BaseException | None = None
+        #: records failed here, never handed to the Producer (queued when it closed)
+        self._unsent_failures: collections.deque[FailedRecord] = collections.deque()
+        self._failure_caller: _CallbackThread | None = None
 
+    def stop(self) -> None:
+        """From a caller's thread (the close): end the main task."""
+        call_soon = self._line.call_soon
+        close_event = self._close_event
+        assert call_soon is not None and close_event is not None
+        call_soon(close_event.set)
 
-_FLUSH = _Item(None, "", None, None, 0)
-"""Queue marker: ask the producer to flush once the records queued before it are in."""
+    def _timeout_message(self) -> str:
+        return f"not confirmed within close_timeout ({self._config.close_timeout} s)"
 
-
-class _LoopSide:
-    """The tasks SyncProducer runs on its background event loop."""
-
-    # The caller-side state they share (see SyncProducer.__init__), guarded by _cond.
-    _producer: Producer
-    _config: ProducerConfig
-    _default_stream: str | None
-    _cond: threading.Condition
-    _state: int
-    _queue: collections.deque[_Item]
-    _outstanding_records: int
-    _outstanding_bytes: int
-    _waiters: int
-    _epoch_counts: dict[int, int]
-    _pump_idle: bool
-    _abort: bool
-    _abort_reason: str
-    _timed_out: bool
-    _error: BaseException | None
-    # Loop-side state (touched only on the producer's thread).
-    _waiting: collections.deque[_Item]
-    _pump_event: anyio.Event | None
-    _resolver_event: anyio.Event | None
-    _close_event: anyio.Event | None
-    _tg: anyio.abc.TaskGroup | None
-    _call_soon: Callable[[Callable[[], object]], object] | None
-    _loop_thread: int
-    _on_failure: Callable[[FailedRecord], object] | None
-    #: records failed here, never handed to the Producer (queued when it closed)
-    _unsent_failures: collections.deque[FailedRecord]
-    _failure_caller: _CallbackThread | None
-
-    async def _run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """The main task: the producer's scope, the pump and the resolver."""
         if sniffio.current_async_library() == "trio":
             import trio
 
-            token = trio.lowlevel.current_trio_token()
-            self._call_soon = token.run_sync_soon
+            self._line.bind(trio.lowlevel.current_trio_token().run_sync_soon)
         else:
             import asyncio
 
-            self._call_soon = asyncio.get_running_loop().call_soon_threadsafe
-        self._loop_thread = threading.get_ident()
+            self._line.bind(asyncio.get_running_loop().call_soon_threadsafe)
         self._close_event = anyio.Event()
-        self._pump_event = anyio.Event()
         self._resolver_event = anyio.Event()
         producer = self._producer
+        line = self._line
         try:
             async with producer:
                 async with anyio.create_task_group() as tg:
@@ -130,20 +113,18 @@ class _LoopSide:
                         tg.start_soon(self._deliver_failures, producer)
                     task_status.started()
                     await self._close_event.wait()
-                    if not self._abort:
+                    if not line.abort:
                         with anyio.move_on_after(self._config.close_timeout) as scope:
                             await pumped.wait()
                             await producer.flush()
                         self._timed_out = scope.cancelled_caught
                     tg.cancel_scope.cancel()
-                if self._abort:
+                if line.abort:
                     raise SyncProducerAbort(
-                        f"the SyncProducer was closed by {self._abort_reason}"[:150]
+                        f"the SyncProducer was closed by {line.abort_reason}"[:150]
                     )
                 if self._timed_out:
-                    raise SyncProducerAbort(
-                        f"not confirmed within close_timeout ({self._config.close_timeout} s)"
-                    )
+                    raise SyncProducerAbort(self._timeout_message())
         except SyncProducerAbort:
             pass
         except BaseException as exc:
@@ -161,11 +142,12 @@ class _LoopSide:
         Cancelled, it loses no record: the rest are delivered after the close."""
         caller = self._failure_caller
         if caller is None:
-            assert self._call_soon is not None
-            caller = self._failure_caller = _CallbackThread(self._call_on_failure, self._call_soon)
+            call_soon = self._line.call_soon
+            assert call_soon is not None
+            caller = self._failure_caller = _CallbackThread(self._call_on_failure, call_soon)
         async for record in producer.failures():
             await caller.call(record)
-        if self._state == _CLOSED:  # after the close: the last ones, then the thread ends
+        if self._line.state == CLOSED:  # after the close: the last ones, then the thread ends
             while self._unsent_failures:
                 await caller.call(self._unsent_failures.popleft())
             await caller.stop()
@@ -174,13 +156,10 @@ class _LoopSide:
         """In the callback's thread: the callback; what it raises is logged, not raised."""
         callback = self._on_failure
         assert callback is not None
-        if self._timed_out and not self._abort and record.result.error_code == ABORTED:
+        if self._timed_out and not self._line.abort and record.result.error_code == ABORTED:
             record = record._replace(
                 result=record.result._replace(
-                    error_code=CLOSE_TIMEOUT,
-                    error_message=(
-                        f"not confirmed within close_timeout ({self._config.close_timeout} s)"
-                    ),
+                    error_code=CLOSE_TIMEOUT, error_message=self._timeout_message()
                 )
             )
         try:
@@ -196,9 +175,10 @@ class _LoopSide:
 
     async def _pump(self, producer: Producer, pumped: anyio.Event) -> None:
         """Move queued records into the producer, in order."""
-        queue = self._queue
+        line = self._line
+        queue = line.queue
         waiting = self._waiting
-        cond = self._cond
+        cond = line.cond
         put_nowait = producer.put_nowait
         count = 0
         while True:
@@ -206,16 +186,15 @@ class _LoopSide:
                 event = None
                 with cond:
                     if not queue:
-                        if self._state != _OPEN:
+                        if line.state != OPEN:
                             pumped.set()
                             return
-                        event = self._pump_event = anyio.Event()
-                        self._pump_idle = True  # the next put wakes us (_wake_pump)
+                        event = line.idle()  # the next put wakes us
                 if event is not None:
                     await event.wait()
                 continue
             item = queue.popleft()
-            if item is _FLUSH:
+            if item is FLUSH:
                 tg = self._tg
                 assert tg is not None
                 tg.start_soon(producer.flush)
@@ -239,13 +218,12 @@ class _LoopSide:
                     )
             except Exception as exc:
                 item.future.set_exception(exc)
-                self._release([item])
+                line.release([item])
                 continue
             except BaseException:
                 queue.appendleft(item)  # not accepted (cancelled): _finish fails it
                 raise
-            item.outcome = outcome
-            item.data = None
+            item.sent(outcome)
             waiting.append(item)
             resolver_event = self._resolver_event
             if resolver_event is not None:
@@ -275,7 +253,7 @@ class _LoopSide:
                     if len(waiting) > self._producer.outstanding_records:
                         self._sweep()
                     continue
-            batch: list[_Item] = []
+            batch: list[Item] = []
             while waiting and waiting[0].outcome.done():  # type: ignore[union-attr]
                 batch.append(waiting.popleft())
             self._settle(batch)
@@ -283,8 +261,8 @@ class _LoopSide:
 
     def _sweep(self) -> None:
         """Settle every resolved outcome, wherever it is in the waiting line."""
-        done: list[_Item] = []
-        keep: collections.deque[_Item] = collections.deque()
+        done: list[Item] = []
+        keep: collections.deque[Item] = collections.deque()
         for item in self._waiting:
             (done if item.outcome.done() else keep).append(item)  # type: ignore[union-attr]
         if done:
@@ -292,7 +270,7 @@ class _LoopSide:
             self._waiting.extend(keep)
             self._settle(done)
 
-    def _settle(self, items: Sequence[_Item]) -> None:
+    def _settle(self, items: Sequence[Item]) -> None:
         rewrite = self._timed_out
         for item in items:
             outcome = item.outcome
@@ -300,57 +278,29 @@ class _LoopSide:
             result = outcome.result()
             if rewrite and result.error_code == ABORTED:
                 result = result._replace(
-                    error_code=CLOSE_TIMEOUT,
-                    error_message=(
-                        f"not confirmed within close_timeout ({self._config.close_timeout} s)"
-                    ),
+                    error_code=CLOSE_TIMEOUT, error_message=self._timeout_message()
                 )
             item.future.set_result(result)
-        self._release(items)
-
-    def _release(self, items: Sequence[_Item]) -> None:
-        """Take settled records off the books; wake waiting putters and flushers."""
-        if not items:
-            return
-        size = 0
-        epochs: dict[int, int] = {}
-        for item in items:
-            size += item.size
-            epochs[item.epoch] = epochs.get(item.epoch, 0) + 1
-        with self._cond:
-            self._outstanding_records -= len(items)
-            self._outstanding_bytes -= size
-            counts = self._epoch_counts
-            for epoch, n in epochs.items():
-                left = counts[epoch] - n
-                if left:
-                    counts[epoch] = left
-                else:
-                    del counts[epoch]
-            if self._waiters:
-                self._cond.notify_all()
+        self._line.release(items)
 
     def _finish(self) -> None:
         """After the producer's scope: settle everything still on the books."""
-        with self._cond:
-            self._state = _CLOSED
-            leftovers = list(self._queue)
-            self._queue.clear()
-            self._cond.notify_all()
+        leftovers = self._line.finish()
         settled = [i for i in self._waiting if i.outcome is not None and i.outcome.done()]
         self._settle(settled)
         unresolved = [i for i in self._waiting if not i.future.done()]
         self._waiting.clear()
-        leftovers = [i for i in leftovers if i is not _FLUSH] + unresolved
+        leftovers = [i for i in leftovers if i is not FLUSH] + unresolved
         if not leftovers:
             return
-        if self._timed_out and not self._abort:
+        line = self._line
+        if self._timed_out and not line.abort:
             code = CLOSE_TIMEOUT
-            message = f"not confirmed within close_timeout ({self._config.close_timeout} s)"
+            message = self._timeout_message()
         else:
             code = ABORTED
-            why = self._abort_reason
-            if not self._abort:
+            why = line.abort_reason
+            if not line.abort:
                 error = self._error
                 why = f"{type(error).__name__}: {error}"[:150] if error else "producer failed"
             message = f"the SyncProducer was closed ({why}) before the record was sent"
@@ -381,7 +331,7 @@ class _LoopSide:
                         result,
                     )
                 )
-        self._release(leftovers)
+        line.release(leftovers)
 
 
 class _CallbackThread:

@@ -450,7 +450,7 @@ def test_on_failure_gets_each_failed_record_once_in_a_worker_thread(backend: str
         bad = [producer.put(b"bad%d" % i, f"k{i}", stream_name="bad") for i in range(100)]
         assert all(f.result(timeout=10).ok for f in ok)
         assert not any(f.result(timeout=10).ok for f in bad)
-        loop_thread = producer._loop_thread
+        loop_thread = producer._line.loop_thread
     # every failure is delivered before close returns, once, with its data and result
     assert sorted(r.data for r in got) == sorted(b"bad%d" % i for i in range(100))
     by_data = {r.data: r for r in got}
