@@ -83,6 +83,11 @@ class TailStats:
     running: int = 0
     behind: dict[str, int] = field(default_factory=dict)
 
+    def wrote_record(self) -> int:
+        """Count one record written; returns the records written so far."""
+        self.records += 1
+        return self.records
+
 
 # -- output -------------------------------------------------------------------------------------
 
@@ -204,8 +209,8 @@ class _Tail:
                 async for page in pages:
                     for line in page:
                         out.write(line)
-                        stats.records += 1
-                        if count is not None and stats.records >= count:
+                        written = stats.wrote_record()
+                        if count is not None and written >= count:
                             out.flush()
                             return
                     out.flush()
