@@ -100,6 +100,16 @@ class ShardStats:
     first_accept: float | None = None
     last_accept: float | None = None
 
+    def _accept(self, size: int, now: float) -> None:
+        self.records += 1
+        self.bytes += size
+        if self.first_accept is None:
+            self.first_accept = now
+        self.last_accept = now
+
+    def _throttle(self) -> None:
+        self.throttled += 1
+
 
 @dataclass
 class FakeStats:
@@ -132,6 +142,37 @@ class FakeStats:
         """The stats of one shard (created empty on first use)."""
         return self.shards.setdefault(stream, {}).setdefault(shard_id, ShardStats())
 
+    # The fake counts through these; a test reads the fields.
+
+    def _request(self) -> None:
+        self.requests += 1
+
+    def _answered(self, status: int) -> None:
+        self.requests_by_status[status] += 1
+
+    def _unanswered(self) -> None:
+        self.requests_unanswered += 1
+
+    def _dry_run(self) -> None:
+        self.dry_runs += 1
+
+    def _fault(self, kind: str) -> None:
+        self.faults[kind] += 1
+
+    def _entry(self) -> None:
+        self.entries += 1
+
+    def _throttled(self, stream: str, shard_id: str) -> None:
+        self.entries_throttled += 1
+        self.shard(stream, shard_id)._throttle()
+
+    def _failed(self) -> None:
+        self.entries_failed += 1
+
+    def _stored(self, stream: str, shard_id: str, size: int, now: float) -> None:
+        self.entries_ok += 1
+        self.shard(stream, shard_id)._accept(size, now)
+
 
 @dataclass
 class _Pending:
@@ -148,6 +189,13 @@ class _FaultInjection:
     rng: random.Random
     _faults: Faults
     _pending: list[_Pending]
+
+    def __init__(self, faults: Faults | None) -> None:
+        self.stats = FakeStats()
+        #: Request-level faults injected so far, in order.
+        self.fault_events = []
+        self._pending = []
+        self.faults = faults or Faults()
 
     @property
     def faults(self) -> Faults:
@@ -200,5 +248,5 @@ class _FaultInjection:
         return None
 
     def _event(self, kind: str, stream: str, entries: list[tuple[str, str]] | None = None) -> None:
-        self.stats.faults[kind] += 1
+        self.stats._fault(kind)
         self.fault_events.append(FaultEvent(anyio.current_time(), kind, stream, entries or []))

@@ -8,7 +8,6 @@ import contextlib
 import hashlib
 import json
 import math
-import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from typing import Any, NoReturn
 import anyio
 import httpx
 
-from ._faults import FakeStats, FaultEvent, Faults, _FaultInjection, _Pending
+from ._faults import Faults, _FaultInjection
 from ._framing import FakeTransport
 from ._model import (
     _EHK,
@@ -126,6 +125,7 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
     ) -> None:
         if records_per_second <= 0 or bytes_per_second <= 0:
             raise ValueError("records_per_second and bytes_per_second must be > 0")
+        _FaultInjection.__init__(self, faults)
         self.streams: dict[str, _Stream] = {}
         self.hook = hook
         self.shard_limit = shard_limit
@@ -148,13 +148,6 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         if server is not None:
             server.clock = anyio.current_time
             server.on_change.append(self._wake_queue)
-        self.stats: FakeStats = FakeStats()
-        #: Request-level faults injected so far, in order.
-        self.fault_events: list[FaultEvent] = []
-        self.rng: random.Random = random.Random()
-        self._faults = Faults()
-        self.faults = faults or Faults()
-        self._pending: list[_Pending] = []
         self._buckets: dict[tuple[str, str], _Bucket] = {}
         self._last_seq = 0
         self._request_ids = 0
@@ -245,13 +238,13 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
             return self._error(400, "UnknownOperationException", operation)
         name = _stream_name(body)
         if write:
-            self.stats.requests += 1
+            self.stats._request()
         code = self._fatal(operation, name)
         if code is not None:
             status = _STATUS.get(code, 400)
             if write:
                 self._event(code, name or "")
-                self.stats.requests_by_status[status] += 1
+                self.stats._answered(status)
             return self._error(status, code, f"{code} (injected)")
         if write or method is None:
             return await self._serve_write(request, operation, body, name or "")
@@ -285,8 +278,8 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
             # The client gave up (its timeout); the server serves the request anyway.
             server.abandoned += 1
             if operation in _WRITES:
-                self.stats.requests += 1
-                self.stats.requests_unanswered += 1
+                self.stats._request()
+                self.stats._unanswered()
                 fatal = self._fatal(operation, _stream_name(body))
                 if fatal is None and not self._dry_run(body):
                     with contextlib.suppress(_Fail):
@@ -308,30 +301,30 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
     ) -> httpx.Response:
         stats = self.stats
         if self.write_block is not None:
-            stats.requests_by_status[503] += 1
+            stats._answered(503)
             return self._error(503, "ServiceUnavailable", self.write_block)
         if self._dry_run(body):
             # Checked like a real write; nothing stored, no tokens taken, no fault drawn.
-            stats.dry_runs += 1
+            stats._dry_run()
             try:
                 self._check_write(operation, body)
                 response = self._error(400, "DryRunOperationException", _DRY_RUN_MESSAGE)
             except _Fail as fail:
                 response = self._error(fail.status, fail.code, fail.message)
-            stats.requests_by_status[response.status_code] += 1
+            stats._answered(response.status_code)
             return response
         kind = self._take_fault(name)
         if kind is not None and kind not in ENTRY_FAULTS and kind not in AMBIGUOUS_FAULTS:
             self._event(kind, name)
             if kind == "hang_before":
-                stats.requests_unanswered += 1
+                stats._unanswered()
                 await anyio.sleep_forever()
             if kind == "reset_before":
-                stats.requests_unanswered += 1
+                stats._unanswered()
                 _reset(request)
             code = {"http_500": "InternalFailure", "http_503": "ServiceUnavailable"}.get(kind, kind)
             status = _STATUS.get(code, 400)
-            stats.requests_by_status[status] += 1
+            stats._answered(status)
             message = "Internal service failure." if status == 500 else f"{code} (injected)"
             return self._error(status, code, message)
         stored: list[tuple[str, str]] = []
@@ -343,11 +336,11 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         if kind in AMBIGUOUS_FAULTS:
             assert kind is not None
             self._event(kind, name, stored)
-            stats.requests_unanswered += 1
+            stats._unanswered()
             if kind == "hang_after":
                 await anyio.sleep_forever()
             _reset(request)
-        stats.requests_by_status[response.status_code] += 1
+        stats._answered(response.status_code)
         return response
 
     def _answer(self, operation: str, result: dict[str, Any]) -> httpx.Response:
@@ -406,7 +399,7 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         results: list[dict[str, str]] = []
         failed = 0
         for entry in parsed:
-            stats.entries += 1
+            stats._entry()
             if entry.hash_key is None:  # AUTO: an open shard picked uniformly at random
                 shard = open_shards[rng.randrange(len(open_shards))]
                 hash_key = shard.start
@@ -422,13 +415,12 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
                 elif draw < faults.throttle_entries + faults.internal_failure_entries:
                     code = "internal_failure_entries"
             if code is not None:
-                stats.faults[code] += 1
+                stats._fault(code)
             elif self.enforce_limits and not self._take_tokens(stream, shard, size, now):
                 code = "throttle_entries"
             if code == "throttle_entries":
                 failed += 1
-                stats.entries_throttled += 1
-                stats.shard(stream.name, shard.shard_id).throttled += 1
+                stats._throttled(stream.name, shard.shard_id)
                 results.append(
                     {
                         "ErrorCode": _PTE,
@@ -439,7 +431,7 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
                 continue
             if code is not None:
                 failed += 1
-                stats.entries_failed += 1
+                stats._failed()
                 results.append(
                     {"ErrorCode": "InternalFailure", "ErrorMessage": "Internal service failure."}
                 )
@@ -458,13 +450,7 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
             )
             stored.append((shard.shard_id, seq))
             self.changes += 1
-            stats.entries_ok += 1
-            shard_stats = stats.shard(stream.name, shard.shard_id)
-            shard_stats.records += 1
-            shard_stats.bytes += size
-            if shard_stats.first_accept is None:
-                shard_stats.first_accept = now
-            shard_stats.last_accept = now
+            stats._stored(stream.name, shard.shard_id, size, now)
             results.append({"ShardId": shard.shard_id, "SequenceNumber": seq})
         return {"FailedRecordCount": failed, "Records": results}
 
