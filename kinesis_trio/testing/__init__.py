@@ -205,6 +205,7 @@ requests takes seconds of real time. With the anyio pytest plugin::
 """
 
 from .._emulator import LocalKinesis as LocalKinesis
+from ._busy import ServerModel as ServerModel
 from ._faults import FakeStats as FakeStats
 from ._faults import FaultEvent as FaultEvent
 from ._faults import Faults as Faults
@@ -218,7 +219,6 @@ from ._model import REGION as REGION
 from ._model import REQUEST_FAULTS as REQUEST_FAULTS
 from ._model import FakeRecord as FakeRecord
 from ._model import FakeShard as FakeShard
-from ._model import ServerModel as ServerModel
 from ._persist import load_state as load_state
 from ._persist import save_state as save_state
 from ._server import FakeKinesis as FakeKinesis

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 import anyio
 import httpx
 
+from ._busy import ServerModel
 from ._faults import Faults, _FaultInjection
 from ._framing import FakeTransport
 from ._model import (
@@ -30,7 +31,6 @@ from ._model import (
     AMBIGUOUS_FAULTS,
     ENTRY_FAULTS,
     FakeRecord,
-    ServerModel,
     _astral,
     _Bucket,
     _check_limit,
@@ -146,8 +146,7 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         self.server = server
         self._speed_changed: anyio.Event | None = None
         if server is not None:
-            server.clock = anyio.current_time
-            server.on_change.append(self._wake_queue)
+            server._attach(anyio.current_time, self._wake_queue)
         self._buckets: dict[tuple[str, str], _Bucket] = {}
         self._last_seq = 0
         self._request_ids = 0
@@ -276,7 +275,7 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
                     await changed.wait()
         except anyio.get_cancelled_exc_class():
             # The client gave up (its timeout); the server serves the request anyway.
-            server.abandoned += 1
+            server._abandon()
             if operation in _WRITES:
                 self.stats._request()
                 self.stats._unanswered()
