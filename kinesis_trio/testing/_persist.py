@@ -65,15 +65,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._model import (
-    _MAX_CHANNELS,
-    _MAX_HASH,
-    _STRATEGIES,
-    FakeRecord,
-    FakeShard,
-    _seq_counter,
-    _Stream,
-)
+from ._checks import _MAX_CHANNELS, _STRATEGIES
+from ._model import _MAX_HASH, FakeRecord, FakeShard, _seq_counter
+from ._streams import _Stream
 
 if TYPE_CHECKING:
     from ._server import FakeKinesis
@@ -793,37 +787,43 @@ def _load_stream(node: _Node) -> _Stream:
     strategy = node.member("record_distribution_strategy").text(choices=_STRATEGIES)
     if strategy == "AUTO" and mode != "ON_DEMAND":
         raise _Corrupt(f"{node.where}: AUTO record distribution on a provisioned stream")
-    stream = _Stream(
-        node.member("name").text(),
-        [],
-        node.member("next_shard").integer(high=_MAX_NEXT_SHARD),
-        mode,
-        max_record_size=node.member("max_record_size").integer(low=1, high=2**53),
-        record_distribution_strategy=strategy,
-        channel_count=node.member("channel_count").integer(high=_MAX_CHANNELS),
-        created=node.member("created").number(),
-        retention_hours=node.optional("retention_hours", 24).integer(*_RETENTION),
-    )
-    if not stream.name:
+    name = node.member("name").text()
+    next_shard = node.member("next_shard").integer(high=_MAX_NEXT_SHARD)
+    max_record_size = node.member("max_record_size").integer(low=1, high=2**53)
+    channel_count = node.member("channel_count").integer(high=_MAX_CHANNELS)
+    created = node.member("created").number()
+    retention_hours = node.optional("retention_hours", 24).integer(*_RETENTION)
+    if not name:
         raise _Corrupt(f"{node.where}.name: is empty")
+    shards: list[FakeShard] = []
     ids: set[str] = set()
     for shard_node in node.member("shards").items():
         shard = _load_shard(shard_node)
         if shard.shard_id in ids:
             raise _Corrupt(f"{shard_node.where}: shard {shard.shard_id!r} appears twice")
         ids.add(shard.shard_id)
-        stream.shards.append(shard)
+        shards.append(shard)
         number = shard.shard_id.rpartition("-")[2]
         if number.isascii() and number.isdigit() and len(number) <= 12:
-            stream.next_shard = max(stream.next_shard, int(number) + 1)
-    for shard in stream.shards:
+            next_shard = max(next_shard, int(number) + 1)
+    for shard in shards:
         for parent in (shard.parent_shard_id, shard.adjacent_parent_shard_id):
             if parent is not None and parent not in ids:
                 raise _Corrupt(
                     f"{node.where}: shard {shard.shard_id!r} names parent {parent!r}, "
                     "which is not in the stream"
                 )
-    return stream
+    return _Stream(
+        name,
+        shards,
+        next_shard,
+        mode,
+        max_record_size=max_record_size,
+        record_distribution_strategy=strategy,
+        channel_count=channel_count,
+        created=created,
+        retention_hours=retention_hours,
+    )
 
 
 def _load_shard(node: _Node) -> FakeShard:

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ._model import _MIB, FakeRecord, _arrival, _Fail, _hash_range, _seq, _seq_counter, _Stream
+from ._model import _MIB, FakeRecord, _arrival, _Fail, _hash_range, _seq, _seq_counter
+from ._streams import _Stream
 
 #: "GetRecords can retrieve up to 10 MiB of data per call from a single shard, and up to
 #: 10,000 records per call" (the developer guide's quotas); a larger first record still

@@ -9,7 +9,7 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -17,13 +17,21 @@ import anyio
 import httpx
 
 from ._busy import ServerModel
+from ._checks import (
+    _EHK,
+    _PAGE_CAP,
+    _check_limit,
+    _check_name,
+    _check_record_kib,
+    _check_strategy,
+    _check_stream_id,
+    _stream_ref,
+)
 from ._faults import Faults, _FaultInjection
 from ._framing import FakeTransport
 from ._model import (
-    _EHK,
     _MAX_HASH,
     _MIB,
-    _PAGE_CAP,
     _PTE,
     _STATUS,
     _TOKEN_TTL,
@@ -32,20 +40,12 @@ from ._model import (
     ENTRY_FAULTS,
     FakeRecord,
     _astral,
-    _Bucket,
-    _check_limit,
-    _check_name,
-    _check_record_kib,
-    _check_strategy,
-    _check_stream_id,
     _describe_shard,
     _Fail,
-    _Stream,
-    _stream_ref,
-    _Streams,
 )
 from ._reading import _Reading
 from ._shapes import check_input
+from ._streams import _Stream, _Streams
 
 Handler = Callable[[str, dict[str, Any]], Awaitable[httpx.Response | None]]
 
@@ -123,12 +123,16 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         shard_limit: int = 20_000,
         request_log: int = REQUEST_LOG,
     ) -> None:
-        if records_per_second <= 0 or bytes_per_second <= 0:
-            raise ValueError("records_per_second and bytes_per_second must be > 0")
+        _Streams.__init__(
+            self,
+            enforce_limits=enforce_limits,
+            records_per_second=records_per_second,
+            bytes_per_second=bytes_per_second,
+            max_record_size=max_record_size,
+            shard_limit=shard_limit,
+        )
         _FaultInjection.__init__(self, faults)
-        self.streams: dict[str, _Stream] = {}
         self.hook = hook
-        self.shard_limit = shard_limit
         self._request_log = request_log
         #: The operation of each request received, in order (the latest ``request_log``).
         self.calls: list[str] = _Log(request_log)
@@ -137,23 +141,13 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         #: and a PutRecord body's ``Data`` by its length.
         self.requests: list[tuple[str, dict[str, Any]]] = _Log(request_log)
         self.honor_dry_run = honor_dry_run
-        self.enforce_limits = enforce_limits
-        self.records_per_second = records_per_second
-        self.bytes_per_second = bytes_per_second
-        self.max_record_size = max_record_size
         self.max_request_size = max_request_size
         #: a busy server's queue and service times (``None``: every request served at once)
         self.server = server
         self._speed_changed: anyio.Event | None = None
         if server is not None:
             server._attach(anyio.current_time, self._wake_queue)
-        self._buckets: dict[tuple[str, str], _Bucket] = {}
-        self._last_seq = 0
         self._request_ids = 0
-        #: State changes so far (streams created, deleted, resharded or updated; records
-        #: stored); reads, failed writes and DryRuns leave it as is. A server persisting
-        #: the fake snapshots it when this moved since its last snapshot.
-        self.changes: int = 0
         #: Seconds added to ``anyio.current_time()`` for the timestamps clients see
         #: (GetRecords' ``ApproximateArrivalTimestamp``, ``AT_TIMESTAMP`` iterators, saved
         #: state): 0 by default (virtual time); the served engine sets wall-clock time.
@@ -171,18 +165,6 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         """Answer writes ``503 ServiceUnavailable`` with ``reason`` (``write_block``) until
         called with ``None``."""
         self.write_block = reason
-
-    def _restore(self, streams: Iterable[_Stream], last_seq: int) -> None:
-        """Streams loaded from saved state (their arrival times on the wall clock): this
-        fake's from now on; sequence numbers go on after ``last_seq``."""
-        offset = self.clock_offset
-        for stream in streams:
-            for shard in stream.shards:
-                for record in shard.records:
-                    record.arrival -= offset
-            self.streams[stream.name] = stream
-        self._last_seq = max(self._last_seq, last_seq)
-        self.changes += 1
 
     def transport(self) -> httpx.AsyncBaseTransport:
         """An httpx transport serving this fake (pass it as ``Producer(transport=...)``).
@@ -436,7 +418,8 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
                 )
                 continue
             seq = self._next_seq()
-            shard.records.append(
+            self._store(
+                shard,
                 FakeRecord(
                     entry.data,
                     entry.partition_key,
@@ -445,10 +428,9 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
                     seq,
                     shard.shard_id,
                     now,
-                )
+                ),
             )
             stored.append((shard.shard_id, seq))
-            self.changes += 1
             stats._stored(stream.name, shard.shard_id, size, now)
             results.append({"ShardId": shard.shard_id, "SequenceNumber": seq})
         return {"FailedRecordCount": failed, "Records": results}
@@ -586,11 +568,7 @@ class FakeKinesis(_FaultInjection, _Streams, _Reading):
         return {}
 
     def _op_DeleteStream(self, body: dict[str, Any]) -> dict[str, Any]:
-        name = self._stream(body).name
-        del self.streams[name]
-        for key in [k for k in self._buckets if k[0] == name]:
-            del self._buckets[key]
-        self.changes += 1
+        self._drop_stream(self._stream(body).name)
         return {}
 
     def _op_DescribeStreamSummary(self, body: dict[str, Any]) -> dict[str, Any]:
