@@ -149,3 +149,27 @@ def _check_stream_id(body: dict[str, Any]) -> None:
             "constraint: Member must satisfy regular expression pattern: "
             "[a-z0-9]{20}-[a-z0-9]{3}",
         )
+
+
+def _required(body: dict[str, Any], member: str) -> Any:
+    value = body.get(member)
+    if value is None:
+        where = member[0].lower() + member[1:]
+        raise _Fail(
+            400,
+            "ValidationException",
+            f"1 validation error detected: Value null at '{where}' failed to satisfy "
+            "constraint: Member must not be null",
+        )
+    return value
+
+
+def _stream_name(body: dict[str, Any]) -> str | None:
+    """The stream a request names, leniently (for ``fatal`` and ``fail_next`` targeting)."""
+    name = body.get("StreamName")
+    if isinstance(name, str) and name:
+        return name
+    arn = body.get("StreamARN")
+    if isinstance(arn, str) and arn:
+        return arn.rpartition("/")[2]
+    return None

@@ -4,7 +4,6 @@ numbers and the error it answers with."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 #: The account id in ARNs and throttling messages.
 ACCOUNT_ID = "123456789012"
@@ -27,8 +26,6 @@ AMBIGUOUS_FAULTS = frozenset({"hang_after", "reset_after"})
 
 _MAX_HASH = (1 << 128) - 1
 _MIB = 1024 * 1024
-_PTE = "ProvisionedThroughputExceededException"
-_TOKEN_TTL = 300.0  # seconds a ListShards NextToken stays valid
 _STATUS = {"InternalFailure": 500, "ServiceUnavailable": 503}
 
 
@@ -78,11 +75,6 @@ def _arrival(record: FakeRecord) -> float:
     return record.arrival
 
 
-def _astral(text: str) -> int:
-    """Characters outside the Basic Multilingual Plane (two UTF-16 code units each)."""
-    return 0 if text.isascii() else sum(1 for c in text if ord(c) > 0xFFFF)
-
-
 class _Fail(ValueError):
     """An error the fake answers with (HTTP ``status``, ``code``); a ValueError in Python."""
 
@@ -109,19 +101,3 @@ def _seq_counter(sequence_number: str) -> int:
 
 def _hash_range(shard: FakeShard) -> dict[str, str]:
     return {"StartingHashKey": str(shard.start), "EndingHashKey": str(shard.end)}
-
-
-def _describe_shard(shard: FakeShard) -> dict[str, Any]:
-    seq: dict[str, str] = {"StartingSequenceNumber": shard.starting_sequence_number}
-    if shard.ending_sequence_number is not None:
-        seq["EndingSequenceNumber"] = shard.ending_sequence_number
-    entry: dict[str, Any] = {
-        "ShardId": shard.shard_id,
-        "HashKeyRange": _hash_range(shard),
-        "SequenceNumberRange": seq,
-    }
-    if shard.parent_shard_id:
-        entry["ParentShardId"] = shard.parent_shard_id
-    if shard.adjacent_parent_shard_id:
-        entry["AdjacentParentShardId"] = shard.adjacent_parent_shard_id
-    return entry

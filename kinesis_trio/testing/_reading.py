@@ -6,12 +6,12 @@ import base64
 import bisect
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
 from ._model import _MIB, FakeRecord, _arrival, _Fail, _hash_range, _seq, _seq_counter
-from ._streams import _Stream
+from ._streams import _Streams
 
 #: "GetRecords can retrieve up to 10 MiB of data per call from a single shard, and up to
 #: 10,000 records per call" (the developer guide's quotas); a larger first record still
@@ -21,23 +21,12 @@ _PAGE_BYTES = 10 * _MIB
 _SEQUENCE = re.compile(r"0|[1-9][0-9]{0,128}")
 
 
-class _Reading:
+class _Reading(_Streams):
     """GetShardIterator and GetRecords over the fake's stored records.
 
     A shard iterator is plain JSON, ``[stream, shard id, n]``: it reads from the first
     record whose sequence counter is at least ``n``, so trimming records from the front of
     a shard (retention) moves no one's position."""
-
-    if TYPE_CHECKING:  # provided by FakeKinesis and _Streams
-
-        def _stream(self, body: dict[str, Any]) -> _Stream: ...
-
-        def _get(self, name: str) -> _Stream: ...
-
-        def _expire(self, stream: _Stream, now: float) -> None: ...
-
-        clock_offset: float
-        _last_seq: int
 
     def _op_GetShardIterator(self, body: dict[str, Any]) -> dict[str, Any]:
         stream = self._stream(body)

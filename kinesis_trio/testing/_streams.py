@@ -8,9 +8,9 @@ import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ._checks import _check_channels, _check_record_kib, _check_strategy
+from ._checks import _check_channels, _check_record_kib, _check_strategy, _stream_ref
 from ._model import (
     _MAX_HASH,
     _MIB,
@@ -427,6 +427,13 @@ class _Streams:
                 f"Stream {name} under account {ACCOUNT_ID} not found.",
             )
         return stream
+
+    def _stream(self, body: dict[str, Any]) -> _Stream:
+        """The stream a request names (``StreamName`` and/or ``StreamARN``); it must exist."""
+        name = _stream_ref(body)
+        if name is None:
+            raise _Fail(400, "ValidationException", "StreamName or StreamARN is required")
+        return self._get(name)
 
     def _open_shard(self, stream: _Stream, shard_id: str) -> FakeShard:
         shard = stream.shard(shard_id)
