@@ -527,8 +527,7 @@ def _aggregate(
         True,
     )
     for o in members:
-        o._data = None
-        o._agg = krec
+        o._sealed(krec)
     return krec
 
 
@@ -548,5 +547,4 @@ def unpack(krec: KRecord) -> None:
         raise AssertionError("an aggregate does not decode to its members")
     for outcome, record in zip(members, records, strict=True):
         if outcome._data is None and outcome._resolution is None:
-            outcome._data = record.data
-            outcome._agg = None
+            outcome._unsealed(record.data)

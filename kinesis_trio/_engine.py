@@ -24,20 +24,17 @@ import anyio
 
 from ._accumulator import Accumulator, expired_in, prune, unaggregate
 from ._aggregation import _vlen
+from ._answers import Answers
 from ._config import ProducerConfig
-from ._congestion import ConcurrencyLimit, Signal
-from ._effects import Outbox, Refresh, RefreshCredentials, SendApart
-from ._errors import ConnectionLostError
+from ._congestion import ConcurrencyLimit
+from ._effects import Outbox
 from ._ledger import Ledger
 from ._logging import get_logger
-from ._measure import measure_answer
 from ._ordering import KeyOrder
 from ._outcome import RECORD_TOO_LARGE, Attempt, Outcome, failed
 from ._reshard import ShardMaps
 from ._resolver import Resolver
-from ._responses import interpret_answer, interpret_error, resent_in_halves, resent_without
 from ._retries import Retries
-from ._retry import Action, overload_cost
 from ._shards import Shard, ShardMap, hash_key_for, parse_explicit_hash_key
 from ._state import KRecord, ShardBuffer, StreamState
 from ._streams import StreamFacts
@@ -127,6 +124,18 @@ class Engine:
         self.retries = Retries(config, self.acc, self.place, self.resolver, outbox, self.rand)
         #: shard maps, resharding and the KCL rule for aggregates that landed elsewhere
         self.maps = ShardMaps(config, self.acc, self.place, self.resolver, outbox)
+        #: what answers and failed requests do to their records
+        self.answers = Answers(
+            config,
+            resolver=self.resolver,
+            maps=self.maps,
+            retries=self.retries,
+            gate=self.gate,
+            metrics=metrics,
+            outbox=outbox,
+            rand=self.rand,
+            refreshable=refreshable,
+        )
         self._key_cache: dict[str, tuple[int, int, int]] = {}
 
     def add_stream(
@@ -343,25 +352,6 @@ class Engine:
             self.resolver.fail(krec.members, res, krec.shard.shard_id)
         return keep
 
-    def _log_notices(self) -> None:
-        """Log what the gate and the budget have to say; sample them for the metrics."""
-        if self.measure:
-            gate = self.gate
-            self.metrics.request_gate(gate.allowed, gate.waiting, self.retries.budget.level)
-        for event, value in self.gate.notices:
-            _log.info(event, limit=int(value), ceiling=self.gate.ceiling)
-        budget = self.retries.budget
-        for event, value in budget.notices:
-            _log.info(event, level=round(value, 1), capacity=budget.capacity)
-        self.gate.notices.clear()
-        budget.notices.clear()
-
-    def _answered(self, krecs: list[KRecord], start: float, end: float, nbytes: int) -> None:
-        """A request came back with an answer: the gate learns, the budget is refilled."""
-        self.gate.observe(end, start, nbytes, Signal.ANSWER)
-        self.retries.answered(krecs, end)
-        self._log_notices()
-
     # -- answers --------------------------------------------------------------------------
 
     def on_answer(
@@ -374,42 +364,9 @@ class Engine:
         nbytes: int = 0,
     ) -> None:
         """Apply a PutRecords answer (to a request of ``nbytes``) to its records."""
-        entries = response.get("Records")
-        if not isinstance(entries, list) or len(entries) != len(krecs):
-            error = ConnectionLostError(
-                "PutRecords answered with a malformed result", operation="PutRecords"
-            )
-            self.on_error(stream, krecs, error, start, end, nbytes)
-            return
-        self._answered(krecs, start, end, nbytes)
-        answer = interpret_answer(
-            krecs, entries, start, end, fail_if_throttled=self.config.fail_if_throttled
-        )
-        resolver = self.resolver
-        resolve = resolver.resolve
-        for krec, res in answer.written:
-            resolve(krec.members, res)
-        if answer.elsewhere:
-            self.maps.landed_elsewhere(stream, answer.elsewhere, end)
-        for krec, res in answer.failed:
-            resolver.fail(krec.members, res, krec.shard.shard_id)
-        if answer.malformed:
-            _log.warning(
-                "put_records_malformed_entries", stream=stream.name, records=answer.malformed
-            )
-        for shard in answer.throttled:
-            shard.limiter.on_throttled(end)
-        for shard in answer.bad:
-            shard.wrote(False)
-        for shard in answer.ok:
-            shard.wrote(True)
-            shard.limiter.on_success(end)
+        self.answers.on_answer(stream, krecs, response, start, end, nbytes)
         if self.measure:
             self.count_received()
-            self.metrics.user_records_pending(self.ledger.records)
-            measure_answer(self.metrics, stream.name, krecs, entries, start, end)
-        if answer.retry:
-            self.retries.schedule(stream, answer.retry, end)
 
     def on_error(
         self,
@@ -421,94 +378,7 @@ class Engine:
         nbytes: int = 0,
     ) -> None:
         """Apply a request's failure (no usable answer) to its records."""
-        cost = overload_cost(error)
-        self.gate.observe(end, start, nbytes, Signal.OVERLOAD if cost else Signal.NEUTRAL)
-        self._log_notices()
-        verdict = interpret_error(
-            krecs,
-            error,
-            start,
-            end,
-            fail_if_throttled=self.config.fail_if_throttled,
-            refreshable=self.refreshable,
-        )
-        attempt = verdict.attempt
-        code = attempt.error_code or ""
-        _log.info(
-            "put_records_failed",
-            stream=stream.name,
-            error_code=code,
-            attempt=1 + max(len(k.members[0]._attempts) for k in krecs),
-            records=sum(len(k.members) for k in krecs),
-            bytes=sum(k.size for k in krecs),
-            action=verdict.action.value,
-            ambiguous=attempt.ambiguous,
-        )
-        if self.measure:
-            self.metrics.request_time(stream.name, end - start)
-            self.metrics.errors(stream.name, None, code, len(krecs))
-        if verdict.named is not None:
-            rekeyed: set[int] = set()
-            for i in verdict.named:
-                krec = krecs[i]
-                if krec.partition_key is None and code == "ValidationException":
-                    # Put without a key while the stream was AUTO; Kinesis wants one now
-                    # (switched back before a refresh showed it): a key, and a reload.
-                    self.maps.give_key(krec, self.rand)
-                    rekeyed.add(i)
-                    continue
-                self.resolver.fail(
-                    krec.members,
-                    failed(code, attempt.error_message or "", end, attempt, krec.aggregated),
-                    krec.shard.shard_id,
-                )
-            if rekeyed:
-                self.outbox.push(Refresh(stream))
-            named = set(verdict.named) - rekeyed
-            note = resent_without(attempt)
-            # a re-keyed record's history shows its own rejection; the others', another's
-            again = [
-                (k, attempt if i in rekeyed else note)
-                for i, k in enumerate(krecs)
-                if i not in named
-            ]
-            if again:
-                _log.info(
-                    "records_resent_without_invalid_entry",
-                    stream=stream.name,
-                    error_code=code,
-                    failed=len(named),
-                    records=len(again),
-                )
-                self.retries.schedule(stream, again, end)
-            return
-        if verdict.bisect:
-            note = resent_in_halves(attempt)
-            for krec in krecs:
-                for outcome in krec.live():
-                    outcome._attempted(note)
-            _log.info(
-                "put_records_rejected_split",
-                stream=stream.name,
-                error_code=code,
-                records=sum(len(k.members) for k in krecs),
-            )
-            half = len(krecs) // 2
-            self.outbox.push(SendApart(stream, krecs[:half]))
-            self.outbox.push(SendApart(stream, krecs[half:]))
-            return
-        for shard in {k.shard for k in krecs}:
-            shard.wrote(False)
-            if verdict.throttled:
-                shard.limiter.on_throttled(end)
-        if verdict.action is Action.FAIL:
-            for krec in krecs:
-                res = failed(code, attempt.error_message or "", end, attempt, krec.aggregated)
-                self.resolver.fail(krec.members, res, krec.shard.shard_id)
-            return
-        if verdict.action is Action.REFRESH_CREDENTIALS:
-            self.outbox.push(RefreshCredentials())
-        self.retries.schedule(stream, [(k, attempt) for k in krecs], end, cost)
+        self.answers.on_error(stream, krecs, error, start, end, nbytes)
 
     def count_received(self) -> None:
         """Report the records accepted since the last report (UserRecordsReceived)."""

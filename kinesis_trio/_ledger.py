@@ -17,6 +17,7 @@ from ._accumulator import unpack
 from ._effects import DeadLetters, Outbox
 from ._failures import FailedRecord
 from ._outcome import R_AT, R_OK, Outcome, Resolution
+from ._state import KRecord
 
 __all__ = ["Ledger"]
 
@@ -162,7 +163,7 @@ def _with_data(outcomes: Sequence[Outcome]) -> list[tuple[Outcome, bytes]]:
         data = outcome._data
         if data is None:
             agg = outcome._agg
-            assert agg is not None, "a record's data is on the outcome or in its aggregate"
+            assert isinstance(agg, KRecord), "a record's data is on it or in its aggregate"
             unpack(agg)  # gives every unresolved member its data back: decoded once
             data = outcome._data
             assert data is not None

@@ -5,12 +5,9 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Final, NamedTuple, Protocol
+from typing import Final, NamedTuple, Protocol
 
 import sniffio
-
-if TYPE_CHECKING:
-    from ._state import KRecord
 
 __all__ = ["Attempt", "Outcome", "RecordResult"]
 
@@ -239,12 +236,23 @@ class Outcome:
         self._resolution: Resolution | None = None
         self._sub = 0
         self._event: _Event | None = None
-        #: the aggregate holding its data while ``_data`` is None (sealed into it)
-        self._agg: KRecord | None = None
+        #: the aggregate holding its data while ``_data`` is None (sealed into it: the
+        #: engine's ``KRecord``, which this module does not need to know)
+        self._agg: object | None = None
 
     def _attempted(self, attempt: Attempt) -> None:
         """Add ``attempt`` to the record's history: the one way anything adds to it."""
         self._attempts = (*self._attempts, attempt)
+
+    def _sealed(self, aggregate: object) -> None:
+        """Sealed into ``aggregate``, which holds its data from now (one copy in memory)."""
+        self._data = None
+        self._agg = aggregate
+
+    def _unsealed(self, data: bytes) -> None:
+        """Given its data back from its aggregate (it goes another way, or fails)."""
+        self._data = data
+        self._agg = None
 
     def _keyed(self, partition_key: str, hash_key: int) -> None:
         """A record put without a key was given ``partition_key`` (an ``AUTO`` stream

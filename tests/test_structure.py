@@ -1,8 +1,8 @@
 """The package's structure: who writes each mutable field, and the import cycles.
 
-The scan (``tests/support/ownership.py``) reads the package's source. The fields written
-from more than one module are listed in ``tests/support/shared_fields.txt``: the list may
-only shrink (a field that gets one owner leaves it, and this test says so), never grow.
+The scan (``tests/support/ownership.py``) reads the package's source: every mutable field
+has one writing module (its owner changes it; other modules call the owner's methods), and
+no module imports another that imports it back (TYPE_CHECKING imports included).
 """
 
 from __future__ import annotations
@@ -11,26 +11,9 @@ from pathlib import Path
 
 from tests.support import ownership
 
-KNOWN = Path(__file__).parent / "support" / "shared_fields.txt"
 
-#: The import cycles left (issue 43 removes them): each a set of modules importing each other.
-KNOWN_CYCLES = [
-    ["kinesis_trio._outcome", "kinesis_trio._state"],
-]
-
-
-def _known() -> set[str]:
-    lines = KNOWN.read_text(encoding="utf-8").splitlines()
-    return {line.strip() for line in lines if line.strip() and not line.startswith("#")}
-
-
-def test_no_field_gains_a_second_writing_module() -> None:
-    shared = set(ownership.shared())
-    assert not shared - _known(), "fields now written from more than one module"
-
-
-def test_a_field_that_got_one_owner_leaves_the_list() -> None:
-    assert not _known() - set(ownership.shared()), "remove these lines from the list"
+def test_every_field_has_one_writing_module() -> None:
+    assert ownership.shared() == {}, "fields written from more than one module"
 
 
 def test_fields_given_one_owner_keep_it() -> None:
@@ -49,8 +32,8 @@ def test_fields_given_one_owner_keep_it() -> None:
         assert writers[name] == {module}, name
 
 
-def test_no_new_import_cycle() -> None:
-    assert ownership.cycles() == KNOWN_CYCLES
+def test_no_import_cycle() -> None:
+    assert ownership.cycles() == []
 
 
 def test_the_scan_finds_a_second_writer_and_a_cycle(tmp_path: Path) -> None:

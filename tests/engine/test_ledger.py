@@ -95,7 +95,7 @@ def test_a_failed_aggregate_gives_each_member_its_data_back() -> None:
     krec = KRecord(members, blob, "a", "1", len(blob) + 1, None, 0.0, True)  # type: ignore[arg-type]
     for o in members:
         ledger.accept(o, o._size)
-        o._data, o._agg = None, krec  # sealed: the aggregate holds the bytes
+        o._sealed(krec)  # sealed: the aggregate holds the bytes
     ledger.resolve(members[:1], written("s-0", "1", False, 1.0, 0.0, 0.0, 1.0))
     ledger.resolve_all(failed("Closed", "m", 2.0))
     got = [r for records, _ in dead_letters(outbox) for r in records]

@@ -123,7 +123,7 @@ def test_the_budget_running_dry_is_logged_once_not_per_request(
         for i in range(80):  # 80 timeouts: 800 tokens wanted, 500 there
             failed_request(eng, stream, timeout(), float(i), n=1)
             retry_due(eng, stream, float(i) + 10.0)
-            eng._log_notices()
+            eng.answers._log_notices()
     lines = logged(caplog, "retry_budget")
     assert len(lines) == 1 and "retry_budget_empty" in lines[0]
 
