@@ -181,7 +181,7 @@ _PIECES = [
     ("kinesis_trio._credentials", "RequestSigner.sign", "SigV4 signature (botocore)"),
     ("h11", "Connection.next_event", "answer framed (h11 events)"),
     ("kinesis_trio._engine", "Engine.on_answer", "answer applied (all of it)"),
-    ("kinesis_trio._engine", "measure_answer", "  of which: metrics"),
+    ("kinesis_trio._answers", "measure_answer", "  of which: metrics"),
 ]
 
 
