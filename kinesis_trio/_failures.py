@@ -1,9 +1,9 @@
-"""Dead letters: the failed records waiting for ``Producer.failures()`` (pure, no awaits).
+"""Dead letters: the failed records waiting for ``Producer.failures()``.
 
-:class:`FailureBuffer` is the one place that decides what happens to a failed record when
-nobody takes it: it is kept while the buffer holds fewer than ``max_records`` records and
-``max_bytes`` bytes of data, else it is dropped and counted. The record dropped is always
-the newest one, the one being offered:
+:class:`FailureBuffer` (pure, no awaits) is the one place that decides what happens to a
+failed record when nobody takes it: it is kept while the buffer holds fewer than
+``max_records`` records and ``max_bytes`` bytes of data, else it is dropped and counted. The
+record dropped is always the newest one, the one being offered:
 
 - what the buffer holds is promised: a record once kept is delivered, so a consumer that
   falls behind reads the failures in the order they happened, from the first on (the
@@ -13,18 +13,31 @@ the newest one, the one being offered:
 
 When to log the drops is decided here too (:meth:`FailureBuffer.notice`): at the first drop,
 then at most once per ``notice_interval`` seconds, with the count since the last notice.
-The producer feeds the buffer from the ledger (the one place outcomes resolve) and logs.
+
+:class:`FailureFeed` is the producer's side of it: fed by the pipeline from the ledger (the
+one place outcomes resolve), it offers each record to its buffer, logs and counts the drops,
+and wakes the iterators ``Producer.failures()`` returns; they end once the producer has
+closed (:meth:`FailureFeed.close`) and the buffer is empty.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
+import anyio
+import anyio.lowlevel
+
+from ._logging import get_logger
 from ._outcome import RecordResult
 
-__all__ = ["FailedRecord", "FailureBuffer"]
+if TYPE_CHECKING:
+    from .metrics._recorder import Metrics
+
+__all__ = ["FailedRecord", "FailureBuffer", "FailureFeed"]
+
+_log = get_logger("kinesis_trio.producer")
 
 
 class FailedRecord(NamedTuple):
@@ -108,3 +121,98 @@ class FailureBuffer:
         report, self._unreported = self._unreported, {}
         self._next_notice = now + self.notice_interval
         return report
+
+
+class FailureFeed:
+    """A producer's dead letters: its :class:`FailureBuffer`, the wake-up of the iterators
+    waiting on it, the drop log and metric, and whether the producer has closed."""
+
+    __slots__ = ("_closed", "_event", "_measure", "_metrics", "buffer")
+
+    def __init__(self, max_records: int, max_bytes: int, metrics: Metrics) -> None:
+        self.buffer = FailureBuffer(max_records, max_bytes)
+        self._metrics = metrics
+        self._measure = metrics.enabled
+        self._event: anyio.Event | None = None  # set (and dropped) when a record is kept
+        self._closed = False
+
+    @property
+    def dropped(self) -> int:
+        """Failed records dropped because the buffer was full."""
+        return self.buffer.dropped
+
+    def failed(self, records: list[FailedRecord], now: float) -> None:
+        """The pipeline's ``on_failed``: offer each record that failed now to the buffer."""
+        buffer = self.buffer
+        kept = False
+        dropped: dict[str, int] = {}
+        for record in records:
+            if buffer.offer(record):
+                kept = True
+            else:
+                dropped[record.stream_name] = dropped.get(record.stream_name, 0) + 1
+        if dropped:
+            if self._measure:
+                for stream, count in dropped.items():
+                    self._metrics.failed_records_dropped(stream, count)
+            self._log_dropped(now)
+        if kept:
+            self._wake()
+
+    def close(self, now: float) -> None:
+        """The producer has closed: log the drops not logged yet; the iterators end once
+        they have taken what is left."""
+        self._closed = True
+        self._log_dropped(now, final=True)
+        self._wake()
+
+    def _log_dropped(self, now: float, *, final: bool = False) -> None:
+        for stream, count in self.buffer.notice(now, final=final).items():
+            _log.warning(
+                "failed_records_dropped",
+                stream=stream,
+                records=count,
+                dropped_total=self.buffer.dropped,
+                reason="the failures() buffer was full (failures_buffer_records / "
+                "failures_buffer_bytes): they were not taken in time",
+            )
+
+    def _wake(self) -> None:
+        event = self._event
+        if event is not None:
+            self._event = None
+            event.set()
+
+    def iterator(self) -> _FailureIterator:
+        """An iterator over the records kept (any number share the buffer)."""
+        return _FailureIterator(self)
+
+    async def next(self) -> FailedRecord:
+        """The oldest record kept, waiting for one; ``StopAsyncIteration`` once closed and
+        empty. A checkpoint; cancelling it loses no record."""
+        while True:
+            await anyio.lowlevel.checkpoint()
+            record = self.buffer.take()
+            if record is not None:
+                return record
+            if self._closed:
+                raise StopAsyncIteration
+            event = self._event
+            if event is None:
+                event = self._event = anyio.Event()
+            await event.wait()
+
+
+class _FailureIterator:
+    """What :meth:`FailureFeed.iterator` returns: takes from the shared feed."""
+
+    __slots__ = ("_feed",)
+
+    def __init__(self, feed: FailureFeed) -> None:
+        self._feed = feed
+
+    def __aiter__(self) -> _FailureIterator:
+        return self
+
+    async def __anext__(self) -> FailedRecord:
+        return await self._feed.next()

@@ -25,7 +25,7 @@ from ._config import ProducerConfig
 from ._credentials import StaticCredentials
 from ._engine import Engine, metrics_for
 from ._errors import KinesisError, ProducerClosedError
-from ._failures import FailedRecord, FailureBuffer
+from ._failures import FailedRecord, FailureFeed
 from ._logging import get_logger
 from ._ordering import refusal
 from ._outcome import ABORTED, CLOSE_TIMEOUT, Outcome
@@ -128,8 +128,9 @@ class Producer:
         self._put_calls = 0
         self._metrics = metrics_for(config, metrics_sinks)
         self._measure = self._metrics.enabled
-        self._failures = FailureBuffer(config.failures_buffer_records, config.failures_buffer_bytes)
-        self._failures_event: anyio.Event | None = None
+        self._failures = FailureFeed(
+            config.failures_buffer_records, config.failures_buffer_bytes, self._metrics
+        )
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -201,7 +202,7 @@ class Producer:
         refreshable = not isinstance(self._client_args["credentials"], StaticCredentials)
         config, metrics = self._config, self._metrics
         self._engine = engine = Engine(config, metrics, refreshable, dead_letters=True)
-        self._pipeline = Pipeline(config, client, tg, self._now, engine, self._failed)
+        self._pipeline = Pipeline(config, client, tg, self._now, engine, self._failures.failed)
         self._state = _OPEN
         if self._measure:
             tg.start_soon(self._metrics.run)
@@ -290,8 +291,7 @@ class Producer:
 
     def _set_closed(self) -> None:
         self._state = _CLOSED
-        self._log_dropped(self._now(), final=True)
-        self._wake_failures()  # the iterators end once they have taken what is left
+        self._failures.close(self._now())  # the iterators end once they have taken the rest
 
     def _fail_unresolved(self, reason: tuple[str, str]) -> None:
         if self._engine is not None and self._pipeline is not None:
@@ -316,60 +316,12 @@ class Producer:
         every failure is taken, those the closing failed included (``ProducerCloseTimeout``,
         ``ProducerAborted``). Each step is a checkpoint; cancelling it loses no record.
         """
-        return _FailureIterator(self)
+        return self._failures.iterator()
 
     @property
     def failures_dropped(self) -> int:
         """Failed records dropped because the ``failures()`` buffer was full."""
         return self._failures.dropped
-
-    def _failed(self, records: list[FailedRecord], now: float) -> None:
-        """The ledger's ``on_failed``: offer each record that failed now to the buffer."""
-        buffer = self._failures
-        kept = False
-        dropped: dict[str, int] = {}
-        for record in records:
-            if buffer.offer(record):
-                kept = True
-            else:
-                dropped[record.stream_name] = dropped.get(record.stream_name, 0) + 1
-        if dropped:
-            if self._measure:
-                for stream, count in dropped.items():
-                    self._metrics.failed_records_dropped(stream, count)
-            self._log_dropped(now)
-        if kept:
-            self._wake_failures()
-
-    def _log_dropped(self, now: float, *, final: bool = False) -> None:
-        for stream, count in self._failures.notice(now, final=final).items():
-            _log.warning(
-                "failed_records_dropped",
-                stream=stream,
-                records=count,
-                dropped_total=self._failures.dropped,
-                reason="the failures() buffer was full (failures_buffer_records / "
-                "failures_buffer_bytes): they were not taken in time",
-            )
-
-    def _wake_failures(self) -> None:
-        event = self._failures_event
-        if event is not None:
-            self._failures_event = None
-            event.set()
-
-    async def _next_failure(self) -> FailedRecord:
-        while True:
-            await anyio.lowlevel.checkpoint()
-            record = self._failures.take()
-            if record is not None:
-                return record
-            if self._entered and self._state == _CLOSED:
-                raise StopAsyncIteration
-            event = self._failures_event
-            if event is None:
-                event = self._failures_event = anyio.Event()
-            await event.wait()
 
     # -- put ------------------------------------------------------------------------------
 
@@ -575,18 +527,3 @@ class Producer:
             reason="the endpoint answered a DryRun PutRecords with success: it ignores "
             "DryRun, so the probe (one empty record) was written",
         )
-
-
-class _FailureIterator:
-    """What ``Producer.failures()`` returns: takes from the producer's shared buffer."""
-
-    __slots__ = ("_producer",)
-
-    def __init__(self, producer: Producer) -> None:
-        self._producer = producer
-
-    def __aiter__(self) -> _FailureIterator:
-        return self
-
-    async def __anext__(self) -> FailedRecord:
-        return await self._producer._next_failure()
