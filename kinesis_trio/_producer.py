@@ -31,7 +31,7 @@ from ._ordering import refusal
 from ._outcome import ABORTED, CLOSE_TIMEOUT, Outcome
 from ._requests import dry_run_body
 from ._shell import Pipeline
-from ._streams import is_arn, parse_stream_arn
+from ._streams import arn_ref, default_stream_ref, is_arn, name_and_arn, parse_stream_arn
 from ._validate import check_stream_name, coerce_data
 from .metrics._names import MetricsSink
 from .metrics._recorder import Metrics
@@ -93,16 +93,7 @@ class Producer:
             config = ProducerConfig()
         if not isinstance(config, ProducerConfig):
             raise TypeError(f"config must be a ProducerConfig, got {type(config).__name__}")
-        if stream_name is not None and (not isinstance(stream_name, str) or not stream_name):
-            raise ValueError(f"stream_name must be a non-empty str, got {stream_name!r}")
-        if stream_arn is not None:
-            if stream_name is not None:
-                raise ValueError("pass stream_name or stream_arn, not both")
-            parse_stream_arn(stream_arn)
-            stream_name = stream_arn
-        elif stream_name is not None and is_arn(stream_name):
-            parse_stream_arn(stream_name)
-        self._default_stream = stream_name
+        self._default_stream = default_stream_ref(stream_name, stream_arn)
         self._config = config
         self._client_args: dict[str, Any] = {
             "region_name": region_name,
@@ -347,7 +338,7 @@ class Producer:
         if self._put_calls % _YIELD_EVERY == 0:
             await anyio.lowlevel.checkpoint()
         if stream_arn is not None:
-            stream_name = self._arn_ref(stream_name, stream_arn)
+            stream_name = arn_ref(stream_name, stream_arn)
         while True:
             try:
                 return self.put_nowait(
@@ -375,7 +366,7 @@ class Producer:
         loaded yet (``await put()`` loads it).
         """
         if stream_arn is not None:
-            stream_name = self._arn_ref(stream_name, stream_arn)
+            stream_name = arn_ref(stream_name, stream_arn)
         if self._state != _OPEN:
             raise ProducerClosedError(
                 "the producer is closed"
@@ -403,14 +394,6 @@ class Producer:
         if engine.outbox.effects:  # a batch sealed, a linger deadline set
             self._pipeline.apply()  # type: ignore[union-attr]
         return outcome
-
-    @staticmethod
-    def _arn_ref(stream_name: str | None, stream_arn: str) -> str:
-        if stream_name is not None:
-            raise ValueError("pass stream_name or stream_arn, not both")
-        if not isinstance(stream_arn, str) or not stream_arn:
-            raise TypeError(f"stream_arn must be a non-empty str, got {stream_arn!r}")
-        return stream_arn
 
     def record_limit(self, stream_name: str | None = None) -> int:
         """The largest record (data + partition key) ``put`` takes for a loaded stream: its
@@ -466,7 +449,7 @@ class Producer:
         assert engine is not None and pipeline is not None
         if ref in engine.streams:
             return
-        name, arn = self._name_and_arn(ref)
+        name, arn = name_and_arn(ref, self.client.region_name)
         lock = self._stream_locks.setdefault(ref, anyio.Lock())
         async with lock:
             if ref in engine.streams:
@@ -490,13 +473,6 @@ class Producer:
             pipeline.start_stream(ref, name, arn, facts, shard_map)
             _log.debug("stream_loaded", stream=name, shards=len(shard_map))
 
-    def _name_and_arn(self, ref: str) -> tuple[str, str | None]:
-        """A stream reference (a name, or an ARN checked against the client's region) as
-        the stream's name and its ARN (``None`` for a name)."""
-        if is_arn(ref):
-            return parse_stream_arn(ref, self.client.region_name).name, ref
-        return ref, None
-
     # -- access ---------------------------------------------------------------------------
 
     async def check_access(self, stream_name: str | None = None) -> None:
@@ -513,7 +489,7 @@ class Producer:
         """
         ref = self._require_default() if stream_name is None else stream_name
         check_stream_name(ref)
-        name, arn = self._name_and_arn(ref)
+        name, arn = name_and_arn(ref, self.client.region_name)
         try:
             await self.client.call_raw("PutRecords", dry_run_body(name, arn))
         except KinesisError as exc:

@@ -19,7 +19,9 @@ Kinesis model, 1.43; the AWS developer guide):
 
 :class:`StreamFacts` reads a DescribeStreamSummary answer; :func:`policy_for` is the rule
 that turns facts and settings into what the producer does for the stream
-(:class:`StreamPolicy`); :func:`parse_stream_arn` reads and checks an ARN.
+(:class:`StreamPolicy`); :func:`parse_stream_arn` reads and checks an ARN, and
+:func:`default_stream_ref`, :func:`arn_ref` and :func:`name_and_arn` read the producer's
+stream references (a name or an ARN).
 """
 
 from __future__ import annotations
@@ -38,7 +40,10 @@ __all__ = [
     "StreamArn",
     "StreamFacts",
     "StreamPolicy",
+    "arn_ref",
+    "default_stream_ref",
     "is_arn",
+    "name_and_arn",
     "parse_stream_arn",
     "policy_for",
 ]
@@ -113,6 +118,38 @@ def parse_stream_arn(arn: object, region: str | None = None) -> StreamArn:
             f"{region}: pass region_name={arn_region!r} (one producer writes to one region)"
         )
     return StreamArn(arn, partition, arn_region, account, name)
+
+
+def default_stream_ref(stream_name: str | None, stream_arn: str | None) -> str | None:
+    """The producer's default stream from its ``stream_name`` / ``stream_arn`` (at most one),
+    checked: a name non-empty, an ARN well formed (its region is checked when used)."""
+    if stream_name is not None and (not isinstance(stream_name, str) or not stream_name):
+        raise ValueError(f"stream_name must be a non-empty str, got {stream_name!r}")
+    if stream_arn is not None:
+        if stream_name is not None:
+            raise ValueError("pass stream_name or stream_arn, not both")
+        parse_stream_arn(stream_arn)
+        return stream_arn
+    if stream_name is not None and is_arn(stream_name):
+        parse_stream_arn(stream_name)
+    return stream_name
+
+
+def arn_ref(stream_name: str | None, stream_arn: str) -> str:
+    """A put's ``stream_arn`` as its stream reference (``stream_name`` must be ``None``)."""
+    if stream_name is not None:
+        raise ValueError("pass stream_name or stream_arn, not both")
+    if not isinstance(stream_arn, str) or not stream_arn:
+        raise TypeError(f"stream_arn must be a non-empty str, got {stream_arn!r}")
+    return stream_arn
+
+
+def name_and_arn(ref: str, region: str) -> tuple[str, str | None]:
+    """A stream reference (a name, or an ARN checked against ``region``) as the stream's
+    name and its ARN (``None`` for a name)."""
+    if is_arn(ref):
+        return parse_stream_arn(ref, region).name, ref
+    return ref, None
 
 
 def _malformed(what: str) -> ServiceError:
