@@ -435,7 +435,7 @@ def select(variants: list[V], only: str) -> list[V]:
 
 def start_emulator(shard_limit: int = 1000) -> Any:
     """Start kinesalite (``LocalKinesis``) on a free port; the caller stops it."""
-    from kinesis_trio._emulator import LocalKinesis
+    from kinesis_trio.testing._emulators import LocalKinesis
 
     emulator = LocalKinesis("kinesalite", shard_limit=shard_limit)
     emulator.start()
@@ -696,7 +696,7 @@ def machine_info() -> dict[str, Any]:
         node = subprocess.run(
             ["node", "--version"], capture_output=True, text=True, timeout=10, check=False
         ).stdout.strip()
-    from kinesis_trio._emulator import EMULATORS
+    from kinesis_trio.testing._emulators import EMULATORS
 
     commit = _git("rev-parse", "--short", "HEAD")
     diff = _git("diff", "HEAD", "--", "kinesis_trio")

@@ -32,7 +32,7 @@ from benchmarks._common import (
     report_header,
 )
 from kinesis_trio import Producer, ProducerConfig, StaticCredentials
-from kinesis_trio._emulator import ENGINES, LocalKinesis, node_available
+from kinesis_trio.testing._emulators import ENGINES, LocalKinesis, node_available
 
 SHARDS = 64  # enough that the producer's per-shard rate limits (150 % of AWS's) do not bind
 SIZE = 200

@@ -113,7 +113,7 @@ def run_trio_producer(
 
 
 def large_rows(mib_per_size: int, rounds: int, shards: int) -> list[dict[str, Any]]:
-    from kinesis_trio._emulator import LocalKinesis
+    from kinesis_trio.testing._emulators import LocalKinesis
 
     rows: list[dict[str, Any]] = []
     with LocalKinesis("kinesis-local") as emu:

@@ -174,14 +174,14 @@ class Plan:
 #: (module, attribute owner path, label): the synchronous pieces paid once per request
 #: (or per shard sealed), timed by ``--parts``
 _PIECES = [
-    ("kinesis_trio._shell", "Pipeline._seal_here", "seal due shards (timer)"),
-    ("kinesis_trio._engine", "Engine.outgoing", "outgoing (per sealed batch)"),
-    ("kinesis_trio._shell", "body", "request body (base64, JSON)"),
-    ("kinesis_trio._service", "_sha256_hex", "payload SHA-256"),
-    ("kinesis_trio._credentials", "RequestSigner.sign", "SigV4 signature (botocore)"),
+    ("kinesis_trio._shell._pipeline", "Pipeline._seal_here", "seal due shards (timer)"),
+    ("kinesis_trio._core._engine", "Engine.outgoing", "outgoing (per sealed batch)"),
+    ("kinesis_trio._shell._pipeline", "body", "request body (base64, JSON)"),
+    ("kinesis_trio._aws._service", "_sha256_hex", "payload SHA-256"),
+    ("kinesis_trio._aws._credentials", "RequestSigner.sign", "SigV4 signature (botocore)"),
     ("h11", "Connection.next_event", "answer framed (h11 events)"),
-    ("kinesis_trio._engine", "Engine.on_answer", "answer applied (all of it)"),
-    ("kinesis_trio._answers", "measure_answer", "  of which: metrics"),
+    ("kinesis_trio._core._engine", "Engine.on_answer", "answer applied (all of it)"),
+    ("kinesis_trio._core._answers", "measure_answer", "  of which: metrics"),
 ]
 
 
@@ -217,7 +217,8 @@ class _Parts:
 def virtual_producer(shards: int) -> tuple[Any, _Far]:
     """A producer (not started) whose every connection is an in-memory stream to a fake of
     ``shards`` shards, and that fake's end (its CPU, its requests)."""
-    from kinesis_trio import Producer, StaticCredentials, _http11, _service
+    from kinesis_trio import Producer, StaticCredentials
+    from kinesis_trio._aws import _http11, _service
 
     # a large body is hashed in a worker thread, which a virtual clock would leap past
     # (trio's MockClock is recognized already; these clocks are not)

@@ -61,7 +61,7 @@ def main() -> None:
         record_index,
         report_header,
     )
-    from kinesis_trio._emulator import LocalKinesis, default_engine
+    from kinesis_trio.testing._emulators import LocalKinesis, default_engine
 
     info = machine_info()
     started = time.perf_counter()

@@ -47,8 +47,8 @@ import anyio
 from benchmarks._common import command_line, record_index
 from kinesis_trio import KinesisClient, Outcome, Producer, ProducerConfig, StaticCredentials
 from kinesis_trio import __version__ as kinesis_trio_version
-from kinesis_trio._emulator import EMULATORS, LocalKinesis
 from kinesis_trio.testing import FakeKinesis, Faults
+from kinesis_trio.testing._emulators import EMULATORS, LocalKinesis
 
 MIB = 1024 * 1024
 CREDS = StaticCredentials("AKIDBENCH", "bench-secret")

@@ -38,7 +38,7 @@ from kinesis_trio import (
     StaticCredentials,
     deaggregate,
 )
-from kinesis_trio._emulator import LocalKinesis
+from kinesis_trio.testing._emulators import LocalKinesis
 
 from ._common import create_stream, delete_stream, log, machine_info, publish, report_header
 

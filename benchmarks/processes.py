@@ -227,7 +227,7 @@ def main() -> None:
         report_header,
     )
     from benchmarks._plots import processes_chart
-    from kinesis_trio._emulator import LocalKinesis, default_engine
+    from kinesis_trio.testing._emulators import LocalKinesis, default_engine
 
     info = machine_info()
     cores = os.cpu_count() or 1

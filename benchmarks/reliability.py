@@ -28,8 +28,8 @@ import trio.testing
 
 from benchmarks._common import machine_info, publish, report_header
 from kinesis_trio import Producer, ProducerConfig, ResourceNotFoundError, StaticCredentials
-from kinesis_trio._emulator import LocalKinesis
 from kinesis_trio.testing import FakeKinesis, Faults
+from kinesis_trio.testing._emulators import LocalKinesis
 
 CREDS = StaticCredentials("AKIDBENCH", "bench-secret")
 

@@ -3,11 +3,11 @@
 KPL aggregation and batching, per-record outcomes, bounded memory; under Trio and asyncio.
 """
 
-from ._aggregation import UserRecord as UserRecord
-from ._aggregation import deaggregate as deaggregate
-from ._client import KinesisClient as KinesisClient
+from ._aws._client import KinesisClient as KinesisClient
+from ._aws._credentials import StaticCredentials as StaticCredentials
 from ._config import ProducerConfig as ProducerConfig
-from ._credentials import StaticCredentials as StaticCredentials
+from ._core._aggregation import UserRecord as UserRecord
+from ._core._aggregation import deaggregate as deaggregate
 from ._errors import AccessDeniedError as AccessDeniedError
 from ._errors import AuthenticationError as AuthenticationError
 from ._errors import ConnectError as ConnectError
@@ -30,8 +30,8 @@ from ._failures import FailedRecord as FailedRecord
 from ._outcome import Attempt as Attempt
 from ._outcome import Outcome as Outcome
 from ._outcome import RecordResult as RecordResult
-from ._producer import Producer as Producer
-from ._sync import SyncProducer as SyncProducer
+from ._shell._producer import Producer as Producer
+from ._shell._sync import SyncProducer as SyncProducer
 from ._version import __version__ as __version__
 
 __all__ = [

@@ -9,7 +9,7 @@ import types
 import pytest
 
 import kinesis_trio
-from kinesis_trio._emulator import default_engine
+from kinesis_trio.testing._emulators import default_engine
 
 
 def test_exported_names() -> None:

@@ -20,13 +20,16 @@ def test_fields_given_one_owner_keep_it() -> None:
     writers = ownership.writers()
     for name, module in [
         ("kinesis_trio._outcome.Outcome._attempts", "kinesis_trio._outcome"),
-        ("kinesis_trio._engine.Engine.streams", "kinesis_trio._engine"),
-        ("kinesis_trio._congestion.ConcurrencyLimit.waiting", "kinesis_trio._congestion"),
+        ("kinesis_trio._core._engine.Engine.streams", "kinesis_trio._core._engine"),
+        (
+            "kinesis_trio._core._congestion.ConcurrencyLimit.waiting",
+            "kinesis_trio._core._congestion",
+        ),
         ("kinesis_trio.testing._server.FakeKinesis.write_block", "kinesis_trio.testing._server"),
         ("kinesis_trio.testing._streams._Streams._last_seq", "kinesis_trio.testing._streams"),
         ("kinesis_trio.cli._output._Interrupts.stop_scope", "kinesis_trio.cli._output"),
-        ("kinesis_trio._state.KRecord.since", "kinesis_trio._state"),
-        ("kinesis_trio._state.KRecord.paid", "kinesis_trio._state"),
+        ("kinesis_trio._core._state.KRecord.since", "kinesis_trio._core._state"),
+        ("kinesis_trio._core._state.KRecord.paid", "kinesis_trio._core._state"),
         ("kinesis_trio._outcome.Outcome._partition_key", "kinesis_trio._outcome"),
     ]:
         assert writers[name] == {module}, name

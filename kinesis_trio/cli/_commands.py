@@ -10,8 +10,8 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from .._emulator import ENGINES
 from .._version import __version__
+from ..testing._emulators import ENGINES
 from ._options import (
     _FAILED_HELP,
     _PROG,

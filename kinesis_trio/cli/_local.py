@@ -10,8 +10,8 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from .._client import KinesisClient
-from .._emulator import LocalKinesis
+from .._aws._client import KinesisClient
+from ..testing._emulators import LocalKinesis
 from ._options import _LOCAL_CREDENTIALS, _engine, _Failure, _UsageError
 from ._output import _signals_ignored
 

@@ -13,12 +13,12 @@ from typing import Any, NoReturn
 
 import anyio
 
-from .._client import KinesisClient
+from .._aws._client import KinesisClient
+from .._aws._credentials import StaticCredentials
 from .._config import ProducerConfig
-from .._credentials import StaticCredentials
-from .._emulator import EmulatorKind, LocalKinesis, default_engine, node_available
 from .._errors import ResourceNotFoundError
-from .._producer import Producer
+from .._shell._producer import Producer
+from ..testing._emulators import EmulatorKind, LocalKinesis, default_engine, node_available
 
 _PROG = "kinesis-trio"
 _LOCAL_CREDENTIALS = StaticCredentials("AKIDLOCALDEMO", "local-demo-secret")

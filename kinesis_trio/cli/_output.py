@@ -22,7 +22,7 @@ import anyio.to_thread
 
 from .._failures import FailedRecord
 from .._outcome import Outcome, RecordResult
-from .._producer import Producer
+from .._shell._producer import Producer
 from ._options import _THROTTLE_CODE, _TICK
 
 

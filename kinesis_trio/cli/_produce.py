@@ -21,7 +21,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from .._producer import Producer
+from .._shell._producer import Producer
 from ._options import _READ_CHUNK, _config, _Target, _UsageError, _with_target
 from ._output import (
     _exit_code,

@@ -1,6 +1,6 @@
 """``tail``: read a stream back (like ``kcat -C``).
 
-The async shell around :mod:`kinesis_trio._tail`: a task per shard being read (GetRecords,
+The async shell around :mod:`kinesis_trio.cli._tailing`: a task per shard being read (GetRecords,
 paced by its :class:`ReadPacer`), a coordinator that starts shards as the
 :class:`ShardLineage` allows, and one writer that prints the records and stops after ``-n``.
 Cancellation (Ctrl-C, ``-n`` reached) can land at any await: nothing is left to undo, and
@@ -25,14 +25,15 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from .._client import KinesisClient
+from .._aws._client import KinesisClient
 from .._errors import (
     KinesisError,
     ProvisionedThroughputExceededError,
     ResourceNotFoundError,
     TransportError,
 )
-from .._tail import (
+from ._options import _PROG, _Failure, _Target, _UsageError, _with_target
+from ._tailing import (
     ReadPacer,
     ShardInfo,
     ShardLineage,
@@ -40,7 +41,6 @@ from .._tail import (
     read_page,
     split_record,
 )
-from ._options import _PROG, _Failure, _Target, _UsageError, _with_target
 
 Format = Literal["raw", "json", "base64"]
 

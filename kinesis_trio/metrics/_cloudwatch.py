@@ -12,10 +12,10 @@ from collections.abc import Iterator, Mapping, Sequence
 import anyio
 import httpx
 
-from .._credentials import CredentialProvider, StaticCredentials
+from .._aws._credentials import CredentialProvider, StaticCredentials
+from .._aws._service import SignedService
+from .._core._retry import backoff_delay, metrics_retryable
 from .._errors import CredentialsError, KinesisTrioError, TransportError, parse_json
-from .._retry import backoff_delay, metrics_retryable
-from .._service import SignedService
 from ._names import DEFAULT_NAMESPACE, MetricDatum, _log
 
 # -- CloudWatch -----------------------------------------------------------------------------

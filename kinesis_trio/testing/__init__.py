@@ -204,8 +204,8 @@ requests takes seconds of real time. With the anyio pytest plugin::
         ...  # anyio.current_time() and anyio.sleep() follow the virtual clock
 """
 
-from .._emulator import LocalKinesis as LocalKinesis
 from ._busy import ServerModel as ServerModel
+from ._emulators import LocalKinesis as LocalKinesis
 from ._faults import FakeStats as FakeStats
 from ._faults import FaultEvent as FaultEvent
 from ._faults import Faults as Faults

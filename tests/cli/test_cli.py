@@ -27,8 +27,8 @@ from typing import Any
 import anyio
 import pytest
 
-from kinesis_trio._emulator import default_engine, node_available
 from kinesis_trio.cli._load import _key_bytes, _limit_note, _steady_rate
+from kinesis_trio.testing._emulators import default_engine, node_available
 from tests.support.cli import (
     cli_command,
     cli_env,

@@ -1,4 +1,4 @@
-"""The local Kinesis emulator harness (kinesis_trio._emulator) and its pytest fixtures."""
+"""The local Kinesis emulator harness (kinesis_trio.testing._emulators) and its pytest fixtures."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from kinesis_trio import _emulator
-from kinesis_trio._emulator import (
+from kinesis_trio.testing import _emulators as _emulator
+from kinesis_trio.testing._emulators import (
     EMULATORS,
     LocalKinesis,
     cache_dir,

@@ -60,7 +60,7 @@ from kinesis_trio import (
     StaticCredentials,
     deaggregate,
 )
-from kinesis_trio._shards import hash_key_for
+from kinesis_trio._core._shards import hash_key_for
 from kinesis_trio.testing import FakeKinesis, Faults
 from tests.support.emulators import EmulatorEndpoint
 from tests.support.fault_proxy import FaultProxy

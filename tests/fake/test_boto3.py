@@ -38,7 +38,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, SSLError
 
 from kinesis_trio import Producer, RecordResult, StaticCredentials
-from kinesis_trio._emulator import LocalKinesis
+from kinesis_trio.testing._emulators import LocalKinesis
 from tests.support.emulators import EmulatorEndpoint
 
 pytestmark = pytest.mark.integration

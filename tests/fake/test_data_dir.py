@@ -29,8 +29,8 @@ import anyio
 import httpx
 import pytest
 
-from kinesis_trio._emulator import LocalKinesis
 from kinesis_trio.testing import FakeKinesis, save_state
+from kinesis_trio.testing._emulators import LocalKinesis
 from kinesis_trio.testing._http import LocalEndpoint
 from kinesis_trio.testing._local import (
     LEGACY_STATE_FILE,

@@ -583,7 +583,7 @@ def test_the_engine_with_256_descriptors_keeps_serving_300_careless_clients() ->
     room), the engine logs it and goes on serving."""
     import resource
 
-    from kinesis_trio._emulator import LocalKinesis
+    from kinesis_trio.testing._emulators import LocalKinesis
 
     with LocalKinesis("python", args=["--streams", "s:1"]) as engine:
         assert engine.pid is not None

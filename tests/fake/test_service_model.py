@@ -27,7 +27,7 @@ import pytest
 from trio.testing import MockClock
 
 from kinesis_trio import KinesisClient, KinesisError, deaggregate
-from kinesis_trio._aggregation import encode_aggregate
+from kinesis_trio._core._aggregation import encode_aggregate
 from kinesis_trio.testing import ACCOUNT_ID, REGION, FakeKinesis, Faults
 from tests.support.helpers import connect, entry
 

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kinesis_trio._credentials import StaticCredentials
+from kinesis_trio._aws._credentials import StaticCredentials
 from kinesis_trio.metrics import (
     CloudWatchError,
     CloudWatchSink,

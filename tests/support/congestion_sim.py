@@ -14,7 +14,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kinesis_trio._congestion import ConcurrencyLimit, Signal
+from kinesis_trio._core._congestion import ConcurrencyLimit, Signal
 
 
 @dataclass(frozen=True)

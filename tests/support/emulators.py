@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pytest
 
 from kinesis_trio import KinesisClient, StaticCredentials
-from kinesis_trio._emulator import (
+from kinesis_trio.testing._emulators import (
     ENGINES,
     EmulatorKind,
     LocalKinesis,

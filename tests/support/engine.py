@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kinesis_trio._config import ProducerConfig
-from kinesis_trio._effects import (
+from kinesis_trio._core._effects import (
     DeadLetters,
     Outbox,
     Queue,
@@ -18,12 +18,12 @@ from kinesis_trio._effects import (
     StartShard,
     Wake,
 )
-from kinesis_trio._engine import Engine, metrics_for
-from kinesis_trio._limiter import ShardLimiter
+from kinesis_trio._core._engine import Engine, metrics_for
+from kinesis_trio._core._limiter import ShardLimiter
+from kinesis_trio._core._shards import Shard, ShardMap, hash_key_for
+from kinesis_trio._core._state import KRecord, ShardBuffer, StreamState
+from kinesis_trio._core._streams import StreamFacts, StreamPolicy
 from kinesis_trio._outcome import Outcome
-from kinesis_trio._shards import Shard, ShardMap, hash_key_for
-from kinesis_trio._state import KRecord, ShardBuffer, StreamState
-from kinesis_trio._streams import StreamFacts, StreamPolicy
 
 MAX_HASH = 2**128 - 1
 _SHELLS: dict[int, RecordingShell] = {}

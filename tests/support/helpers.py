@@ -18,8 +18,8 @@ from kinesis_trio import (
     StaticCredentials,
     deaggregate,
 )
-from kinesis_trio._aggregation import partition_hash_key
-from kinesis_trio._state import StreamState
+from kinesis_trio._core._aggregation import partition_hash_key
+from kinesis_trio._core._state import StreamState
 from kinesis_trio.testing import FakeKinesis
 
 CREDS = StaticCredentials("AKIDTEST", "secret-test-key")

@@ -24,7 +24,7 @@ import anyio
 import pytest
 
 import kinesis_trio
-from kinesis_trio._aggregation import encode_aggregate, partition_hash_key
+from kinesis_trio._core._aggregation import encode_aggregate, partition_hash_key
 from tests.support.cli import cli_command, cli_env, client, create_stream, run_cli
 from tests.support.emulators import EmulatorEndpoint
 

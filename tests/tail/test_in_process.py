@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from kinesis_trio import KinesisClient
-from kinesis_trio._aggregation import encode_aggregate, partition_hash_key
+from kinesis_trio._core._aggregation import encode_aggregate, partition_hash_key
 from kinesis_trio.cli._options import _Failure
 from kinesis_trio.cli._tail import TailOptions, TailStats, tail
 from kinesis_trio.testing import FakeKinesis

@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kinesis_trio._aggregation import encode_aggregate, partition_hash_key
-from kinesis_trio._retry import backoff_delay
-from kinesis_trio._tail import (
+from kinesis_trio._core._aggregation import encode_aggregate, partition_hash_key
+from kinesis_trio._core._retry import backoff_delay
+from kinesis_trio.cli._tail import format_record
+from kinesis_trio.cli._tailing import (
     BYTES_PER_SECOND,
     ReadPacer,
     ShardInfo,
@@ -23,7 +24,6 @@ from kinesis_trio._tail import (
     parse_timestamp,
     split_record,
 )
-from kinesis_trio.cli._tail import format_record
 
 MAX = (1 << 128) - 1
 HALF = 1 << 127

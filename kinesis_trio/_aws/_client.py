@@ -1,0 +1,470 @@
+"""A small Kinesis Data Streams client: JSON 1.1 over httpx, signed with botocore's SigV4.
+
+Works under trio and asyncio (httpx runs on anyio). Every request, including every retry a
+caller makes, is signed afresh with the current credentials.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import os
+import ssl
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import httpx
+
+from .._core._retry import backoff_delay
+from .._errors import (
+    KinesisError,
+    ProvisionedThroughputExceededError,
+    ResourceNotFoundError,
+    ServiceError,
+    error_from_response,
+    malformed_answer,
+    parse_json,
+)
+from ._credentials import (
+    CredentialProvider,
+    StaticCredentials,
+)
+from ._service import AnswerReader, SignedService
+
+__all__ = ["KinesisClient", "read_answer"]
+
+_TARGET_PREFIX = "Kinesis_20131202."
+_CONTENT_TYPE = "application/x-amz-json-1.1"
+
+#: The operations whose answer has no body: botocore's service model gives them no
+#: ``output`` shape (tests/aws/test_answers.py holds this set to the model). Any other
+#: operation's 2xx answer must be a JSON object.
+NO_OUTPUT = frozenset(
+    {
+        "AddTagsToStream",
+        "CreateStream",
+        "DecreaseStreamRetentionPeriod",
+        "DeleteChannel",
+        "DeleteResourcePolicy",
+        "DeleteStream",
+        "DeregisterStreamConsumer",
+        "IncreaseStreamRetentionPeriod",
+        "MergeShards",
+        "PutResourcePolicy",
+        "RemoveTagsFromStream",
+        "SplitShard",
+        "StartStreamEncryption",
+        "StopStreamEncryption",
+        "TagResource",
+        "UntagResource",
+        "UpdateMaxRecordSize",
+        "UpdateStreamMode",
+        "UpdateStreamRecordDistributionStrategy",
+    }
+)
+
+
+def _user_agent() -> str:
+    try:
+        from importlib.metadata import version
+
+        return f"kinesis-trio/{version('kinesis-trio')} httpx/{httpx.__version__}"
+    except Exception:
+        return f"kinesis-trio httpx/{httpx.__version__}"
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, datetime.datetime):
+        return value.timestamp()
+    raise TypeError(f"cannot JSON-encode {type(value).__name__}")
+
+
+def _encode(body: Mapping[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":"), default=_json_default).encode()
+
+
+def read_answer(
+    operation: str, status: int, headers: Mapping[str, str], content: bytes
+) -> dict[str, Any] | KinesisError:
+    """What a Kinesis answer means: the JSON object of a usable 2xx, or the error the
+    service sent (returned). Any other answer is refused with a ``KinesisError`` that is
+    not ``from_service`` (raised), so the request counts as possibly processed and its
+    connection is closed: a 2xx whose body is empty (for an operation with an output),
+    not JSON, nested too deep or not an object; a 1xx or 3xx; an error without the
+    service's error shape. Never raises anything else."""
+    if 200 <= status < 300:
+        if not content and operation in NO_OUTPUT:
+            return {}
+        data = parse_json(content) if content else None
+        if isinstance(data, dict):
+            return data
+        what = "empty" if not content else "not a JSON object"
+        raise ServiceError(
+            "MalformedResponse",
+            f"the answer's body (HTTP {status}) is {what}",
+            status_code=status,
+            operation=operation,
+            request_id=headers.get("x-amzn-RequestId"),
+            from_service=False,
+        )
+    error = error_from_response(operation, status, content, headers)
+    if not error.from_service:
+        raise error
+    return error
+
+
+def _put_records_reader(count: int) -> AnswerReader[dict[str, Any]]:
+    """PutRecords' ``read`` for a request of ``count`` records: an answer whose ``Records``
+    is not a list of ``count`` entries is not this request's (refused, ambiguous)."""
+
+    def read(
+        status: int, headers: Mapping[str, str], content: bytes
+    ) -> dict[str, Any] | KinesisError:
+        answer = read_answer("PutRecords", status, headers, content)
+        if isinstance(answer, dict):
+            entries = answer.get("Records")
+            if type(entries) is not list or len(entries) != count:
+                raise ServiceError(
+                    "MalformedResponse",
+                    f"the answer's Records is not a list of the {count} records sent",
+                    status_code=status,
+                    operation="PutRecords",
+                    request_id=headers.get("x-amzn-RequestId"),
+                    from_service=False,
+                )
+        return answer
+
+    return read
+
+
+def _reader(operation: str) -> AnswerReader[dict[str, Any]]:
+    def read(
+        status: int, headers: Mapping[str, str], content: bytes
+    ) -> dict[str, Any] | KinesisError:
+        return read_answer(operation, status, headers, content)
+
+    return read
+
+
+def _stream_ref(stream_name: str | None, stream_arn: str | None) -> dict[str, Any]:
+    if not stream_name and not stream_arn:
+        raise ValueError("pass stream_name or stream_arn")
+    ref: dict[str, Any] = {}
+    if stream_name:
+        ref["StreamName"] = stream_name
+    if stream_arn:
+        ref["StreamARN"] = stream_arn
+    return ref
+
+
+class KinesisClient(SignedService):
+    """Kinesis Data Streams client (JSON 1.1, SigV4), for trio or asyncio.
+
+    Region: ``region_name``, else ``AWS_REGION``, ``AWS_DEFAULT_REGION``, the profile's
+    region. Endpoint: ``endpoint_url``, else ``AWS_ENDPOINT_URL_KINESIS``,
+    ``AWS_ENDPOINT_URL``, ``https://kinesis.{region}.amazonaws.com``. Credentials:
+    ``credentials`` (a :class:`StaticCredentials` or a ready ``CredentialProvider``), else
+    botocore's standard chain for ``profile_name``. ``transport`` replaces the network: an
+    ``httpx.AsyncBaseTransport`` (``httpx.MockTransport``) is called through httpx's
+    interface; ``FakeKinesis.transport()`` is reached through the client's own connection
+    pool and HTTP framing, over in-memory connections.
+
+    Errors: :class:`KinesisError` subclasses for error responses, :class:`TransportError`
+    subclasses for network failures, :class:`CredentialsError`. One ``ExpiredTokenException``
+    is handled here: the credentials are refreshed and the request re-signed and sent once
+    more (an auth rejection means nothing was processed).
+    """
+
+    region_name: str
+    endpoint_url: str
+
+    def __init__(
+        self,
+        *,
+        region_name: str | None = None,
+        endpoint_url: str | None = None,
+        credentials: StaticCredentials | CredentialProvider | None = None,
+        profile_name: str | None = None,
+        max_connections: int = 24,
+        request_timeout: float = 6.0,
+        connect_timeout: float = 6.0,
+        verify: bool | str | ssl.SSLContext = True,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__(
+            "kinesis",
+            "KINESIS",
+            region_name=region_name,
+            endpoint_url=endpoint_url,
+            credentials=credentials,
+            profile_name=profile_name,
+            transport=transport,
+            max_connections=max_connections,
+            request_timeout=request_timeout,
+            connect_timeout=connect_timeout,
+            verify=_ssl_verify(verify),
+            user_agent=_user_agent(),
+        )
+        #: per operation: its request headers and the ``read`` of its answers
+        self._operations: dict[str, tuple[dict[str, str], AnswerReader[dict[str, Any]]]] = {}
+
+    def __repr__(self) -> str:
+        return (
+            f"KinesisClient(endpoint_url={self.endpoint_url!r}, region_name={self.region_name!r})"
+        )
+
+    # -- core -------------------------------------------------------------------------------
+
+    async def call(self, operation: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Call a Kinesis operation with a JSON body (bytes values are base64-encoded)."""
+        return await self.call_raw(operation, _encode(body))
+
+    async def call_raw(
+        self,
+        operation: str,
+        body: bytes,
+        *,
+        within: float | None = None,
+        entries: int | None = None,
+    ) -> dict[str, Any]:
+        """Call a Kinesis operation with an already JSON-encoded body; return the response.
+
+        The whole call (hashing the body, getting credentials, the exchange and a retry
+        after an expired token) has one deadline: ``within`` seconds, by default the
+        client's ``request_timeout + connect_timeout``. Past it: ``RequestTimeoutError``.
+        ``entries`` (PutRecords): the number of records sent; an answer whose ``Records``
+        is not a list that long is refused (``ServiceError`` ``MalformedResponse``).
+
+        An answer that is not the service's (a 2xx that cannot be used, a 1xx or 3xx, an
+        error without the service's error shape) raises a ``KinesisError`` whose
+        ``from_service`` is False; its connection is closed.
+        """
+        known = self._operations.get(operation)
+        if known is None:
+            headers = {"Content-Type": _CONTENT_TYPE, "X-Amz-Target": _TARGET_PREFIX + operation}
+            known = self._operations[operation] = (headers, _reader(operation))
+        headers, read = known
+        if entries is not None:
+            read = _put_records_reader(entries)
+        return await self._call(operation, body, headers, read, within=within)
+
+    # -- operations -------------------------------------------------------------------------
+
+    async def put_records(
+        self,
+        stream_name: str | None,
+        records: list[dict[str, str]],
+        *,
+        stream_arn: str | None = None,
+    ) -> dict[str, Any]:
+        """PutRecords with entries already in wire form (``Data`` base64)."""
+        body = _stream_ref(stream_name, stream_arn)
+        body["Records"] = records
+        return await self.call_raw("PutRecords", _encode(body))
+
+    async def list_shards(
+        self,
+        stream_name: str | None = None,
+        *,
+        stream_arn: str | None = None,
+        at_latest: bool = True,
+    ) -> list[dict[str, Any]]:
+        """All shards of a stream (only the open ones when ``at_latest``), every page."""
+        body = _stream_ref(stream_name, stream_arn)
+        if at_latest:
+            body["ShardFilter"] = {"Type": "AT_LATEST"}
+        shards: list[dict[str, Any]] = []
+        while True:
+            page = await self.call("ListShards", body)
+            found = page.get("Shards")
+            if found is None:
+                found = []
+            token = page.get("NextToken")
+            if not isinstance(found, list) or not (token is None or isinstance(token, str)):
+                raise malformed_answer(
+                    "ListShards", "Shards is not a list, or NextToken is not a string"
+                )
+            shards.extend(found)
+            if not token:
+                return shards
+            body = {"NextToken": token}
+
+    async def describe_stream_summary(
+        self, stream_name: str | None, *, stream_arn: str | None = None
+    ) -> dict[str, Any]:
+        """DescribeStreamSummary; returns the ``StreamDescriptionSummary`` dict."""
+        resp = await self.call("DescribeStreamSummary", _stream_ref(stream_name, stream_arn))
+        summary: dict[str, Any] = resp.get("StreamDescriptionSummary") or {}
+        return summary
+
+    async def create_stream(
+        self, stream_name: str, shard_count: int | None = 1, *, on_demand: bool = False
+    ) -> None:
+        """CreateStream (provisioned with ``shard_count`` shards, or on-demand)."""
+        body: dict[str, Any] = {"StreamName": stream_name}
+        if on_demand:
+            body["StreamModeDetails"] = {"StreamMode": "ON_DEMAND"}
+        elif shard_count is not None:
+            body["ShardCount"] = shard_count
+        await self.call("CreateStream", body)
+
+    async def wait_for_stream(
+        self,
+        stream_name: str,
+        *,
+        status: str = "ACTIVE",
+        timeout: float = 60.0,  # noqa: ASYNC109 -- part of the documented API
+    ) -> dict[str, Any]:
+        """Poll DescribeStreamSummary until the stream has ``status``; return the summary.
+
+        ``status="DELETED"`` waits until the stream is gone (returns ``{}``). Raises
+        ``TimeoutError`` after ``timeout`` seconds.
+        """
+        last: str | None = None
+        delay = 0.05
+        with anyio.move_on_after(timeout):
+            while True:
+                try:
+                    summary = await self.describe_stream_summary(stream_name)
+                except ResourceNotFoundError:
+                    if status == "DELETED":
+                        return {}
+                    last = "NOT_FOUND"
+                else:
+                    last = summary.get("StreamStatus")
+                    if last == status:
+                        return summary
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        raise TimeoutError(
+            f"stream {stream_name!r} not {status} after {timeout:g}s (last status: {last})"
+        )
+
+    async def delete_stream(
+        self, stream_name: str, *, enforce_consumer_deletion: bool = True
+    ) -> None:
+        """DeleteStream."""
+        await self.call(
+            "DeleteStream",
+            {"StreamName": stream_name, "EnforceConsumerDeletion": enforce_consumer_deletion},
+        )
+
+    async def get_shard_iterator(
+        self,
+        stream_name: str | None,
+        shard_id: str,
+        iterator_type: str = "TRIM_HORIZON",
+        *,
+        starting_sequence_number: str | None = None,
+        timestamp: datetime.datetime | float | None = None,
+        stream_arn: str | None = None,
+    ) -> str:
+        """GetShardIterator; returns the iterator string."""
+        body = _stream_ref(stream_name, stream_arn)
+        body["ShardId"] = shard_id
+        body["ShardIteratorType"] = iterator_type
+        if starting_sequence_number is not None:
+            body["StartingSequenceNumber"] = starting_sequence_number
+        if timestamp is not None:
+            body["Timestamp"] = timestamp
+        resp = await self.call("GetShardIterator", body)
+        iterator = resp.get("ShardIterator")
+        if type(iterator) is not str or not iterator:
+            raise malformed_answer("GetShardIterator", "ShardIterator is not a string")
+        return iterator
+
+    async def get_records(self, shard_iterator: str, limit: int | None = None) -> dict[str, Any]:
+        """GetRecords; the raw response (``Data`` still base64)."""
+        body: dict[str, Any] = {"ShardIterator": shard_iterator}
+        if limit is not None:
+            body["Limit"] = limit
+        return await self.call("GetRecords", body)
+
+    async def split_shard(
+        self,
+        stream_name: str | None,
+        shard_to_split: str,
+        new_starting_hash_key: int | str,
+        *,
+        stream_arn: str | None = None,
+    ) -> None:
+        """SplitShard."""
+        body = _stream_ref(stream_name, stream_arn)
+        body["ShardToSplit"] = shard_to_split
+        body["NewStartingHashKey"] = str(new_starting_hash_key)
+        await self.call("SplitShard", body)
+
+    async def merge_shards(
+        self,
+        stream_name: str | None,
+        shard_to_merge: str,
+        adjacent_shard_to_merge: str,
+        *,
+        stream_arn: str | None = None,
+    ) -> None:
+        """MergeShards."""
+        body = _stream_ref(stream_name, stream_arn)
+        body["ShardToMerge"] = shard_to_merge
+        body["AdjacentShardToMerge"] = adjacent_shard_to_merge
+        await self.call("MergeShards", body)
+
+    async def update_shard_count(
+        self,
+        stream_name: str | None,
+        target_shard_count: int,
+        *,
+        scaling_type: str = "UNIFORM_SCALING",
+        stream_arn: str | None = None,
+    ) -> dict[str, Any]:
+        """UpdateShardCount; returns the response."""
+        body = _stream_ref(stream_name, stream_arn)
+        body["TargetShardCount"] = target_shard_count
+        body["ScalingType"] = scaling_type
+        return await self.call("UpdateShardCount", body)
+
+    async def read_all(self, stream_name: str) -> dict[str, list[dict[str, Any]]]:
+        """Read every record of every shard (open and closed) from TRIM_HORIZON.
+
+        For tests and tools. Returns shard id -> records, ``Data`` decoded to bytes.
+        """
+        result: dict[str, list[dict[str, Any]]] = {}
+        for shard in await self.list_shards(stream_name, at_latest=False):
+            shard_id = str(shard["ShardId"])
+            records: list[dict[str, Any]] = []
+            iterator: str | None = await self.get_shard_iterator(stream_name, shard_id)
+            throttled = 0
+            while iterator:
+                try:
+                    page = await self.get_records(iterator)
+                except ProvisionedThroughputExceededError:
+                    throttled += 1
+                    if throttled > 20:
+                        raise
+                    await anyio.sleep(max(0.2, backoff_delay(throttled, base=0.2, cap=2.0)))
+                    continue
+                batch = page.get("Records") or []
+                for record in batch:
+                    record = dict(record)
+                    record["Data"] = base64.b64decode(record["Data"])
+                    records.append(record)
+                iterator = page.get("NextShardIterator")
+                if not batch and not page.get("MillisBehindLatest"):
+                    break  # caught up (a closed shard ends with no NextShardIterator)
+            result[shard_id] = records
+        return result
+
+
+def _ssl_verify(verify: bool | str | ssl.SSLContext) -> bool | ssl.SSLContext:
+    if isinstance(verify, str):
+        if os.path.isdir(verify):
+            return ssl.create_default_context(capath=verify)
+        return ssl.create_default_context(cafile=verify)
+    if verify is True:
+        bundle = os.environ.get("AWS_CA_BUNDLE")
+        if bundle:
+            return ssl.create_default_context(cafile=bundle)
+    return verify

@@ -1,0 +1,332 @@
+"""The one HTTP stack every AWS call goes through: the Kinesis client, the CloudWatch sink
+and ``tail`` alike.
+
+:class:`SignedService` resolves the region, the endpoint and the credentials the same way
+for every service, signs each request with SigV4 (botocore), sends it through the pool
+(``_http11``: h11 frames every byte) under one deadline over the whole call, maps transport
+failures to :class:`TransportError` and, once, refreshes expired credentials and sends again.
+What an answer means is the caller's ``read`` function: it returns a value, returns an error
+the service sent (a well-formed one: the connection is reused) or raises (the answer cannot
+be used: the connection is closed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ssl
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+import botocore.session
+import httpx
+
+from .._core._retry import EXPIRED_TOKEN_CODES
+from .._errors import (
+    ConnectError,
+    ConnectionLostError,
+    RequestTimeoutError,
+    TransportError,
+)
+from .._logging import get_logger
+from ._credentials import (
+    CredentialProvider,
+    RequestSigner,
+    StaticCredentials,
+    resolve_endpoint,
+    resolve_region,
+)
+from ._http11 import Http11Pool, StreamOpener, origin_of
+
+_S = TypeVar("_S", bound="SignedService")
+_T = TypeVar("_T")
+
+_log = get_logger("kinesis_trio.client")
+
+#: What a caller makes of an answer: (status, header fields, body) -> a value, or the
+#: service's error (returned, not raised); raising refuses the answer.
+AnswerReader = Callable[[int, Mapping[str, str], bytes], "_T | Exception"]
+
+# Bodies at least this big are hashed for the signature in a worker thread (hashlib releases
+# the GIL), so a 5 MB PutRecords does not stall the event loop for ~3 ms.
+_HASH_IN_THREAD_MIN = 1 << 20
+
+
+def _virtual_clock() -> bool:
+    """Trio with a ``MockClock`` (tests): a worker thread would let its autojump leap
+    ahead while the loop waits for the thread."""
+    testing = sys.modules.get("trio.testing")
+    if testing is None:
+        return False
+    try:
+        clock = sys.modules["trio"].lowlevel.current_clock()
+    except RuntimeError:  # not in a trio run
+        return False
+    return isinstance(clock, testing.MockClock)
+
+
+def _sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def map_transport_error(exc: httpx.RequestError, operation: str) -> TransportError:
+    """The :class:`TransportError` for an httpx (or pool) failure: ``sent`` is False only
+    when the request certainly never left."""
+    text = str(exc)
+    message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    if isinstance(
+        exc,
+        (
+            httpx.ConnectError,
+            httpx.ConnectTimeout,
+            httpx.PoolTimeout,
+            httpx.ProxyError,
+            httpx.UnsupportedProtocol,
+        ),
+    ):
+        return ConnectError(message, operation=operation)
+    if isinstance(exc, httpx.LocalProtocolError):  # refused before anything was written
+        return TransportError(message, operation=operation, sent=False)
+    if isinstance(exc, httpx.TimeoutException):  # ReadTimeout, WriteTimeout
+        return RequestTimeoutError(message, operation=operation)
+    if isinstance(exc, (httpx.NetworkError, httpx.ProtocolError, httpx.DecodingError)):
+        # ReadError, WriteError, CloseError, RemoteProtocolError, ...
+        return ConnectionLostError(message, operation=operation)
+    return TransportError(message, operation=operation, sent=True)
+
+
+class _Headers(Mapping[str, str]):
+    """An answer's header fields (h11's: lowercase names) as a read-only mapping, decoded
+    only when asked (most answers are never looked at)."""
+
+    __slots__ = ("_fields", "_map")
+
+    def __init__(self, fields: list[tuple[bytes, bytes]]) -> None:
+        self._fields = fields
+        self._map: dict[str, str] | None = None
+
+    def _get_map(self) -> dict[str, str]:
+        found = self._map
+        if found is None:
+            found = {}
+            for name, value in self._fields:
+                found.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
+            self._map = found
+        return found
+
+    def __getitem__(self, key: str) -> str:
+        return self._get_map()[key.lower()]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._get_map().get(key.lower(), default)
+
+    def __iter__(self) -> Any:
+        return iter(self._get_map())
+
+    def __len__(self) -> int:
+        return len(self._get_map())
+
+
+class SignedService:
+    """An AWS endpoint reached with SigV4-signed POSTs through one connection pool.
+
+    ``transport``: ``None`` for the network; an ``httpx.AsyncBaseTransport`` (a user's
+    ``httpx.MockTransport``) is called through httpx's interface; a transport that can
+    open byte streams (:class:`kinesis_trio.testing.FakeKinesis`'s) is used below the
+    pool's framing. The subclass's ``read`` functions decide what each answer means.
+    """
+
+    region_name: str
+    endpoint_url: str
+
+    def __init__(
+        self,
+        service: str,
+        env_suffix: str,
+        *,
+        region_name: str | None,
+        endpoint_url: str | None,
+        credentials: StaticCredentials | CredentialProvider | None,
+        profile_name: str | None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        max_connections: int = 24,
+        request_timeout: float = 6.0,
+        connect_timeout: float = 6.0,
+        verify: bool | ssl.SSLContext = True,
+        user_agent: str = "kinesis-trio",
+    ) -> None:
+        if max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+        session: Any = None
+        if credentials is None or profile_name is not None:
+            session = botocore.session.Session(profile=profile_name)
+        self.region_name = resolve_region(region_name, session)
+        self.endpoint_url = resolve_endpoint(endpoint_url, self.region_name, service, env_suffix)
+        if isinstance(credentials, CredentialProvider):
+            self._credentials = credentials
+        else:
+            self._credentials = CredentialProvider(
+                credentials if credentials is not None else session
+            )
+        self._url = self.endpoint_url + "/"
+        self._host = httpx.URL(self._url).netloc.decode("ascii")
+        self._signer = RequestSigner(service, self.region_name, self._url, self._host)
+        self._closed = False
+        self._user_agent = user_agent
+        #: the debug event each call logs
+        self._event = f"{service}.call"
+        #: a call's default deadline: hashing, credentials and the exchange, answer included
+        self._deadline = request_timeout + connect_timeout
+        self._origin = origin_of(self._url)
+        # The client owns the transport's lifetime.
+        self._transport: httpx.AsyncBaseTransport | None = None
+        self._pool: Http11Pool | None = None
+        if transport is None or isinstance(transport, StreamOpener):
+            self._pool = Http11Pool(
+                verify=verify,
+                max_connections=max_connections,
+                connect_timeout=connect_timeout,
+                pool_timeout=request_timeout,
+                opener=transport,
+            )
+        else:
+            self._transport = transport
+        self._timeouts = {
+            "connect": connect_timeout,
+            "read": request_timeout,
+            "write": request_timeout,
+            "pool": request_timeout,
+        }
+
+    @property
+    def credentials(self) -> CredentialProvider:
+        """The credential provider used to sign requests."""
+        return self._credentials
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{type(self).__name__} is closed")
+
+    async def __aenter__(self: _S) -> _S:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool (or the transport). Idempotent."""
+        if not self._closed:
+            self._closed = True
+            if self._pool is not None:
+                await self._pool.aclose()
+            if self._transport is not None:
+                await self._transport.aclose()
+
+    # -- the one request path -----------------------------------------------------------
+
+    async def _call(
+        self,
+        operation: str,
+        body: bytes,
+        headers: dict[str, str],
+        read: AnswerReader[_T],
+        *,
+        within: float | None = None,
+    ) -> _T:
+        """Sign and send ``body``; what ``read`` makes of the answer.
+
+        One deadline over the whole call (hashing, credentials, the exchange and the one
+        retry after an expired token): ``within`` seconds, by default the service's
+        ``request_timeout + connect_timeout``; past it, :class:`RequestTimeoutError`. Per-read
+        timeouts would let a server trickling its answer a byte at a time pass them all.
+        An error ``read`` returns is raised; one with an expired-token code first refreshes
+        the credentials and sends once more (an auth rejection means nothing was processed).
+        """
+        self._check_open()
+        limit = self._deadline if within is None else within
+        with anyio.CancelScope(deadline=anyio.current_time() + limit) as scope:
+            if len(body) >= _HASH_IN_THREAD_MIN and not _virtual_clock():
+                digest = await anyio.to_thread.run_sync(_sha256_hex, body)
+            else:
+                digest = _sha256_hex(body)
+            creds = await self._credentials.get()
+            result = await self._send_once(operation, body, digest, creds, headers, read)
+            if isinstance(result, Exception):
+                if getattr(result, "code", None) in EXPIRED_TOKEN_CODES:
+                    fresh = await self._credentials.force_refresh(creds)
+                    if fresh != creds:
+                        _log.debug("expired_token_retry", operation=operation)
+                        result = await self._send_once(
+                            operation, body, digest, fresh, headers, read
+                        )
+                if isinstance(result, Exception):
+                    raise result
+            return result
+        assert scope.cancelled_caught
+        raise RequestTimeoutError(
+            f"{operation} did not complete within {limit:g} s", operation=operation
+        )
+
+    async def _send_once(
+        self,
+        operation: str,
+        body: bytes,
+        digest: str,
+        creds: Any,
+        headers: dict[str, str],
+        read: AnswerReader[_T],
+    ) -> _T | Exception:
+        signed = self._signer.sign(body, digest, creds, headers)
+        signed["User-Agent"] = self._user_agent
+        start = time.perf_counter()
+        status = 0
+
+        def framed(code: int, fields: list[tuple[bytes, bytes]], content: bytes) -> _T | Exception:
+            nonlocal status
+            status = code
+            return read(code, _Headers(fields), content)
+
+        try:
+            pool = self._pool
+            if pool is not None:
+                result = await pool.post(self._origin, "/", signed, body, framed)
+            else:
+                assert self._transport is not None
+                request = httpx.Request(
+                    "POST",
+                    self._url,
+                    content=body,
+                    headers=signed,
+                    extensions={"timeout": self._timeouts},
+                )
+                response = await self._transport.handle_async_request(request)
+                try:
+                    content = await response.aread()
+                finally:
+                    await response.aclose()
+                status = response.status_code
+                result = read(status, response.headers, content)
+        except httpx.RequestError as exc:
+            error = map_transport_error(exc, operation)
+            self._logged(operation, start, status or None, error)
+            raise error from exc
+        except Exception as exc:  # an answer ``read`` refused
+            self._logged(operation, start, status, exc)
+            raise
+        self._logged(operation, start, status, result if isinstance(result, Exception) else None)
+        return result
+
+    def _logged(
+        self, operation: str, start: float, status: int | None, error: BaseException | None
+    ) -> None:
+        duration = round(time.perf_counter() - start, 6)
+        if error is None:
+            _log.debug(self._event, operation=operation, status=status, duration=duration)
+        else:
+            code = getattr(error, "code", None) or type(error).__name__
+            _log.debug(
+                self._event, operation=operation, status=status, duration=duration, error=code
+            )

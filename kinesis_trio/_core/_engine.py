@@ -1,0 +1,471 @@
+"""The engine: every decision of the producer between ``put`` and an Outcome (no awaits).
+
+It ties the pure pieces together: the :class:`~kinesis_trio._core._accumulator.Accumulator`
+(placement, sealing), the :class:`~kinesis_trio._core._ledger.Ledger` (outstanding records,
+exactly-once resolution), the response interpreter (``_responses``), the retry policy
+(``_retry``: classification, backoff, what a retry costs) and schedule (``_retries``), the
+shard maps (``_shards``, ``_reshard``) and the limiters (``_limiter``). The async shell
+(``_shell``, ``_producer``) calls it with the time and with what came back, and asks it
+(never its parts) what it needs to know. The engine never calls out: what the shell must do
+(wake a worker, queue a batch, start or retire a shard's worker, wake the retrier, reload a
+shard map, send request halves apart, hand over dead letters) is left as effects in its
+:class:`~kinesis_trio._core._effects.Outbox` (``_effects`` names them), which the shell takes
+after each call.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import anyio
+
+from .._config import ProducerConfig
+from .._logging import get_logger
+from .._outcome import RECORD_TOO_LARGE, Attempt, Outcome, failed
+from ..metrics._names import MetricsSink
+from ..metrics._recorder import Metrics
+from ._accumulator import Accumulator, expired_in, prune, unaggregate
+from ._aggregation import _vlen
+from ._answers import Answers
+from ._congestion import ConcurrencyLimit
+from ._effects import Outbox
+from ._ledger import Ledger
+from ._ordering import KeyOrder
+from ._reshard import ShardMaps
+from ._resolver import Resolver
+from ._retries import Retries
+from ._shards import Shard, ShardMap, hash_key_for, parse_explicit_hash_key
+from ._state import KRecord, ShardBuffer, StreamState
+from ._streams import StreamFacts
+from ._validate import partition_key_length
+
+__all__ = ["Engine", "metrics_for"]
+
+_log = get_logger("kinesis_trio.producer")
+_INF = math.inf
+_KEY_CACHE_MAX = 1 << 16
+
+
+class Status(NamedTuple):
+    """What the producer reports of the engine (``Engine.status``)."""
+
+    records: int
+    bytes: int
+    unresolved: int
+    request_limit: int
+    in_flight: int
+    retry_budget: float
+
+
+def metrics_for(config: ProducerConfig, sinks: Sequence[MetricsSink] = ()) -> Metrics:
+    """The metrics recorder ``config`` asks for (level, granularity, namespace, upload
+    interval), publishing to ``sinks``."""
+    return Metrics(
+        level=config.metrics_level,
+        granularity=config.metrics_granularity,
+        namespace=config.metrics_namespace,
+        sinks=sinks,
+        upload_interval=config.metrics_upload_delay,
+    )
+
+
+class Engine:
+    """The producer's decisions: accept, place, seal, interpret, retry, resolve."""
+
+    def __init__(
+        self,
+        config: ProducerConfig,
+        metrics: Metrics,
+        refreshable: bool,
+        dead_letters: bool = False,
+    ) -> None:
+        self.config = config
+        self.metrics = metrics
+        self.measure = metrics.enabled
+        #: ExpiredToken refreshes the credentials (False: static ones, which fail at once)
+        self.refreshable = refreshable
+        self.ttl = config.record_ttl
+        #: what the shell must do, left by every call (the shell takes it after each)
+        self.outbox = outbox = Outbox()
+        #: outstanding records, exactly-once resolution; with ``dead_letters`` each record
+        #: failed, with its data, goes into the outbox (the producer's ``failures()``)
+        self.ledger = Ledger(
+            config.max_outstanding_records, config.max_outstanding_bytes, outbox, dead_letters
+        )
+        self.acc = Accumulator(
+            agg_max_count=config.aggregation_max_count,
+            coll_max_count=config.collection_max_count,
+            coll_max_size=config.collection_max_size,
+            linger=config.record_max_buffered_time,
+            early_size=config.linger_window_bytes,
+            queue_size=config.shard_queue_size,
+            outbox=outbox,
+            outstanding=self.ledger,
+        )
+        #: per-key ordering (``ordering="per_key"``), or None: records go as they come
+        self.order = KeyOrder(self.acc) if config.ordering == "per_key" else None
+        #: where records are placed anew: per-key ordering wraps the accumulator
+        self.place: Accumulator | KeyOrder = self.order or self.acc
+        #: every resolution, failure and expiry goes through it
+        self.resolver = Resolver(self.ledger, metrics, self.ttl, self.order)
+        #: the producer's streams by name (the shell adds them as they load)
+        self.streams: dict[str, StreamState] = {}
+        self.rand = random.Random()
+        #: how many PutRecords requests may be in flight (the sender asks it for a slot)
+        self.gate = ConcurrencyLimit(
+            config.max_connections,
+            adaptive=config.adaptive_concurrency,
+            timeout=config.request_timeout,
+        )
+        #: retries: backoff, the retry budget, when each is due
+        self.retries = Retries(config, self.acc, self.place, self.resolver, outbox, self.rand)
+        #: shard maps, resharding and the KCL rule for aggregates that landed elsewhere
+        self.maps = ShardMaps(config, self.acc, self.place, self.resolver, outbox)
+        #: what answers and failed requests do to their records
+        self.answers = Answers(
+            config,
+            resolver=self.resolver,
+            maps=self.maps,
+            retries=self.retries,
+            gate=self.gate,
+            metrics=metrics,
+            outbox=outbox,
+            rand=self.rand,
+            refreshable=refreshable,
+        )
+        self._key_cache: dict[str, tuple[int, int, int]] = {}
+
+    def add_stream(
+        self,
+        key: str,
+        stream: StreamState,
+        facts: StreamFacts,
+        shard_map: ShardMap,
+        now: float,
+    ) -> None:
+        """A stream loaded by the shell, by the name (or ARN) users give it: its policy and
+        its shards (``StartShard`` effects)."""
+        self.maps.apply_facts(stream, facts, shard_map, now)
+        self.streams[key] = stream
+
+    def reload(
+        self, stream: StreamState, facts: StreamFacts, shard_map: ShardMap, now: float
+    ) -> None:
+        """The stream's facts and open shards, loaded again (a reshard, a policy change)."""
+        self.maps.apply_facts(stream, facts, shard_map, now)
+
+    def reload_failed(self, stream: StreamState, now: float) -> None:
+        """The map could not be reloaded: records waiting for it expire at their TTL."""
+        self.maps.expire_unverified(stream, now)
+
+    def needs_history(self, stream: StreamState) -> bool:
+        """Must the stream's closed shards be listed too (``ShardMaps.needs_history``)?"""
+        return self.maps.needs_history(stream)
+
+    def learn_shards(self, stream: StreamState, shards: list[Shard]) -> None:
+        """Hash key ranges of the stream's shards, closed ones included."""
+        self.maps.learn_shards(stream, shards)
+
+    def verify_pending(self, stream: StreamState, now: float) -> None:
+        """Apply the KCL's rule to the aggregates that waited for the map's reload."""
+        self.maps.verify_pending(stream, now)
+
+    # -- accepting --------------------------------------------------------------------------
+
+    def accept(
+        self,
+        stream: StreamState,
+        data: bytes,
+        partition_key: str | None,
+        explicit_hash_key: str | None,
+        now: float,
+    ) -> Outcome:
+        """Accept a record into the stream's buffers, or raise (bad input: ``ValueError`` /
+        ``TypeError``; no room: ``anyio.WouldBlock``), changing nothing."""
+        try:
+            key = self._key_cache.get(partition_key)  # type: ignore[arg-type]
+        except TypeError:  # unhashable: key_info names the problem
+            key = None
+        if key is None:
+            key = self.no_key(stream) if partition_key is None else self.key_info(partition_key)
+        pk_len, hash_key, pk_grow = key
+        n = len(data)
+        size = n + pk_len
+        if size > stream.accept_max:
+            raise ValueError(self.too_large(stream, n, pk_len))
+        if explicit_hash_key is not None:
+            hash_key = parse_explicit_hash_key(explicit_hash_key)
+        ledger = self.ledger
+        if ledger.records >= ledger.max_records or ledger.bytes + size > ledger.max_bytes:
+            raise anyio.WouldBlock
+        outcome = Outcome(
+            data, partition_key, explicit_hash_key, hash_key, size, now, stream.name, ledger.epoch
+        )
+        order = self.order
+        if order is None:
+            self.acc.add(stream, outcome, partition_key, n, pk_len, pk_grow, now)  # type: ignore[arg-type]
+        else:
+            if stream.refusal is not None:
+                raise ValueError(stream.refusal)
+            order.accept(stream, outcome, partition_key, n, pk_len, pk_grow, now)  # type: ignore[arg-type]
+        ledger.accept(outcome, size)
+        stream.count_received()
+        return outcome
+
+    def no_key(self, stream: StreamState) -> tuple[int, int, int]:
+        """A record without a partition key: only an ``AUTO`` stream takes it."""
+        if not stream.auto:
+            raise ValueError(
+                f"partition_key is required: stream {stream.name!r} places records by their "
+                "partition key (RecordDistributionStrategy USER_PARTITION_KEY); only a stream "
+                "whose strategy is AUTO takes records without one"
+            )
+        stream.took_keyless()
+        return (0, 0, 0)
+
+    def too_large(self, stream: StreamState, n: int, pk_len: int) -> str:
+        """The error of a record over the stream's limit or ``max_outstanding_bytes``."""
+        size = n + pk_len
+        head = (
+            f"record too large: data ({n} bytes) plus partition key ({pk_len} bytes) is "
+            f"{size} bytes, "
+        )
+        if size > stream.max_record_size:
+            configured = self.config.max_record_size
+            if configured is not None and configured < stream.facts.max_record_size:
+                where = "ProducerConfig.max_record_size"
+            else:
+                where = (
+                    f"the stream's limit, MaxRecordSizeInKiB {stream.facts.max_record_size // 1024}"
+                )
+            return head + f"over max_record_size ({stream.max_record_size} bytes: {where})"
+        return head + (
+            f"over max_outstanding_bytes ({self.ledger.max_bytes}): it could never be "
+            "accepted; raise max_outstanding_bytes"
+        )
+
+    def key_info(self, partition_key: str) -> tuple[int, int, int]:
+        """``(UTF-8 length, hash key, bytes its aggregate key-table entry takes)``."""
+        pk_len = partition_key_length(partition_key)
+        info = (pk_len, hash_key_for(partition_key), 1 + _vlen(pk_len) + pk_len)
+        cache = self._key_cache
+        if len(cache) >= _KEY_CACHE_MAX:
+            cache.clear()
+        cache[partition_key] = info
+        return info
+
+    # -- flushes ---------------------------------------------------------------------------
+
+    def flush_started(self) -> int:
+        """A flush began: until it ends, everything buffered goes at once. Returns the
+        epoch it waits for (:meth:`pending_through`)."""
+        self.acc.flush_started()
+        return self.ledger.close_epoch()
+
+    def pending_through(self, epoch: int) -> bool:
+        """Are records accepted in ``epoch`` or before still unresolved?"""
+        return self.ledger.pending_through(epoch)
+
+    def flush_ended(self) -> None:
+        """A flush ended (done, failed or cancelled)."""
+        self.acc.flush_ended()
+
+    @property
+    def flushing(self) -> bool:
+        return bool(self.acc.flushing)
+
+    # -- between the buffers and the requests ----------------------------------------------
+
+    def outgoing(
+        self, stream: StreamState, shard: ShardBuffer, batch: list[KRecord], now: float
+    ) -> list[KRecord]:
+        """A shard's batch on its way to its limiter: re-routed if the shard is retired,
+        without its expired records, split into plain records while the map is stale."""
+        if shard.retired:
+            self.place.reroute(stream, batch, now)
+            return []
+        ttl = self.ttl
+        if any(k.since + ttl <= now for k in batch):
+            expired = expired_in(batch, now, ttl)
+            self.resolver.expire(expired, now, "it waited in the producer's queues (rate limit)")
+            batch = prune(batch, self.order is not None)
+        if stream.stale:
+            batch = unaggregate(batch) if self.order is None else self.order.split(batch)
+        if self.acc.flushing:
+            for krec in batch:
+                krec.due_by(-_INF)
+        return batch
+
+    def request(self, stream: StreamState, krecs: list[KRecord], now: float) -> list[KRecord]:
+        """The records of a request about to go, checked against the stream's map and facts
+        (a record over a limit lowered since it was accepted fails; one without a partition
+        key, accepted while the stream was ``AUTO``, gets one if the stream is no more)."""
+        if stream.limit_lowered:
+            krecs = self.fail_too_large(stream, krecs, now)
+        if stream.keyless and not stream.auto:
+            for krec in krecs:
+                if krec.partition_key is None:
+                    self.maps.give_key(krec, self.rand)
+        if self.order is not None:
+            # a record failed after its key's since it was sealed is not sent
+            krecs = prune(krecs, True)
+            if stream.stale:
+                return self.order.split(krecs)
+        if stream.stale:
+            return unaggregate(krecs)
+        if any(k.aggregated and k.shard.retired for k in krecs):
+            # Sealed for a shard that a reshard retired since: it would straddle the new
+            # shards (and KCL consumers would drop it), so its members are placed anew.
+            keep: list[KRecord] = []
+            for krec in krecs:
+                if krec.aggregated and krec.shard.retired:
+                    self.place.reroute(stream, [krec], now)
+                else:
+                    keep.append(krec)
+            return keep
+        return krecs
+
+    def fail_too_large(
+        self, stream: StreamState, krecs: list[KRecord], now: float
+    ) -> list[KRecord]:
+        """Fail the records over the stream's current limit (it was lowered after they
+        were accepted: Kinesis would reject the whole request)."""
+        limit = stream.max_record_size
+        if all(k.size <= limit for k in krecs):
+            return krecs
+        keep: list[KRecord] = []
+        for krec in krecs:
+            if krec.size <= limit:
+                keep.append(krec)
+                continue
+            if krec.aggregated:  # its members may fit on their own: placed anew
+                self.place.reroute(stream, [krec], now)
+                continue
+            message = (
+                f"the record ({krec.size} bytes with its partition key) is over the stream's "
+                f"record limit ({limit} bytes), lowered after it was accepted"
+            )
+            res = failed(RECORD_TOO_LARGE, message, now)
+            self.resolver.fail(krec.members, res, krec.shard.shard_id)
+        return keep
+
+    # -- answers --------------------------------------------------------------------------
+
+    def on_answer(
+        self,
+        stream: StreamState,
+        krecs: list[KRecord],
+        response: dict[str, Any],
+        start: float,
+        end: float,
+        nbytes: int = 0,
+    ) -> None:
+        """Apply a PutRecords answer (to a request of ``nbytes``) to its records."""
+        self.answers.on_answer(stream, krecs, response, start, end, nbytes)
+        if self.measure:
+            self.count_received()
+
+    def on_error(
+        self,
+        stream: StreamState,
+        krecs: list[KRecord],
+        error: BaseException,
+        start: float,
+        end: float,
+        nbytes: int = 0,
+    ) -> None:
+        """Apply a request's failure (no usable answer) to its records."""
+        self.answers.on_error(stream, krecs, error, start, end, nbytes)
+
+    def count_received(self) -> None:
+        """Report the records accepted since the last report (UserRecordsReceived)."""
+        for stream in self.streams.values():
+            if stream.received:
+                self.metrics.user_records_received(stream.name, stream.take_received())
+
+    # -- retries and failures ----------------------------------------------------------------
+
+    def mark_in_flight(self, krecs: list[KRecord], attempt: Attempt) -> None:
+        """Records whose request was out when the producer stopped: maybe written."""
+        for krec in krecs:
+            for outcome in krec.live():
+                outcome._attempted(attempt)
+
+    def fail_unresolved(self, code: str, message: str, now: float) -> int:
+        """Fail every record not resolved yet (close, abort); returns how many."""
+        if not self.ledger.unresolved():
+            return 0
+        for stream in self.streams.values():
+            # Written to a shard whose range was never checked: maybe delivered (ambiguous).
+            self.maps.note_unverified(stream, "before the producer closed")
+        count = self.resolver.resolve_all(failed(code, message, now))
+        _log.warning("records_failed_on_close", records=count, error_code=code)
+        return count
+
+    # -- what the shell asks (it never reaches into the engine's parts) --------------------
+
+    def status(self) -> Status:
+        """The producer's counts: outstanding records, the gate, the retry budget."""
+        ledger, gate = self.ledger, self.gate
+        return Status(
+            ledger.records,
+            ledger.bytes,
+            ledger.unresolved(),
+            gate.allowed,
+            gate.in_flight,
+            self.retries.budget.level,
+        )
+
+    def wake_at(self, shard: ShardBuffer) -> float:
+        """When the shard's worker must wake up if nothing arrives before."""
+        return self.acc.wake_at(shard, bool(self.acc.flushing))
+
+    def due(self, shard: ShardBuffer, now: float) -> bool:
+        """Must the shard's open containers seal now?"""
+        return self.acc.due(shard, now, bool(self.acc.flushing))
+
+    def seal(self, shard: ShardBuffer) -> list[KRecord]:
+        """The shard's open containers, sealed into a batch (for its worker to pass on)."""
+        return self.acc.seal(shard)
+
+    def queue(self, shard: ShardBuffer, batch: list[KRecord]) -> None:
+        """Queue ``batch`` for the shard's worker (a ``Queue`` effect)."""
+        self.acc.queue(shard, batch)
+
+    def taken(self, shard: ShardBuffer, batches: int) -> None:
+        """The shard's worker took ``batches`` queued batches out of its channel."""
+        shard.took(batches)
+
+    def batch_has_room(self, count: int, size: int) -> bool:
+        """Should a shard worker take more queued batches into this one (up to a request)?"""
+        return self.acc.batch_has_room(count, size)
+
+    def retry_due(self, stream: StreamState, now: float) -> None:
+        """Queue the stream's retries that are due (``Queue`` effects)."""
+        self.retries.due(stream, now)
+
+    def next_retry(self, stream: StreamState) -> float:
+        """When the stream's next retry is due (``inf``: none waits)."""
+        return self.retries.next_due(stream)
+
+    def try_slot(self, size: int) -> bool:
+        """Take a request slot for ``size`` bytes if the gate has room."""
+        return self.gate.try_acquire(size)
+
+    def slot_wanted(self, waiting: bool) -> None:
+        """A request waits for a slot (``True``), or no longer does."""
+        if waiting:
+            self.gate.hold()
+        else:
+            self.gate.unhold()
+
+    def slot_freed(self, size: int) -> None:
+        """A request of ``size`` bytes ended: its slot is free."""
+        self.gate.release(size)
+
+    def has_slot(self) -> bool:
+        """Would a request get a slot now?"""
+        return self.gate.has_room()

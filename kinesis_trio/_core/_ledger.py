@@ -1,0 +1,171 @@
+"""The ledger: what the producer owes its callers (pure, no awaits).
+
+It counts the outstanding records and bytes (the backpressure limits), keeps the set of
+unresolved outcomes (what close and abort must fail), and the flush epochs (``flush()``
+waits until every record accepted before it is resolved). Every resolution goes through
+:meth:`Ledger.resolve`, which resolves each outcome at most once and keeps the counts
+exact: the one place where "exactly once" is enforced. It is also where a record that
+fails is seen failing: each one, with its data, goes into the outbox (a ``DeadLetters``
+effect) when the producer keeps dead letters; any resolution sets the outbox's progress.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .._failures import FailedRecord
+from .._outcome import R_AT, R_OK, Outcome, Resolution
+from ._accumulator import unpack
+from ._effects import DeadLetters, Outbox
+from ._state import KRecord
+
+__all__ = ["Ledger"]
+
+
+class Ledger:
+    """Outstanding records and bytes, unresolved outcomes and flush epochs."""
+
+    __slots__ = (
+        "_epoch_count",
+        "_epoch_pending",
+        "_unresolved",
+        "bytes",
+        "dead_letters",
+        "epoch",
+        "max_bytes",
+        "max_records",
+        "outbox",
+        "records",
+    )
+
+    def __init__(
+        self,
+        max_records: int,
+        max_bytes: int,
+        outbox: Outbox,
+        dead_letters: bool = False,
+    ) -> None:
+        self.max_records = max_records
+        self.max_bytes = max_bytes
+        self.records = 0
+        self.bytes = 0
+        #: records accepted now belong to this flush epoch
+        self.epoch = 0
+        self._epoch_count = 0  # unresolved records of the current epoch (cheap per record)
+        self._epoch_pending: dict[int, int] = {}  # ... of closed epochs
+        self._unresolved: set[Outcome] = set()
+        self.outbox = outbox
+        #: each record failed, with its data, goes into the outbox (``DeadLetters``)
+        self.dead_letters = dead_letters
+
+    def has_room(self, size: int) -> bool:
+        """Can a record of ``size`` bytes be accepted without passing the limits?"""
+        return self.records < self.max_records and self.bytes + size <= self.max_bytes
+
+    def accept(self, outcome: Outcome, size: int) -> None:
+        """Count an accepted record (created in the current epoch)."""
+        self.records += 1
+        self.bytes += size
+        self._unresolved.add(outcome)
+        self._epoch_count += 1
+
+    def resolve(self, members: Sequence[Outcome], res: Resolution) -> tuple[int, int]:
+        """Resolve the members of one Kinesis record (member ``i`` as sub-record ``i``);
+        the resolved ones are no longer outstanding. Returns ``(records, bytes)`` resolved
+        now (members resolved before are left as they are). With dead letters, each member
+        failed now goes into the outbox with its data."""
+        failing = None
+        if not res[R_OK] and self.dead_letters:
+            failing = _with_data(members)
+        records = size = 0
+        epoch = self.epoch
+        discard = self._unresolved.discard
+        for sub, outcome in enumerate(members):
+            if not outcome._resolve(res, sub):
+                continue
+            records += 1
+            size += outcome._size
+            discard(outcome)
+            if outcome._epoch == epoch:
+                self._epoch_count -= 1
+            else:
+                self._forget_epoch(outcome._epoch)
+        if records:
+            self.records -= records
+            self.bytes -= size
+            if failing:
+                self._failed(failing, res)
+            self.outbox.progressed()
+        return records, size
+
+    def _failed(self, failing: list[tuple[Outcome, bytes]], res: Resolution) -> None:
+        records = [
+            FailedRecord(data, o._partition_key, o._explicit_hash_key, o._stream, o._result(res))
+            for o, data in failing  # each unresolved before: failed by this call
+        ]
+        self.outbox.push(DeadLetters(records, res[R_AT]))
+
+    def _forget_epoch(self, epoch: int) -> None:
+        pending = self._epoch_pending
+        left = pending[epoch] - 1
+        if left:
+            pending[epoch] = left
+        else:
+            del pending[epoch]
+
+    def close_epoch(self) -> int:
+        """Start a new epoch (a flush); returns the one ``flush()`` must see resolved."""
+        target = self.epoch
+        if self._epoch_count:
+            self._epoch_pending[target] = self._epoch_count
+            self._epoch_count = 0
+        self.epoch += 1
+        return target
+
+    def pending_through(self, target: int) -> bool:
+        """Are records of epoch ``target`` or earlier still unresolved?"""
+        return any(epoch <= target for epoch in self._epoch_pending)
+
+    def unresolved(self) -> int:
+        return len(self._unresolved)
+
+    def resolve_all(self, res: Resolution) -> int:
+        """Resolve every unresolved outcome with ``res`` (close and abort); returns how many."""
+        pending, self._unresolved = self._unresolved, set()
+        failing = None
+        if self.dead_letters and not res[R_OK]:
+            failing = _with_data(sorted(pending, key=_arrival))  # in the order of arrival
+        count = sum(1 for outcome in pending if outcome._resolve(res))
+        self.records = 0
+        self.bytes = 0
+        self._epoch_pending.clear()
+        self._epoch_count = 0
+        if count:
+            if failing:
+                self._failed(failing, res)
+            self.outbox.progressed()
+        return count
+
+
+def _arrival(outcome: Outcome) -> float:
+    return outcome._arrival
+
+
+def _with_data(outcomes: Sequence[Outcome]) -> list[tuple[Outcome, bytes]]:
+    """The unresolved ``outcomes`` (each once) with their data (from their aggregate if it
+    holds it)."""
+    out: list[tuple[Outcome, bytes]] = []
+    seen: set[int] = set()
+    for outcome in outcomes:
+        if outcome._resolution is not None or id(outcome) in seen:
+            continue
+        seen.add(id(outcome))
+        data = outcome._data
+        if data is None:
+            agg = outcome._agg
+            assert isinstance(agg, KRecord), "a record's data is on it or in its aggregate"
+            unpack(agg)  # gives every unresolved member its data back: decoded once
+            data = outcome._data
+            assert data is not None
+        out.append((outcome, data))
+    return out

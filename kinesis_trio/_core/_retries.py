@@ -1,0 +1,192 @@
+"""The retry scheduler (no awaits): backoff per shard, the retry budget, when each retry is
+due. The policy it applies (the backoff curve, what a retry costs) is ``_retry``'s.
+
+A failed record goes back on its stream's retry heap with its shard's backoff (full jitter,
+exponential in the shard's consecutive failures), or expires if the backoff would take it
+past its ``record_ttl``. Retries after timeouts and server errors also pay the producer's
+:class:`~kinesis_trio._core._congestion.RetryBudget` (what they cost:
+:func:`~kinesis_trio._core._retry.overload_cost`); while it is empty they wait (and their last
+attempt says how long), and a successful request lets them go at once. Due retries go back
+through their shard's channel (``Queue`` effects); each wait is a ``RetryAt`` effect.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import random
+
+from .._config import ProducerConfig
+from .._outcome import Attempt
+from ._accumulator import Accumulator, prune
+from ._congestion import RetryBudget
+from ._effects import Outbox, RetryAt
+from ._ordering import KeyOrder
+from ._resolver import Resolver
+from ._retry import backoff_delay
+from ._state import KRecord, ShardBuffer, StreamState
+
+__all__ = ["Retries"]
+
+_INF = math.inf
+#: (due, order, records, retry budget cost, when they began to wait for the budget)
+_Entry = tuple[float, int, list[KRecord], float, float | None]
+
+
+class Retries:
+    """The producer's retry schedule and budget."""
+
+    def __init__(
+        self,
+        config: ProducerConfig,
+        acc: Accumulator,
+        place: Accumulator | KeyOrder,
+        resolver: Resolver,
+        outbox: Outbox,
+        rand: random.Random,
+    ) -> None:
+        self.config = config
+        self.ttl = config.record_ttl
+        self.acc = acc
+        #: where records are placed anew (the accumulator, or per-key ordering around it)
+        self.place = place
+        self.resolver = resolver
+        self.outbox = outbox
+        self.rand = rand
+        #: per-key ordering: what is left of an aggregate stays one Kinesis record
+        self.together = config.ordering == "per_key"
+        #: what retries after timeouts and server errors may spend
+        self.budget = RetryBudget()
+        self._held: set[StreamState] = set()  # streams with retries waiting for the budget
+        self._seq = itertools.count()
+        #: each stream's records waiting for their retry, a heap by due time
+        self._heaps: dict[StreamState, list[_Entry]] = {}
+
+    def _heap(self, stream: StreamState) -> list[_Entry]:
+        heap = self._heaps.get(stream)
+        if heap is None:
+            heap = self._heaps[stream] = []
+        return heap
+
+    def waiting(self, stream: StreamState) -> list[_Entry]:
+        """The stream's retries waiting, in heap order: ``(due, order, records, retry budget
+        cost, when they began to wait for the budget)``."""
+        return list(self._heaps.get(stream, ()))
+
+    def next_due(self, stream: StreamState) -> float:
+        """When the stream's next retry is due (``inf``: none waits)."""
+        heap = self._heaps.get(stream)
+        return heap[0][0] if heap else _INF
+
+    def schedule(
+        self,
+        stream: StreamState,
+        failures: list[tuple[KRecord, Attempt]],
+        now: float,
+        cost: float = 0.0,
+    ) -> None:
+        """Send records again after their shard's backoff, or expire those it would take
+        past their ``record_ttl``. ``cost``: what the retry budget charges (per request)."""
+        ttl = self.ttl
+        base = self.config.retry_backoff_base
+        cap = self.config.retry_backoff_max
+        by_due: dict[float, list[KRecord]] = {}
+        for krec, attempt in failures:
+            shard = krec.shard
+            due = now + backoff_delay(max(1, shard.failures), base=base, cap=cap, rand=self.rand)
+            live = krec.live()
+            for outcome in live:
+                outcome._attempted(attempt)
+            expired = [o for o in live if o._arrival + ttl <= due]
+            if expired:
+                self.resolver.expire(expired, now, "retrying was not done in time")
+                retry = prune([krec], self.together)  # (per-key ordering: the key's after)
+                if not retry:
+                    continue
+            else:
+                retry = [krec]
+            for k in retry:
+                k.waiting_since(now)
+            by_due.setdefault(due, []).extend(retry)
+        share = cost / len(by_due) if by_due else 0.0  # the request's cost, split
+        heap = self._heap(stream)
+        for due, krecs in by_due.items():
+            heapq.heappush(heap, (due, next(self._seq), krecs, share, None))
+            self.outbox.push(RetryAt(stream, due))
+
+    def due(self, stream: StreamState, now: float) -> None:
+        """Queue the records whose retry is due (and paid for) for the shards they go back
+        through, or place them anew (their shard was retired, or they are aggregates and
+        the map is stale)."""
+        heap = self._heap(stream)
+        by_shard: dict[ShardBuffer, list[KRecord]] = {}
+        while heap and heap[0][0] <= now:
+            _, _, krecs, cost, waited = heapq.heappop(heap)
+            krecs = [k for k in krecs if any(o._resolution is None for o in k.members)]
+            if cost and krecs and not self._pay(stream, krecs, cost, waited, now):
+                continue
+            for krec in krecs:
+                shard = krec.shard
+                if shard.retired or (krec.aggregated and stream.stale):
+                    self.place.reroute(stream, [krec], now)
+                else:
+                    krec.due_by(-_INF)
+                    by_shard.setdefault(shard, []).append(krec)
+        for shard, krecs in by_shard.items():
+            self.acc.queue(shard, krecs)
+
+    def _pay(
+        self,
+        stream: StreamState,
+        krecs: list[KRecord],
+        cost: float,
+        since: float | None,
+        now: float,
+    ) -> bool:
+        """Pay a retry from the budget, or hold it (again) until the budget can."""
+        budget = self.budget
+        if budget.withdraw(cost, now):
+            for krec in krecs:
+                krec.charged(cost / len(krecs))
+            if since is not None:
+                waited = f"; its retry waited {now - since:.3g} s for the retry budget"
+                for krec in krecs:
+                    for o in krec.live():
+                        o._waited(waited)
+            return True
+        # Held, not failed: records past their TTL expire (at their TTL, not before), the
+        # others wait until time alone would refill the budget, or their first TTL.
+        keep: list[KRecord] = []
+        for krec in krecs:
+            live = krec.live()
+            late = [o for o in live if o._arrival + self.ttl <= now]
+            if not late:
+                keep.append(krec)
+                continue
+            self.resolver.expire(late, now, "its retry waited for the retry budget")
+            keep += prune([krec], self.together)
+        if keep:
+            first_ttl = min(o._arrival for k in keep for o in k.members) + self.ttl
+            due = min(budget.ready_at(cost, now), first_ttl)
+            entry = (due, next(self._seq), keep, cost, now if since is None else since)
+            heapq.heappush(self._heap(stream), entry)
+            self._held.add(stream)
+            self.outbox.push(RetryAt(stream, due))
+        return False
+
+    def answered(self, krecs: list[KRecord], end: float) -> None:
+        """A request came back with an answer: the budget gets back what its retried
+        records cost (or 1), and retries held for the budget may go now."""
+        refund = 1.0
+        for krec in krecs:
+            if krec.paid:
+                refund += krec.charged(0.0)
+        self.budget.deposit(refund, end)
+        if self._held and self.budget.level >= RetryBudget.ERROR_COST:
+            for stream in self._held:  # the budget may cover them now: due at once
+                heap = self._heap(stream)
+                heap[:] = [(min(e[0], end) if e[4] is not None else e[0], *e[1:]) for e in heap]
+                heapq.heapify(heap)
+                self.outbox.push(RetryAt(stream, end))
+            self._held.clear()

@@ -1,0 +1,220 @@
+"""The retry policy: retry, refresh and retry, or fail now; how long to back off; what a
+retry costs the retry budget.
+
+Pure: no I/O, no clock. The producer asks, then acts (when a retry is due, and whether the
+budget lets it go, is the scheduler's: ``_retries``). The tables follow the Kinesis API
+reference (see ``docs``/the reference notes): throttling, internal failures, 5xx and network
+errors are retried until ``record_ttl``; errors that retrying cannot fix (a missing stream,
+denied access, validation, KMS key problems, bad signatures) fail the records at once. The
+CloudWatch metrics sink asks here too, whether a failed PutMetricData is worth another try
+(:func:`metrics_retryable`).
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+import re
+from typing import NamedTuple
+
+from .._errors import (
+    IDENTITY_CODES,
+    INTERNAL_CODES,
+    CredentialsError,
+    ExpiredTokenError,
+    KinesisError,
+    RequestTimeoutError,
+    TransportError,
+)
+from ._congestion import RetryBudget
+
+__all__ = [
+    "Action",
+    "Decision",
+    "backoff_delay",
+    "classify_entry_error",
+    "classify_exception",
+    "invalid_entries",
+    "metrics_retryable",
+    "overload_cost",
+]
+
+
+class Action(enum.Enum):
+    """What to do with the records a failure touched."""
+
+    RETRY = "retry"
+    REFRESH_CREDENTIALS = "refresh_credentials"  # then retry
+    FAIL = "fail"
+
+
+class Decision(NamedTuple):
+    """A classification: the action, whether it was throttling, whether it is ambiguous
+    (the request may have been processed: a retry can duplicate records)."""
+
+    action: Action
+    throttled: bool = False
+    ambiguous: bool = False
+
+
+#: Throttling as AWS services at large name it (CloudWatch's PutMetricData too).
+AWS_THROTTLING_CODES = frozenset(
+    {"ThrottlingException", "Throttling", "RequestLimitExceeded", "TooManyRequestsException"}
+)
+
+#: Throttling: retried (unless ``fail_if_throttled``) and slows the shard's rate down.
+THROTTLING_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "LimitExceededException",
+        "KMSThrottlingException",
+        "SlowDown",
+        *AWS_THROTTLING_CODES,
+    }
+)
+
+#: A request that timed out at the service.
+TIMEOUT_CODES = frozenset({"RequestTimeout", "RequestTimeoutException"})
+
+#: Transient service-side failures: retried.
+TRANSIENT_CODES = frozenset({*INTERNAL_CODES, *TIMEOUT_CODES})
+
+#: The session token expired: refresh the credentials, then retry.
+EXPIRED_TOKEN_CODES = frozenset({"ExpiredTokenException", "ExpiredToken"})
+
+#: Codes that retrying cannot fix: fail the records now.
+FATAL_CODES = frozenset(
+    {
+        "ResourceNotFoundException",
+        "ResourceInUseException",
+        "AccessDeniedException",
+        "ValidationException",
+        "InvalidArgumentException",
+        "SerializationException",
+        "KMSDisabledException",
+        "KMSInvalidStateException",
+        "KMSAccessDeniedException",
+        "KMSNotFoundException",
+        "KMSOptInRequired",
+        *IDENTITY_CODES,
+        "OptInRequired",
+        "UnknownOperationException",
+    }
+)
+
+_RETRY = Decision(Action.RETRY)
+_RETRY_AMBIGUOUS = Decision(Action.RETRY, ambiguous=True)
+_THROTTLED = Decision(Action.RETRY, throttled=True)
+_THROTTLED_AMBIGUOUS = Decision(Action.RETRY, throttled=True, ambiguous=True)
+_THROTTLED_FAIL = Decision(Action.FAIL, throttled=True)
+_FAIL = Decision(Action.FAIL)
+
+
+def classify_code(code: str, status: int = 200, *, fail_if_throttled: bool = False) -> Decision:
+    """Decide from an AWS error code (and the HTTP status of a whole-request error)."""
+    if code in THROTTLING_CODES or status == 429:
+        return _THROTTLED_FAIL if fail_if_throttled else _THROTTLED
+    if code in EXPIRED_TOKEN_CODES:
+        return Decision(Action.REFRESH_CREDENTIALS)
+    if code in FATAL_CODES:
+        return _FAIL
+    if code in TRANSIENT_CODES or status >= 500:
+        return _RETRY
+    if status == 200:
+        # A per-entry code we don't know: the documented ones are throttling and
+        # InternalFailure, both retryable. Retrying until the TTL beats dropping a record.
+        return _RETRY
+    return _FAIL  # any other 4xx: the request itself is wrong
+
+
+def classify_entry_error(code: str, *, fail_if_throttled: bool = False) -> Decision:
+    """Decide for one failed PutRecords entry (an ``ErrorCode`` in a 200 response)."""
+    return classify_code(code, 200, fail_if_throttled=fail_if_throttled)
+
+
+def classify_exception(exc: BaseException, *, fail_if_throttled: bool = False) -> Decision:
+    """Decide for a failed request: an AWS error response or a transport failure."""
+    if isinstance(exc, ExpiredTokenError):
+        return Decision(Action.REFRESH_CREDENTIALS)
+    if isinstance(exc, KinesisError):
+        if not exc.from_service:
+            # Not an error the service sent: a success status with a body that cannot be
+            # read, a 1xx or 3xx, an error page from something in between. The request may
+            # well have been processed, so a retry can duplicate records; it is never a
+            # reason to fail them for good.
+            return _THROTTLED_AMBIGUOUS if exc.status_code == 429 else _RETRY_AMBIGUOUS
+        return classify_code(exc.code, exc.status_code, fail_if_throttled=fail_if_throttled)
+    if isinstance(exc, TransportError):
+        # Not sent (connect failure): a clean retry. Sent (timeout, reset): ambiguous.
+        return Decision(Action.RETRY, ambiguous=exc.sent)
+    if isinstance(exc, CredentialsError):
+        return _FAIL
+    return _FAIL
+
+
+def backoff_delay(
+    failures: int,
+    *,
+    base: float = 0.1,
+    cap: float = 5.0,
+    rand: random.Random | None = None,
+) -> float:
+    """Full-jitter exponential backoff after ``failures`` consecutive failures (>= 1)."""
+    ceiling = min(cap, base * 2.0 ** max(0, failures - 1))
+    r: float = rand.random() if rand is not None else random.random()
+    return ceiling * r
+
+
+def overload_cost(error: BaseException) -> float:
+    """What retrying after ``error`` costs the retry budget; 0: the error says nothing
+    about load (4xx, credentials) and is not budgeted. Timeouts cost the most: the
+    endpoint may still be working on the request."""
+    if isinstance(error, RequestTimeoutError):
+        return RetryBudget.TIMEOUT_COST
+    if isinstance(error, TransportError):
+        return RetryBudget.ERROR_COST
+    if isinstance(error, KinesisError) and error.status_code >= 500:
+        return RetryBudget.ERROR_COST
+    return 0.0
+
+
+#: What else CloudWatch answers a PutMetricData it may take on another try with: its own
+#: names for throttling and internal failures, an expired signature (a retry signs anew),
+#: and the shared throttling and timeout codes. Not Kinesis' own throttling
+#: (ProvisionedThroughputExceeded, KMS), which CloudWatch does not answer with.
+_METRICS_RETRY_CODES = frozenset(
+    {
+        *AWS_THROTTLING_CODES,
+        *TIMEOUT_CODES,
+        "ThrottledException",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "RequestExpired",
+        "PriorRequestNotComplete",
+        "InternalFailure",
+        "InternalServiceFault",
+        "InternalServiceError",
+        "ServiceUnavailable",
+    }
+)
+
+
+def metrics_retryable(code: str, status: int) -> bool:
+    """Is a PutMetricData that failed with ``code`` and HTTP ``status`` (the CloudWatch
+    metrics sink) worth another try? Any 5xx or 429, throttling and transient codes. An
+    expired token (:data:`EXPIRED_TOKEN_CODES`) is, once the credentials are refreshed."""
+    return status >= 500 or status == 429 or code in _METRICS_RETRY_CODES
+
+
+#: How AWS (and both emulators) name a PutRecords entry in a request-level validation error:
+#: ``Value at 'records.3.member.partitionKey' failed to satisfy constraint``, counting from 1.
+_ENTRY_RE = re.compile(r"\brecords\.([0-9]{1,4})\.member\b", re.IGNORECASE)
+
+
+def invalid_entries(message: str, count: int) -> list[int] | None:
+    """The entries (0-based) a request-level validation error of a ``count``-entry request
+    names, or ``None`` when it names none, or one the request does not have."""
+    found = {int(m) - 1 for m in _ENTRY_RE.findall(message)}
+    if not found or any(not 0 <= i < count for i in found):
+        return None
+    return sorted(found)

@@ -1,0 +1,505 @@
+"""The Producer: the public face of the pipeline (``_shell``) and its engine (``_engine``).
+
+``put`` does a hash, a lookup and an append when there is room: no task switch. It waits
+(backpressure) while ``max_outstanding_records`` / ``max_outstanding_bytes`` would be
+exceeded or while its shard's channel is full. ``docs/architecture.md`` draws the whole
+pipeline and names the module that owns each decision.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import sniffio
+
+if sys.version_info < (3, 11):  # pragma: no cover
+    from exceptiongroup import BaseExceptionGroup
+from .._aws._client import KinesisClient
+from .._aws._credentials import StaticCredentials
+from .._config import ProducerConfig
+from .._core._engine import Engine, metrics_for
+from .._core._ordering import refusal
+from .._core._requests import dry_run_body
+from .._core._streams import arn_ref, default_stream_ref, is_arn, name_and_arn, parse_stream_arn
+from .._core._validate import check_stream_name, coerce_data
+from .._errors import KinesisError, ProducerClosedError
+from .._failures import FailedRecord, FailureFeed
+from .._logging import get_logger
+from .._outcome import ABORTED, CLOSE_TIMEOUT, Outcome
+from ..metrics._names import MetricsSink
+from ..metrics._recorder import Metrics
+from ._pipeline import Pipeline
+
+__all__ = ["Producer"]
+
+_log = get_logger("kinesis_trio.producer")
+
+_OPEN, _CLOSING, _CLOSED = 0, 1, 2
+#: ``put`` yields to the event loop once every this many calls, so a loop that only puts
+#: still lets responses in (a checkpoint per record would cost a task switch per record).
+_YIELD_EVERY = 1024
+#: The final metrics flush: bound on a normal close, and on an exit by exception/cancel.
+_CLOSE_METRICS_TIMEOUT = 10.0
+_ABORT_METRICS_TIMEOUT = 1.0
+
+
+class _StreamNotLoaded(anyio.WouldBlock):
+    """put_nowait to a stream whose shard map is not loaded yet (``put`` loads it)."""
+
+
+#: Connections the producer's client has beyond ``max_connections``, for calls that are not
+#: PutRecords (ListShards, DescribeStreamSummary).
+_CONTROL_CONNECTIONS = 2
+
+
+class Producer:
+    """A Kinesis producer with KPL aggregation, per-shard batching, backpressure and outcomes.
+
+    Use it as an async context manager, under Trio or asyncio::
+
+        async with Producer("orders", region_name="us-east-1") as producer:
+            outcome = await producer.put(b"payload", partition_key="user-1")
+            result = await outcome.wait()
+
+    ``stream_name`` is the default stream (optional): a name, or an ARN (``stream_arn``
+    says the same; another account's stream is reached only by its ARN, which must be in
+    the client's region). ``region_name``, ``endpoint_url`` and
+    ``credentials`` default as the AWS SDKs do (``AWS_REGION``, ``AWS_ENDPOINT_URL_KINESIS``,
+    the botocore credential chain). ``transport`` replaces the network for tests:
+    ``kinesis_trio.testing``'s fake Kinesis (reached through the producer's own connection
+    pool and HTTP framing), or any ``httpx.AsyncBaseTransport``.
+    """
+
+    def __init__(
+        self,
+        stream_name: str | None = None,
+        *,
+        stream_arn: str | None = None,
+        region_name: str | None = None,
+        endpoint_url: str | None = None,
+        credentials: StaticCredentials | None = None,
+        config: ProducerConfig | None = None,
+        profile_name: str | None = None,
+        transport: Any = None,
+        metrics_sinks: Sequence[MetricsSink] = (),
+    ) -> None:
+        if config is None:
+            config = ProducerConfig()
+        if not isinstance(config, ProducerConfig):
+            raise TypeError(f"config must be a ProducerConfig, got {type(config).__name__}")
+        self._default_stream = default_stream_ref(stream_name, stream_arn)
+        self._config = config
+        self._client_args: dict[str, Any] = {
+            "region_name": region_name,
+            "endpoint_url": endpoint_url,
+            "credentials": credentials,
+            "profile_name": profile_name,
+            # PutRecords take at most max_connections; the rest keep shard-map refreshes
+            # and dry runs from waiting behind requests that hang
+            "max_connections": config.max_connections + _CONTROL_CONNECTIONS,
+            "request_timeout": config.request_timeout,
+            "connect_timeout": config.connect_timeout,
+            "verify": config.verify,
+            "transport": transport,
+        }
+        self._client: KinesisClient | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._pipeline: Pipeline | None = None
+        self._engine: Engine | None = None
+        self._state = _CLOSED
+        self._entered = False
+        self._stream_locks: dict[str, anyio.Lock] = {}
+        self._now: Callable[[], float] = anyio.current_time
+        self._put_calls = 0
+        self._metrics = metrics_for(config, metrics_sinks)
+        self._measure = self._metrics.enabled
+        self._failures = FailureFeed(
+            config.failures_buffer_records, config.failures_buffer_bytes, self._metrics
+        )
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def config(self) -> ProducerConfig:
+        """The producer's settings."""
+        return self._config
+
+    @property
+    def outstanding_records(self) -> int:
+        """Accepted records whose outcome is not resolved yet."""
+        return 0 if self._engine is None else self._engine.status().records
+
+    @property
+    def outstanding_bytes(self) -> int:
+        """Bytes (data + partition key) of the outstanding records."""
+        return 0 if self._engine is None else self._engine.status().bytes
+
+    @property
+    def request_limit(self) -> int:
+        """PutRecords requests allowed in flight now: between 1 and ``max_connections``,
+        adapted to the endpoint (see ``adaptive_concurrency``)."""
+        if self._engine is None:
+            return self._config.max_connections if not self._config.adaptive_concurrency else 1
+        return self._engine.status().request_limit
+
+    @property
+    def requests_in_flight(self) -> int:
+        """PutRecords requests out now."""
+        return 0 if self._engine is None else self._engine.status().in_flight
+
+    @property
+    def retry_budget(self) -> float:
+        """What is left of the retry budget that timeouts and 5xx retries draw on (500
+        when full; a retry after a timeout costs 10, after a 5xx or reset 5)."""
+        return 500.0 if self._engine is None else self._engine.status().retry_budget
+
+    @property
+    def metrics(self) -> Metrics:
+        """The KPL-style metrics recorder: ``totals()``, ``snapshot()`` (see ``metrics``)."""
+        return self._metrics
+
+    @property
+    def client(self) -> KinesisClient:
+        """The underlying signed Kinesis client (open while the producer is)."""
+        if self._client is None:
+            raise ProducerClosedError("the producer is not open")
+        return self._client
+
+    async def __aenter__(self) -> Producer:
+        if self._entered:
+            raise RuntimeError("a Producer can be entered only once")
+        self._entered = True
+        if sniffio.current_async_library() == "trio":
+            import trio
+
+            # the run's clock itself (MockClock in tests): one call instead of three
+            self._now = trio.lowlevel.current_clock().current_time
+        else:
+            import asyncio
+
+            self._now = asyncio.get_running_loop().time
+        client = KinesisClient(**self._client_args)
+        await client.__aenter__()
+        self._client = client
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        refreshable = not isinstance(self._client_args["credentials"], StaticCredentials)
+        config, metrics = self._config, self._metrics
+        self._engine = engine = Engine(config, metrics, refreshable, dead_letters=True)
+        self._pipeline = Pipeline(config, client, tg, self._now, engine, self._failures.failed)
+        self._state = _OPEN
+        if self._measure:
+            tg.start_soon(self._metrics.run)
+        try:
+            if self._default_stream is not None:
+                await self._load_stream(self._default_stream)
+        except BaseException as exc:
+            self._set_closed()
+            tg.cancel_scope.cancel()
+            try:
+                await tg.__aexit__(None, None, None)
+            finally:
+                await self._close_client()
+            raise exc from None
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        tg = self._tg
+        assert tg is not None
+        self._state = _CLOSING
+        self._notify_progress()
+        reason: tuple[str, str] | None = None
+        try:
+            if exc_type is None:
+                with anyio.move_on_after(self._config.close_timeout):
+                    await self._flush_all()
+                if self._engine is not None and self._engine.status().unresolved:
+                    reason = (
+                        CLOSE_TIMEOUT,
+                        f"not confirmed within close_timeout ({self._config.close_timeout} s)",
+                    )
+            else:
+                what = (
+                    "cancelled"
+                    if isinstance(exc, anyio.get_cancelled_exc_class())
+                    else f"{exc_type.__name__}: {exc}"[:200]
+                )
+                reason = (
+                    ABORTED,
+                    f"producer scope exited ({what}) before the record was confirmed; "
+                    "a request in flight may still have written it",
+                )
+        except BaseException as inner:
+            reason = (ABORTED, f"producer closing was interrupted ({type(inner).__name__})")
+            raise
+        finally:
+            tg.cancel_scope.cancel()
+            try:
+                # The body's own exception (if any) propagates by itself: we return None.
+                await tg.__aexit__(None, None, None)
+            except BaseExceptionGroup as group:
+                self._fail_unresolved(reason or (ABORTED, "producer task failed"))
+                await self._close_client()
+                self._set_closed()
+                if len(group.exceptions) == 1:
+                    raise group.exceptions[0] from group
+                raise
+            except BaseException:
+                self._fail_unresolved(reason or (ABORTED, "producer closing was interrupted"))
+                await self._close_client()
+                self._set_closed()
+                raise
+            self._fail_unresolved(reason or (ABORTED, "producer closed"))
+            # A normal close gives the final metrics flush its documented bound; an exit by
+            # exception or cancellation must not wait long for a slow metrics endpoint.
+            await self._close_client(
+                _CLOSE_METRICS_TIMEOUT if exc_type is None else _ABORT_METRICS_TIMEOUT
+            )
+            self._set_closed()
+        return None
+
+    async def _close_client(self, metrics_timeout: float = _ABORT_METRICS_TIMEOUT) -> None:
+        if self._measure and self._engine is not None:
+            self._engine.count_received()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(metrics_timeout):
+                await self._metrics.flush()
+        client, self._client = self._client, None
+        if client is not None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await client.aclose()
+
+    def _set_closed(self) -> None:
+        self._state = _CLOSED
+        self._failures.close(self._now())  # the iterators end once they have taken the rest
+
+    def _fail_unresolved(self, reason: tuple[str, str]) -> None:
+        if self._engine is not None and self._pipeline is not None:
+            self._engine.fail_unresolved(reason[0], reason[1], self._now())
+            self._pipeline.apply()  # the dead letters
+        self._notify_progress()
+
+    # -- dead letters ---------------------------------------------------------------------
+
+    def failures(self) -> AsyncIterator[FailedRecord]:
+        """Every record that fails, as a :class:`FailedRecord` (data, keys, stream and its
+        :class:`RecordResult` with the attempts), without awaiting the outcomes.
+
+        Failures are kept from the moment the producer is entered, in a buffer bounded by
+        ``failures_buffer_records`` / ``failures_buffer_bytes``; it never makes the producer
+        wait. When it is full, the newest failure is dropped (what is held is delivered),
+        counted in ``failures_dropped`` and ``FailedRecordsDropped``, and logged
+        (``failed_records_dropped``, WARNING, at most once a minute).
+
+        Any number of iterators may be taken, at any time: they share the buffer, each
+        record going to one of them. An iterator ends once the producer has closed and
+        every failure is taken, those the closing failed included (``ProducerCloseTimeout``,
+        ``ProducerAborted``). Each step is a checkpoint; cancelling it loses no record.
+        """
+        return self._failures.iterator()
+
+    @property
+    def failures_dropped(self) -> int:
+        """Failed records dropped because the ``failures()`` buffer was full."""
+        return self._failures.dropped
+
+    # -- put ------------------------------------------------------------------------------
+
+    async def put(
+        self,
+        data: bytes | bytearray | memoryview,
+        partition_key: str | None = None,
+        explicit_hash_key: str | None = None,
+        *,
+        stream_name: str | None = None,
+        stream_arn: str | None = None,
+    ) -> Outcome:
+        """Accept a record and return its :class:`Outcome`.
+
+        Waits while the producer is at its backpressure limits; cancelling it while it waits
+        means the record was not accepted. Bad input raises ``TypeError``/``ValueError`` at
+        once: a record over the stream's limit, a missing ``partition_key`` (optional only on
+        a stream whose ``RecordDistributionStrategy`` is ``AUTO``), a malformed ARN. The
+        first put to a stream other than the default (by name, or by ARN: ``stream_arn`` or
+        an ARN as ``stream_name``) loads it and raises the AWS error if it cannot be used.
+        """
+        self._put_calls += 1
+        if self._put_calls % _YIELD_EVERY == 0:
+            await anyio.lowlevel.checkpoint()
+        if stream_arn is not None:
+            stream_name = arn_ref(stream_name, stream_arn)
+        while True:
+            try:
+                return self.put_nowait(
+                    data, partition_key, explicit_hash_key, stream_name=stream_name
+                )
+            except _StreamNotLoaded:
+                await self._load_stream(
+                    self._require_default() if stream_name is None else stream_name
+                )
+            except anyio.WouldBlock:
+                await self._wait_progress()
+
+    def put_nowait(
+        self,
+        data: bytes | bytearray | memoryview,
+        partition_key: str | None = None,
+        explicit_hash_key: str | None = None,
+        *,
+        stream_name: str | None = None,
+        stream_arn: str | None = None,
+    ) -> Outcome:
+        """Accept a record without waiting; raises ``anyio.WouldBlock`` when full.
+
+        Also raises ``anyio.WouldBlock`` when the stream is one whose shard map is not
+        loaded yet (``await put()`` loads it).
+        """
+        if stream_arn is not None:
+            stream_name = arn_ref(stream_name, stream_arn)
+        if self._state != _OPEN:
+            raise ProducerClosedError(
+                "the producer is closed"
+                if self._entered
+                else "the producer is not open: use `async with Producer(...)`"
+            )
+        if stream_name is None:
+            name = self._default_stream
+        else:
+            name = stream_name
+            if type(name) is not str or not name:
+                check_stream_name(name)
+        assert self._engine is not None
+        stream = self._engine.streams.get(name) if name is not None else None
+        if stream is None:
+            if name is None:
+                self._require_default()
+            elif is_arn(name):
+                parse_stream_arn(name, self.client.region_name)  # a bad ARN: ValueError now
+            raise _StreamNotLoaded(name)
+        if type(data) is not bytes:
+            data = coerce_data(data)
+        engine = self._engine
+        outcome = engine.accept(stream, data, partition_key, explicit_hash_key, self._now())
+        if engine.outbox.effects:  # a batch sealed, a linger deadline set
+            self._pipeline.apply()  # type: ignore[union-attr]
+        return outcome
+
+    def record_limit(self, stream_name: str | None = None) -> int:
+        """The largest record (data + partition key) ``put`` takes for a loaded stream: its
+        ``MaxRecordSizeInKiB``, lowered by ``max_record_size`` or ``max_outstanding_bytes``
+        if they are less. Raises ``KeyError`` for a stream not loaded yet."""
+        ref = self._require_default() if stream_name is None else stream_name
+        if self._engine is None or ref not in self._engine.streams:
+            raise KeyError(f"stream {ref!r} is not loaded (put to it first)")
+        return self._engine.streams[ref].accept_max
+
+    def _require_default(self) -> str:
+        if self._default_stream is None:
+            raise ValueError("no stream_name given and the producer has no default stream")
+        return self._default_stream
+
+    # -- flush ----------------------------------------------------------------------------
+
+    async def flush(self) -> None:
+        """Send everything buffered now; return when every outcome created before is resolved."""
+        if self._state == _CLOSED:
+            return
+        await self._flush_all()
+
+    async def _flush_all(self) -> None:
+        engine, pipeline = self._engine, self._pipeline
+        assert engine is not None and pipeline is not None
+        target = engine.flush_started()
+        try:
+            pipeline.poke_all()
+            while engine.pending_through(target):
+                await self._wait_progress()
+        finally:
+            engine.flush_ended()
+
+    # -- progress notification -------------------------------------------------------------
+
+    async def _wait_progress(self) -> None:
+        if self._state == _CLOSED or self._pipeline is None:
+            raise ProducerClosedError("the producer is closed")
+        await self._pipeline.wait_progress()
+        if self._state != _OPEN and self._state != _CLOSING:
+            raise ProducerClosedError("the producer is closed")
+
+    def _notify_progress(self) -> None:
+        if self._pipeline is not None:
+            self._pipeline.progress()
+
+    # -- streams --------------------------------------------------------------------------
+
+    async def _load_stream(self, ref: str) -> None:
+        """Load a stream (``ref``: its name or ARN): its facts, its shards, its tasks."""
+        engine, pipeline = self._engine, self._pipeline
+        assert engine is not None and pipeline is not None
+        if ref in engine.streams:
+            return
+        name, arn = name_and_arn(ref, self.client.region_name)
+        lock = self._stream_locks.setdefault(ref, anyio.Lock())
+        async with lock:
+            if ref in engine.streams:
+                return
+            if self._state != _OPEN:
+                raise ProducerClosedError("the producer is closed")
+            try:
+                facts, shard_map = await pipeline.load(name, arn)
+                if self._config.ordering == "per_key":
+                    why = refusal(facts)
+                    if why is not None:
+                        raise ValueError(why)
+                if self._config.check_access:
+                    await self.check_access(ref)
+            except Exception as exc:
+                if self._state != _OPEN:  # closed while loading: the client went away
+                    raise ProducerClosedError("the producer closed while loading " + name) from exc
+                raise
+            if self._state != _OPEN:  # closed while loading: no task may start now
+                raise ProducerClosedError(f"the producer closed while loading {name}")
+            pipeline.start_stream(ref, name, arn, facts, shard_map)
+            _log.debug("stream_loaded", stream=name, shards=len(shard_map))
+
+    # -- access ---------------------------------------------------------------------------
+
+    async def check_access(self, stream_name: str | None = None) -> None:
+        """Check that this producer may write to a stream, without writing to it.
+
+        Sends a PutRecords with ``DryRun`` (one empty record) and returns when Kinesis
+        answers ``DryRunOperationException`` (the request would have succeeded). An error
+        that would fail the records raises at once as its exception
+        (:class:`AccessDeniedError`, :class:`ResourceNotFoundError`, :class:`KMSError`, ...).
+        An endpoint that ignores ``DryRun`` (both npm emulators, older proxies) writes the
+        probe: a 200 answer logs a WARNING saying so. ``stream_name``: a name or an ARN
+        (default: the producer's stream). ``ProducerConfig(check_access=True)`` runs it
+        for each stream as it is loaded.
+        """
+        ref = self._require_default() if stream_name is None else stream_name
+        check_stream_name(ref)
+        name, arn = name_and_arn(ref, self.client.region_name)
+        try:
+            await self.client.call_raw("PutRecords", dry_run_body(name, arn))
+        except KinesisError as exc:
+            if exc.code == "DryRunOperationException":
+                _log.debug("access_checked", stream=name)
+                return
+            raise
+        _log.warning(
+            "dry_run_ignored",
+            stream=name,
+            reason="the endpoint answered a DryRun PutRecords with success: it ignores "
+            "DryRun, so the probe (one empty record) was written",
+        )

@@ -1,0 +1,325 @@
+"""SyncProducer: a thread-safe, blocking front for the Producer, for code without an event loop.
+
+The :class:`~kinesis_trio.Producer` runs on a background thread, in an event loop started
+with anyio's blocking portal. Threads never make one round trip to that loop per record:
+
+* ``put`` validates the record in the caller's thread, waits only if the bridge is at the
+  config's backpressure limits (``max_outstanding_records`` / ``max_outstanding_bytes``,
+  counting records queued here and records in the producer until their futures resolve),
+  appends it to a submission deque and returns a ``concurrent.futures.Future``;
+* one *pump* task on the loop drains the deque in order with ``put_nowait`` (awaiting
+  ``put`` only when the producer pushes back, e.g. a full shard queue or a stream to load);
+* one *resolver* task waits on the oldest outcome and then settles every resolved outcome
+  in a batch (a periodic sweep keeps one slow record from holding back the others).
+
+The loop is woken (a non-blocking ``call_soon_threadsafe`` / ``TrioToken.run_sync_soon``)
+only when the pump has gone idle. The deque and the books shared by the threads are the
+``Line`` (``_sync_line``); the pump, the resolver and the close are the ``Loop``
+(``_sync_loop``); SyncProducer checks the records and opens and closes the two.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import sys
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from types import TracebackType
+from typing import Any
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from .._aws._credentials import StaticCredentials
+from .._config import RECORD_MAX_SIZE_CEILING, ProducerConfig
+from .._core._shards import parse_explicit_hash_key
+from .._core._validate import check_stream_name, coerce_data, partition_key_length
+from .._failures import FailedRecord
+from .._outcome import RecordResult
+from ._producer import Producer
+from ._sync_line import Item, Line
+from ._sync_loop import Loop
+
+__all__ = ["SyncProducer"]
+
+
+Data = bytes | bytearray | memoryview
+
+
+def _runs_trio() -> bool:
+    """Whether the calling thread is running a Trio event loop."""
+    trio = sys.modules.get("trio")  # not imported: not running
+    if trio is None:
+        return False
+    try:
+        trio.lowlevel.current_trio_token()
+    except RuntimeError:
+        return False
+    return True
+
+
+class SyncProducer:
+    """A blocking, thread-safe Kinesis producer: the :class:`Producer` on a background thread.
+
+    ::
+
+        with SyncProducer("orders", region_name="us-east-1") as producer:
+            future = producer.put(b"data", partition_key="k")
+            result = future.result(timeout=10)  # a RecordResult
+            producer.flush(timeout=30)
+
+    The arguments are the :class:`Producer`'s, plus ``backend`` (``"trio"`` or
+    ``"asyncio"``) and ``backend_options`` for the background event loop, and
+    ``on_failure``, called with each record that fails for good as a :class:`FailedRecord`
+    (the dead letters, ``Producer.failures()``). It is called in a thread of its own
+    (``kinesis-trio-on-failure``: never the event loop's thread nor a caller's), one call
+    at a time, in the order the records failed, without awaiting the futures; records that
+    fail as the
+    producer closes are delivered before ``close`` returns (do not call ``close`` from it).
+    What it raises is logged (``on_failure_raised``, ERROR) and the producer goes on. A slow
+    callback never holds the producer up: failures wait in the bounded buffer
+    (``failures_buffer_records``), beyond which they are dropped and counted.
+
+    Thread safety: :meth:`put`, :meth:`put_many`, :meth:`flush`, :meth:`close` and the
+    properties may be called from any thread, concurrently. :meth:`open` (or ``with``) once.
+    Futures' done-callbacks run on the producer's thread: keep them short and non-blocking
+    (a ``put`` from a callback raises ``RuntimeError`` rather than wait for room).
+
+    Closing (``close()``, or leaving the ``with`` block normally) sends everything and waits
+    up to ``config.close_timeout`` (records still unconfirmed then fail with
+    ``ProducerCloseTimeout``), then stops the thread. Leaving the block by an exception, or
+    ``close(abort=True)``, fails unconfirmed records with ``ProducerAborted`` at once, as the
+    async Producer does. Either way every future is resolved before ``close`` returns.
+    An open producer still open at interpreter exit is closed (flushed) by ``atexit``.
+    """
+
+    def __init__(
+        self,
+        stream_name: str | None = None,
+        *,
+        region_name: str | None = None,
+        endpoint_url: str | None = None,
+        credentials: StaticCredentials | None = None,
+        config: ProducerConfig | None = None,
+        profile_name: str | None = None,
+        transport: Any = None,
+        backend: str = "trio",
+        backend_options: dict[str, Any] | None = None,
+        on_failure: Callable[[FailedRecord], object] | None = None,
+    ) -> None:
+        if on_failure is not None and not callable(on_failure):
+            raise TypeError(f"on_failure must be callable, got {on_failure!r}")
+        # The Producer validates its arguments now, in the caller's thread.
+        self._producer = Producer(
+            stream_name,
+            region_name=region_name,
+            endpoint_url=endpoint_url,
+            credentials=credentials,
+            config=config,
+            profile_name=profile_name,
+            transport=transport,
+        )
+        self._config = self._producer.config
+        self._default_stream = stream_name
+        self._backend = backend
+        self._backend_options = backend_options
+        # Checked here against what any stream could take; against the stream's own limit
+        # here too when it is loaded, else by the loop's put (the error goes to the future).
+        self._max_record_size = min(
+            self._config.max_record_size or RECORD_MAX_SIZE_CEILING,
+            self._config.max_outstanding_bytes,
+        )
+        # What callers share with the loop (guarded by its lock), and the loop's tasks.
+        self._line = Line(self._config.max_outstanding_records, self._config.max_outstanding_bytes)
+        self._loop = Loop(self._line, self._producer, stream_name, on_failure)
+        # Lifecycle.
+        self._close_lock = threading.Lock()
+        self._portal_cm: contextlib.AbstractContextManager[BlockingPortal] | None = None
+        self._main: Future[None] | None = None
+        self._atexit: Callable[[], None] | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    @property
+    def config(self) -> ProducerConfig:
+        """The producer's settings."""
+        return self._config
+
+    @property
+    def backend(self) -> str:
+        """The background event loop's backend (``"trio"`` or ``"asyncio"``)."""
+        return self._backend
+
+    @property
+    def outstanding_records(self) -> int:
+        """Records accepted by :meth:`put` whose futures are not resolved yet."""
+        return self._line.outstanding_records
+
+    @property
+    def outstanding_bytes(self) -> int:
+        """Bytes (data + partition key) of the outstanding records."""
+        return self._line.outstanding_bytes
+
+    def open(self) -> SyncProducer:
+        """Start the background thread and the producer (loads the default stream's shard
+        map: a missing stream or bad credentials raise here). Call once."""
+        if _runs_trio():
+            # The portal's thread could never start its task while this thread blocks on it.
+            raise RuntimeError(
+                "SyncProducer.open() was called from a thread that is running Trio, where it "
+                "would wait for ever: use `async with Producer(...)` in async code, or open "
+                "the SyncProducer from a thread of its own (trio.to_thread.run_sync)"
+            )
+        with self._close_lock:
+            self._line.start()
+            cm = start_blocking_portal(self._backend, self._backend_options)
+            portal = cm.__enter__()
+            try:
+                self._main, _ = portal.start_task(self._loop.run)
+            except BaseException:
+                self._line.shut()
+                cm.__exit__(None, None, None)
+                raise
+            self._portal_cm = cm
+            ref = weakref.ref(self)
+
+            def close_at_exit() -> None:
+                producer = ref()
+                if producer is not None:
+                    producer.close()
+
+            self._atexit = close_at_exit
+            atexit.register(close_at_exit)
+        return self
+
+    def __enter__(self) -> SyncProducer:
+        return self.open()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        with contextlib.suppress(Exception):  # the body's exception is the one to report
+            self.close(abort=True, reason=f"{exc_type.__name__}: {exc}")
+
+    def close(self, *, abort: bool = False, reason: str | None = None) -> None:
+        """Flush (up to ``config.close_timeout``; with ``abort``, fail what is unconfirmed
+        at once), resolve every future and stop the thread. Idempotent; any thread.
+
+        ``put`` calls waiting for room, and later ones, raise ``ProducerClosedError``.
+        """
+        if self._line.loop_thread == threading.get_ident():
+            raise RuntimeError("close() cannot be called from the producer's own thread")
+        with self._close_lock:
+            cm, main = self._portal_cm, self._main
+            if cm is None or main is None:
+                self._line.shut()
+                return
+            self._line.close(abort, reason)
+            try:
+                self._loop.stop()
+                main.result()  # every future is resolved when this returns
+            finally:
+                self._portal_cm = None
+                if self._atexit is not None:
+                    atexit.unregister(self._atexit)
+                    self._atexit = None
+                cm.__exit__(None, None, None)
+
+    # -- put ------------------------------------------------------------------------------
+
+    def put(
+        self,
+        data: Data,
+        partition_key: str | None = None,
+        explicit_hash_key: str | None = None,
+        *,
+        stream_name: str | None = None,
+        timeout: float | None = None,
+    ) -> Future[RecordResult]:
+        """Accept a record; return a future resolving to its :class:`RecordResult`.
+
+        Blocks only while the producer is at its backpressure limits (``TimeoutError``
+        after ``timeout`` seconds: the record was not accepted). Bad input raises
+        ``TypeError``/``ValueError`` at once, as the async ``put`` does; errors found on
+        the loop (an unknown non-default stream) are set on the future. Any thread.
+        """
+        item = self._check(data, partition_key, explicit_hash_key, stream_name)
+        self._line.add(item, timeout)
+        return item.future
+
+    def put_many(
+        self,
+        records: Iterable[tuple[Data, str] | tuple[Data, str, str | None]],
+        *,
+        stream_name: str | None = None,
+    ) -> list[Future[RecordResult]]:
+        """``put`` for many ``(data, partition_key[, explicit_hash_key])`` records, with one
+        lock acquisition per run of records that fit. All are validated before any is
+        accepted; waits for room as ``put`` does. Any thread."""
+        items = [
+            self._check(r[0], r[1], r[2] if len(r) == 3 else None, stream_name) for r in records
+        ]
+        self._line.add_many(items)
+        return [item.future for item in items]
+
+    def _check(
+        self,
+        data: Data,
+        partition_key: str | None,
+        explicit_hash_key: str | None,
+        stream_name: str | None,
+    ) -> Item:
+        """Validate like ``Producer.put_nowait`` (same order, same errors)."""
+        if stream_name is not None:
+            check_stream_name(stream_name)
+        elif not self._default_stream:
+            raise ValueError("no stream_name given and the producer has no default stream")
+        if type(data) is not bytes:
+            data = coerce_data(data)
+        pk_len = 0 if partition_key is None else partition_key_length(partition_key)
+        size = len(data) + pk_len
+        engine = self._producer._engine
+        stream = None
+        if engine is not None:
+            stream = engine.streams.get(stream_name or self._default_stream or "")
+        if stream is not None:
+            if partition_key is None:
+                engine.no_key(stream)  # type: ignore[union-attr]  # raises on a keyed stream
+            if size > stream.accept_max:
+                raise ValueError(engine.too_large(stream, len(data), pk_len))  # type: ignore[union-attr]
+        elif size > self._max_record_size:
+            raise ValueError(
+                f"record too large: data ({len(data)} bytes) plus partition key "
+                f"({pk_len} bytes) is {size} bytes, over max_record_size "
+                f"({self._max_record_size})"
+            )
+        if explicit_hash_key is not None:
+            parse_explicit_hash_key(explicit_hash_key)
+        return Item(data, partition_key, explicit_hash_key, stream_name, size)
+
+    # -- flush ----------------------------------------------------------------------------
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything now; return when every future of an earlier ``put`` is resolved.
+
+        Raises ``TimeoutError`` after ``timeout`` seconds (the records stay in flight).
+        Any thread.
+        """
+        if self._line.loop_thread == threading.get_ident():
+            raise RuntimeError("flush() cannot be called from the producer's own thread")
+        self._line.flush(timeout)
+
+    def __repr__(self) -> str:
+        state = ("new", "open", "closing", "closed")[self._line.state]
+        return (
+            f"<SyncProducer {state} stream={self._default_stream!r} backend={self._backend!r} "
+            f"outstanding={self._line.outstanding_records}>"
+        )

@@ -1,0 +1,80 @@
+"""The request builder: when a request goes, its limits, its body (no event loop)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kinesis_trio._core._limiter import ShardLimiter
+from kinesis_trio._core._requests import RequestCollector, body, chunks
+from kinesis_trio._core._state import KRecord, ShardBuffer
+from tests.support.engine import outcome
+
+SHARD = ShardBuffer("shardId-000000000000", 0, 2**128 - 1, ShardLimiter(100, 0.0))
+
+
+def krec(size: int, deadline: float = math.inf, key: str = "k") -> KRecord:
+    o = outcome(b"x" * size, key)
+    return KRecord([o], b"x" * size, key, None, size, SHARD, deadline, False)
+
+
+@given(
+    st.lists(st.integers(0, 2000), max_size=60),
+    st.integers(1, 20),
+    st.integers(2000, 10_000),
+)
+def test_requests_keep_their_limits_and_the_order(
+    sizes: list[int], max_count: int, max_size: int
+) -> None:
+    collector = RequestCollector(max_count, max_size)
+    records = [krec(s) for s in sizes]
+    collector.offer(records)
+    sent: list[list[KRecord]] = []
+    while True:
+        due = collector.decide(0.0, flushing=True, connection_free=True)
+        if not due.send:
+            assert due.wake == math.inf
+            break
+        sent.append(collector.take())
+    assert [k for request in sent for k in request] == records
+    for request in sent:
+        assert 1 <= len(request) <= max_count
+        assert sum(k.size for k in request) <= max_size
+    assert chunks(records, max_count, max_size) == sent
+
+
+def test_a_request_waits_for_its_deadline_then_for_a_connection() -> None:
+    collector = RequestCollector(500, 5 << 20)
+    collector.offer([krec(10, deadline=5.0), krec(10, deadline=3.0)])
+    assert collector.decide(1.0, flushing=False, connection_free=True) == (False, 3.0, False)
+    assert collector.decide(1.0, flushing=True, connection_free=True).send
+    assert collector.decide(3.0, flushing=False, connection_free=False) == (False, math.inf, True)
+    assert collector.decide(3.0, flushing=False, connection_free=True).send
+    assert len(collector.take()) == 2
+    assert collector.decide(3.0, flushing=False, connection_free=True) == (False, math.inf, False)
+
+
+def test_a_full_request_goes_even_while_every_connection_is_busy() -> None:
+    collector = RequestCollector(2, 5 << 20)
+    collector.offer([krec(1), krec(1), krec(1)])
+    assert collector.decide(0.0, flushing=False, connection_free=False).send
+    assert len(collector.take()) == 2
+    assert not collector.decide(0.0, flushing=False, connection_free=False).send
+
+
+def test_the_body_is_the_put_records_json() -> None:
+    records = [krec(3, key='ключ "q"'), krec(0, key="k")]
+    records[1].ehk = "42"
+    doc = json.loads(body(b'{"StreamName":"s","Records":[', records))
+    assert doc == {
+        "StreamName": "s",
+        "Records": [
+            {"Data": base64.b64encode(b"xxx").decode(), "PartitionKey": 'ключ "q"'},
+            {"Data": "", "PartitionKey": "k", "ExplicitHashKey": "42"},
+        ],
+    }
+    assert chunks([], 500, 100) == []
