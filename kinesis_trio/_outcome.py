@@ -354,3 +354,11 @@ class Outcome:
         if event is not None:
             event.set()
         return True
+
+
+def sealed_into(members: list[Outcome], aggregate: object) -> None:
+    """``members`` were sealed into ``aggregate``, which holds their data from now (one
+    copy in memory): ``Outcome._sealed`` for each, in one call per aggregate."""
+    for o in members:
+        o._data = None
+        o._agg = aggregate

@@ -29,7 +29,7 @@ from typing import Protocol
 
 import anyio
 
-from .._outcome import Outcome
+from .._outcome import Outcome, sealed_into
 from ._aggregation import (
     _LEN3_HEADERS,
     _PK_INDEX_PIECES,
@@ -526,8 +526,7 @@ def _aggregate(
         deadline,
         True,
     )
-    for o in members:
-        o._sealed(krec)
+    sealed_into(members, krec)
     return krec
 
 
