@@ -172,7 +172,8 @@ class Accumulator:
                         )
                     else:
                         parts += (record_header(key_index, n, inner), outcome._data)  # type: ignore[arg-type]
-                if stream.add_window(grow) >= self.early_size:
+                stream.window_bytes += grow
+                if stream.window_bytes >= self.early_size:
                     self.send_early(stream, now)
                 return shard
         return self.place(stream, outcome, pk_len, now, check_room=True)
@@ -283,7 +284,7 @@ class Accumulator:
         several requests as they come, not all at its end (where their sealing, signing and
         round trip would add to the wait of every one of them); in a burst, nothing
         changes."""
-        stream.restart_window()
+        stream.window_bytes = 0
         shards = stream.shards
         held = sum(shard.sizer.size + shard.plain_bytes for shard in shards)
         if self.outstanding.bytes - held > self.early_size:
@@ -349,13 +350,15 @@ class Accumulator:
     def _count_window(self, stream: StreamState, size: int, now: float) -> None:
         """``size`` bytes more in the stream's open containers in this linger window; at
         ``early_size``, :meth:`send_early` (``add`` does the same inline)."""
-        if stream.add_window(size) >= self.early_size:
+        stream.window_bytes += size
+        if stream.window_bytes >= self.early_size:
             self.send_early(stream, now)
 
     def _open(self, stream: StreamState, shard: ShardBuffer, now: float) -> None:
         deadline = self.deadline(now)
         if deadline != stream.window_end:  # the first containers of a new window
-            stream.new_window(deadline)
+            stream.window_end = deadline
+            stream.window_bytes = 0
         shard.open_until(deadline)
         self._wake(stream, shard)
 
@@ -420,6 +423,13 @@ class Accumulator:
     def batch_has_room(self, count: int, size: int) -> bool:
         """Should a shard worker take more queued batches into this one (up to a request)?"""
         return count < self.coll_max_count and size < self.coll_max_size
+
+
+def track(stream: StreamState) -> None:
+    """Start the accumulator's own fields of a stream: the bytes placed within its linger
+    window and the window's end (the per-record path adds to them directly)."""
+    stream.window_bytes = 0
+    stream.window_end = -_INF
 
 
 def key_length(outcome: Outcome) -> int:

@@ -27,7 +27,7 @@ from .._logging import get_logger
 from .._outcome import RECORD_TOO_LARGE, Attempt, Outcome, failed
 from ..metrics._names import MetricsSink
 from ..metrics._recorder import Metrics
-from ._accumulator import Accumulator, expired_in, prune, unaggregate
+from ._accumulator import Accumulator, expired_in, prune, track, unaggregate
 from ._aggregation import _vlen
 from ._answers import Answers
 from ._congestion import ConcurrencyLimit
@@ -148,6 +148,8 @@ class Engine:
     ) -> None:
         """A stream loaded by the shell, by the name (or ARN) users give it: its policy and
         its shards (``StartShard`` effects)."""
+        stream.received = 0  # the engine's own field of the stream (accept counts)
+        track(stream)
         self.maps.apply_facts(stream, facts, shard_map, now)
         self.streams[key] = stream
 
@@ -212,7 +214,7 @@ class Engine:
                 raise ValueError(stream.refusal)
             order.accept(stream, outcome, partition_key, n, pk_len, pk_grow, now)  # type: ignore[arg-type]
         ledger.accept(outcome, size)
-        stream.count_received()
+        stream.received += 1
         return outcome
 
     def no_key(self, stream: StreamState) -> tuple[int, int, int]:
@@ -384,7 +386,8 @@ class Engine:
         """Report the records accepted since the last report (UserRecordsReceived)."""
         for stream in self.streams.values():
             if stream.received:
-                self.metrics.user_records_received(stream.name, stream.take_received())
+                self.metrics.user_records_received(stream.name, stream.received)
+                stream.received = 0
 
     # -- retries and failures ----------------------------------------------------------------
 
@@ -442,6 +445,15 @@ class Engine:
     def batch_has_room(self, count: int, size: int) -> bool:
         """Should a shard worker take more queued batches into this one (up to a request)?"""
         return self.acc.batch_has_room(count, size)
+
+    def admit(self, shard: ShardBuffer, batch: list[KRecord], now: float) -> int:
+        """How many of ``batch``'s first records the shard's rate limiter lets go now
+        (taken from its buckets)."""
+        return shard.limiter.admit([k.size for k in batch], now)
+
+    def wait_time(self, shard: ShardBuffer, batch: list[KRecord], now: float) -> float:
+        """How long until the shard's rate limiter lets ``batch``'s first record go."""
+        return shard.limiter.wait_time([k.size for k in batch], now)
 
     def retry_due(self, stream: StreamState, now: float) -> None:
         """Queue the stream's retries that are due (``Queue`` effects)."""

@@ -244,6 +244,13 @@ class StreamState:
         "window_end",
     )
 
+    #: records accepted since the last metrics update (the engine's: ``Engine.add_stream``)
+    received: int
+    #: bytes placed within the linger window ending at ``window_end`` (the accumulator's:
+    #: ``_accumulator.track``, ``Accumulator.send_early``)
+    window_bytes: int
+    window_end: float
+
     def __init__(
         self,
         name: str,
@@ -293,12 +300,12 @@ class StreamState:
             s.shard_id: (s.start, s.end) for s in shard_map.shards
         }
         self.unverified: list[Unverified] = []
-        self.received = 0  # accepted since the last metrics update
-        #: bytes placed in open containers within the linger window ending at
-        #: ``window_end`` since the window began or they were last all made due
-        #: (the accumulator's: ``Accumulator.send_early``)
-        self.window_bytes = 0
-        self.window_end = -_INF
+        # Two fields of the stream are other modules' own, set and changed only there (the
+        # per-record path writes them directly): ``received`` (records accepted since the
+        # last metrics update) is the engine's, set in ``Engine.add_stream``;
+        # ``window_bytes`` and ``window_end`` (bytes placed in open containers within the
+        # linger window ending at ``window_end``) are the accumulator's, set by
+        # ``_accumulator.track``.
         #: why ``put`` refuses records for the stream (``ordering="per_key"`` on an ``AUTO``
         #: stream: ``_ordering.refusal``), or None
         self.refusal: str | None = None
@@ -357,26 +364,3 @@ class StreamState:
     def took_keyless(self) -> None:
         """A record without a partition key was accepted."""
         self.keyless = True
-
-    def count_received(self) -> None:
-        """A record was accepted (for the metrics' UserRecordsReceived)."""
-        self.received += 1
-
-    def take_received(self) -> int:
-        """The records accepted since the last call."""
-        received, self.received = self.received, 0
-        return received
-
-    def add_window(self, size: int) -> int:
-        """``size`` bytes more placed within the linger window; returns the window's sum."""
-        self.window_bytes += size
-        return self.window_bytes
-
-    def new_window(self, end: float) -> None:
-        """A linger window ending at ``end`` began."""
-        self.window_end = end
-        self.window_bytes = 0
-
-    def restart_window(self) -> None:
-        """The window's containers were all made due: count again from zero."""
-        self.window_bytes = 0

@@ -407,7 +407,7 @@ class Pipeline:
         if batch:
             n = 0
             if out is not _FULL:
-                n = shard.limiter.admit([k.size for k in batch], now)
+                n = engine.admit(shard, batch, now)
             if n:
                 out += batch[:n]
                 batch = batch[n:]
@@ -482,18 +482,17 @@ class Pipeline:
     ) -> None:
         """Pass a shard's batch to the collector, through the shard's rate limiter."""
         engine = self.engine
-        limiter = shard.limiter
         coll = worker.tasks.coll_send
         batch = engine.outgoing(stream, shard, batch, self.now())
         self.apply()
         while batch:
-            n = limiter.admit([k.size for k in batch], self.now())
+            n = engine.admit(shard, batch, self.now())
             if n:
                 chunk, batch = batch[:n], batch[n:]
                 await coll.send(chunk)
                 if not batch:
                     return
-            await anyio.sleep(limiter.wait_time([k.size for k in batch], self.now()))
+            await anyio.sleep(engine.wait_time(shard, batch, self.now()))
             batch = engine.outgoing(stream, shard, batch, self.now())
             self.apply()
 

@@ -180,12 +180,20 @@ class Gate:
     def __init__(self) -> None:
         self.open = anyio.Event()
         self.entered = 0
+        self.first = anyio.Event()  # set when the first PutRecords reaches the gate
 
     async def __call__(self, operation: str, body: dict[str, Any]) -> httpx.Response | None:
         if operation == "PutRecords":
             self.entered += 1
+            self.first.set()
             await self.open.wait()
         return None
+
+    async def reached(self) -> None:
+        """Until a request is held at the gate (not a fixed sleep: a loaded machine may take
+        longer than the linger to send it)."""
+        with anyio.fail_after(30):
+            await self.first.wait()
 
 
 async def test_backpressure_bounds_outstanding_and_cancelled_put_is_not_accepted() -> None:
@@ -269,7 +277,7 @@ async def test_exit_by_exception_fails_pending_outcomes_and_raises_it_unwrapped(
         async with fake_producer(fake, record_max_buffered_time=0.01) as producer:
             for i in range(20):
                 outcomes.append(await producer.put(b"v", f"k{i}"))
-            await anyio.sleep(0.05)  # some requests are in flight, held by the gate
+            await gate.reached()  # some requests are in flight, held by the gate
             assert gate.entered > 0
             raise KeyError("boom")
     for outcome in outcomes:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kinesis_trio._config import ProducerConfig
+from kinesis_trio._core._accumulator import track
 from kinesis_trio._core._effects import (
     DeadLetters,
     Outbox,
@@ -161,6 +162,7 @@ def stream_of(
         lowered=False,
     )
     stream.use_map(stream.map, [buffer(s) for s in shards])
+    track(stream)
     return stream
 
 
