@@ -19,6 +19,7 @@ from ._errors import KinesisTrioError as KinesisTrioError
 from ._errors import KMSError as KMSError
 from ._errors import LimitExceededError as LimitExceededError
 from ._errors import ProducerClosedError as ProducerClosedError
+from ._errors import ProducerForkedError as ProducerForkedError
 from ._errors import ProvisionedThroughputExceededError as ProvisionedThroughputExceededError
 from ._errors import RequestTimeoutError as RequestTimeoutError
 from ._errors import ResourceInUseError as ResourceInUseError
@@ -52,6 +53,7 @@ __all__ = [
     "Producer",
     "ProducerClosedError",
     "ProducerConfig",
+    "ProducerForkedError",
     "ProvisionedThroughputExceededError",
     "RecordResult",
     "RequestTimeoutError",

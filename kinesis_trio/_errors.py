@@ -252,6 +252,12 @@ class ProducerClosedError(KinesisTrioError):
     """The producer has been closed; no more records are accepted."""
 
 
+class ProducerForkedError(ProducerClosedError):
+    """The producer was opened in another process, which forked this one: its event loop
+    (the ``SyncProducer``'s thread), its connections and its records in flight are that
+    process's. Open one producer per process, after the fork."""
+
+
 _EXACT: dict[str, type[KinesisError]] = {}
 
 

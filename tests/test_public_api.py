@@ -35,6 +35,7 @@ def test_exported_names() -> None:
         "Outcome",
         "Producer",
         "ProducerClosedError",
+        "ProducerForkedError",
         "ProducerConfig",
         "ProvisionedThroughputExceededError",
         "RecordResult",

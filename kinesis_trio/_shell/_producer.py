@@ -28,19 +28,20 @@ from .._core._ordering import refusal
 from .._core._requests import dry_run_body
 from .._core._streams import arn_ref, default_stream_ref, is_arn, name_and_arn, parse_stream_arn
 from .._core._validate import check_stream_name, coerce_data
-from .._errors import KinesisError, ProducerClosedError
+from .._errors import KinesisError, ProducerClosedError, ProducerForkedError
 from .._failures import FailedRecord, FailureFeed
 from .._logging import get_logger
 from .._outcome import ABORTED, CLOSE_TIMEOUT, Outcome
 from ..metrics._names import MetricsSink
 from ..metrics._recorder import Metrics
+from . import _forks as forks
 from ._pipeline import Pipeline
 
 __all__ = ["Producer"]
 
 _log = get_logger("kinesis_trio.producer")
 
-_OPEN, _CLOSING, _CLOSED = 0, 1, 2
+_OPEN, _CLOSING, _CLOSED, _FORKED = 0, 1, 2, 3
 #: ``put`` yields to the event loop once every this many calls, so a loop that only puts
 #: still lets responses in (a checkpoint per record would cost a task switch per record).
 _YIELD_EVERY = 1024
@@ -113,6 +114,7 @@ class Producer:
         self._pipeline: Pipeline | None = None
         self._engine: Engine | None = None
         self._state = _CLOSED
+        self._forked_message = ""
         self._entered = False
         self._stream_locks: dict[str, anyio.Lock] = {}
         self._now: Callable[[], float] = anyio.current_time
@@ -195,6 +197,7 @@ class Producer:
         self._engine = engine = Engine(config, metrics, refreshable, dead_letters=True)
         self._pipeline = Pipeline(config, client, tg, self._now, engine, self._failures.failed)
         self._state = _OPEN
+        forks.watch(self)
         if self._measure:
             tg.start_soon(self._metrics.run)
         try:
@@ -281,7 +284,9 @@ class Producer:
                 await client.aclose()
 
     def _set_closed(self) -> None:
-        self._state = _CLOSED
+        forks.unwatch(self)
+        if self._state != _FORKED:
+            self._state = _CLOSED
         self._failures.close(self._now())  # the iterators end once they have taken the rest
 
     def _fail_unresolved(self, reason: tuple[str, str]) -> None:
@@ -368,6 +373,8 @@ class Producer:
         if stream_arn is not None:
             stream_name = arn_ref(stream_name, stream_arn)
         if self._state != _OPEN:
+            if self._state == _FORKED:
+                raise ProducerForkedError(self._forked_message)
             raise ProducerClosedError(
                 "the producer is closed"
                 if self._entered
@@ -413,9 +420,17 @@ class Producer:
 
     async def flush(self) -> None:
         """Send everything buffered now; return when every outcome created before is resolved."""
+        if self._state == _FORKED:
+            raise ProducerForkedError(self._forked_message)
         if self._state == _CLOSED:
             return
         await self._flush_all()
+
+    def _forked(self, message: str) -> None:
+        """In a child forked from the process that opened it (``_forks``): every call
+        raises ``ProducerForkedError`` with ``message``."""
+        self._state = _FORKED
+        self._forked_message = message
 
     async def _flush_all(self) -> None:
         engine, pipeline = self._engine, self._pipeline

@@ -38,8 +38,9 @@ from .._core._shards import parse_explicit_hash_key
 from .._core._validate import check_stream_name, coerce_data, partition_key_length
 from .._failures import FailedRecord
 from .._outcome import RecordResult
+from . import _forks as forks
 from ._producer import Producer
-from ._sync_line import Item, Line
+from ._sync_line import FORKED, Item, Line
 from ._sync_loop import Loop
 
 __all__ = ["SyncProducer"]
@@ -137,6 +138,7 @@ class SyncProducer:
         # Lifecycle.
         self._close_lock = threading.Lock()
         self._portal_cm: contextlib.AbstractContextManager[BlockingPortal] | None = None
+        self._portal: BlockingPortal | None = None
         self._main: Future[None] | None = None
         self._atexit: Callable[[], None] | None = None
 
@@ -183,6 +185,7 @@ class SyncProducer:
                 cm.__exit__(None, None, None)
                 raise
             self._portal_cm = cm
+            self._portal = portal
             ref = weakref.ref(self)
 
             def close_at_exit() -> None:
@@ -192,6 +195,7 @@ class SyncProducer:
 
             self._atexit = close_at_exit
             atexit.register(close_at_exit)
+            forks.watch(self)
         return self
 
     def __enter__(self) -> SyncProducer:
@@ -217,6 +221,9 @@ class SyncProducer:
         """
         if self._line.loop_thread == threading.get_ident():
             raise RuntimeError("close() cannot be called from the producer's own thread")
+        forks.unwatch(self)
+        if self._line.state == FORKED:  # the parent's loop and records: nothing to close here
+            return
         with self._close_lock:
             cm, main = self._portal_cm, self._main
             if cm is None or main is None:
@@ -232,6 +239,23 @@ class SyncProducer:
                     atexit.unregister(self._atexit)
                     self._atexit = None
                 cm.__exit__(None, None, None)
+
+    def _forked(self, message: str) -> None:
+        """In a child forked from the process that opened it (``_forks``): ``put``,
+        ``put_many`` and ``flush`` raise ``ProducerForkedError`` with ``message``;
+        ``close`` (and the exit's) returns at once: the loop, its thread and the records
+        are the parent's, which sends them. Its locks are made anew (a thread of the
+        parent may have held one at the fork)."""
+        self._close_lock = threading.Lock()
+        self._line.forked(message)
+        # The portal's context (a generator, suspended in anyio's start_blocking_portal) is
+        # kept, never exited here: exiting it, or collecting it, stops the portal by a call
+        # into the parent's loop thread, which does not exist here and would never answer.
+        # The portal is also marked not running (anyio's own check) so that a collection at
+        # the child's exit skips that call instead of waiting for ever.
+        portal = self._portal
+        if portal is not None and hasattr(portal, "_event_loop_thread_id"):
+            portal._event_loop_thread_id = None
 
     # -- put ------------------------------------------------------------------------------
 

@@ -12,12 +12,12 @@ from concurrent.futures import Future
 
 import anyio
 
-from .._errors import ProducerClosedError
+from .._errors import ProducerClosedError, ProducerForkedError
 from .._outcome import Outcome, RecordResult
 
 __all__ = ["CLOSED", "CLOSING", "FLUSH", "NEW", "OPEN", "Item", "Line"]
 
-NEW, OPEN, CLOSING, CLOSED = 0, 1, 2, 3
+NEW, OPEN, CLOSING, CLOSED, FORKED = 0, 1, 2, 3, 4
 
 
 class Item:
@@ -73,6 +73,7 @@ class Line:
         "cond",
         "epoch",
         "epoch_counts",
+        "forked_message",
         "loop_thread",
         "max_bytes",
         "max_records",
@@ -104,6 +105,7 @@ class Line:
         #: the event loop's thread and how to run a call on it (set once it runs)
         self.call_soon: Callable[[Callable[[], object]], object] | None = None
         self.loop_thread = 0
+        self.forked_message = ""
 
     # -- state ----------------------------------------------------------------------------
 
@@ -121,9 +123,26 @@ class Line:
         self.pump_event = anyio.Event()
 
     def shut(self) -> None:
-        """Closed without a loop to settle anything (never opened, or failed to open)."""
+        """Closed without a loop to settle anything (never opened, failed to open, or in a
+        forked child)."""
         with self.cond:
-            self.state = CLOSED
+            if self.state != FORKED:
+                self.state = CLOSED
+
+    def forked(self, message: str) -> None:
+        """In a child forked from the process that opened it: the loop's thread does not
+        exist here and the records queued are the parent's. Every call raises from now
+        (``message``). The lock is made anew: a thread of the parent may have held it at
+        the fork, and no thread here would ever release it."""
+        self.cond = threading.Condition(threading.Lock())
+        self.state = FORKED
+        self.forked_message = message
+        self.queue = collections.deque()
+        self.outstanding_records = 0
+        self.outstanding_bytes = 0
+        self.waiters = 0
+        self.epoch_counts = {}
+        self.call_soon = None
 
     def close(self, abort: bool, reason: str | None) -> None:
         """Take no more records (with ``abort``: fail the unconfirmed ones); wake waiting
@@ -196,6 +215,8 @@ class Line:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             if self.state != OPEN:
+                if self.state == FORKED:
+                    raise ProducerForkedError(self.forked_message)
                 raise ProducerClosedError(
                     "the SyncProducer is not open: use `with SyncProducer(...)` or open()"
                     if self.state == NEW
@@ -226,6 +247,8 @@ class Line:
         """Queue a flush; return when every record accepted before it is settled."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self.cond:
+            if self.state == FORKED:
+                raise ProducerForkedError(self.forked_message)
             target = self.epoch
             counts = self.epoch_counts
             if not counts:

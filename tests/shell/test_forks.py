@@ -1,0 +1,207 @@
+"""A producer opened in a process that forks: the child's first call fails with a clear error
+(issue 44: a ``SyncProducer`` opened at import time under gunicorn ``--preload`` or Celery's
+prefork pool, then used in the forked worker, hung for ever), and the parent keeps working.
+
+Each test forks for real (``os.fork``); the child reports what its calls did through a pipe
+and leaves with ``os._exit``. A child that hangs is killed after a bound and fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kinesis_trio import ProducerClosedError, ProducerConfig, ProducerForkedError, SyncProducer
+from kinesis_trio.testing import FakeKinesis
+from tests.support.helpers import CREDS, fake_producer
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+
+#: how long a child may take to answer (it should answer at once; a hang is the bug)
+CHILD_BOUND = 10.0
+
+
+def in_child(calls: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Fork; run ``calls`` in the child and return what it reported (the child is killed,
+    and the test fails, if it does not report within ``CHILD_BOUND``)."""
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns that forking a multi-threaded process may deadlock: that
+        # process is what this test is about
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # the child
+        os.close(read)
+        try:
+            report = calls()
+        except BaseException as exc:
+            report = {"unexpected": f"{type(exc).__name__}: {exc}"}
+        os.write(write, json.dumps(report).encode())
+        os.close(write)
+        os._exit(0)
+    os.close(write)
+    deadline = time.monotonic() + CHILD_BOUND
+    while True:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(read)
+            pytest.fail(f"the forked child did not answer within {CHILD_BOUND} s (it hangs)")
+        time.sleep(0.01)
+    with os.fdopen(read, "rb") as pipe:
+        data = pipe.read()
+    got: dict[str, Any] = json.loads(data)
+    return got
+
+
+def outcome_of(call: Callable[[], object]) -> dict[str, Any]:
+    """What a call did: its error's type and message, or that it returned."""
+    started = time.monotonic()
+    try:
+        call()
+    except Exception as exc:
+        return {
+            "error": type(exc).__name__,
+            "closed": isinstance(exc, ProducerClosedError),
+            "message": str(exc),
+            "seconds": time.monotonic() - started,
+        }
+    return {"error": None, "seconds": time.monotonic() - started}
+
+
+def sync_producer(fake: FakeKinesis, backend: str) -> SyncProducer:
+    return SyncProducer(
+        "s",
+        region_name="us-east-1",
+        endpoint_url="http://fake.local",
+        credentials=CREDS,
+        config=ProducerConfig(record_max_buffered_time=0.01),
+        transport=fake.transport(),
+        backend=backend,
+    )
+
+
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
+def test_a_sync_producer_used_in_a_forked_child_fails_at_once_and_the_parent_goes_on(
+    backend: str,
+) -> None:
+    fake = FakeKinesis()
+    fake.create_stream("s", 2)
+    with sync_producer(fake, backend) as producer:
+        assert producer.put(b"before", "k").result(timeout=10).ok
+
+        def calls() -> dict[str, Any]:
+            return {
+                "put": outcome_of(lambda: producer.put(b"child", "k")),
+                "put_many": outcome_of(lambda: producer.put_many([(b"child", "k")])),
+                "flush": outcome_of(lambda: producer.flush(timeout=5)),
+                "close": outcome_of(producer.close),
+            }
+
+        report = in_child(calls)
+        assert "unexpected" not in report, report
+        for name in ("put", "put_many", "flush"):
+            got = report[name]
+            assert got["error"] == "ProducerForkedError" and got["closed"], (name, got)
+            assert f"opened in process {os.getpid()}" in got["message"]
+            assert "post_fork" in got["message"] and "worker_process_init" in got["message"]
+            assert got["seconds"] < 1.0, (name, got)  # at once, not after a timeout
+        assert report["close"]["error"] is None and report["close"]["seconds"] < 1.0
+        # the parent's producer is untouched
+        assert producer.put(b"after", "k").result(timeout=10).ok
+    data = sorted(r.data for r in fake.records("s"))
+    assert data == [b"after", b"before"]  # nothing of the child's
+
+
+@pytest.mark.anyio
+async def test_an_async_producer_used_in_a_forked_child_refuses_records() -> None:
+    """Before: ``put_nowait`` in the child accepted the record into buffers that no task
+    there would ever send (the loop is the parent's)."""
+    fake = FakeKinesis()
+    fake.create_stream("s", 1)
+    async with fake_producer(fake, record_max_buffered_time=0.01) as producer:
+        assert (await (await producer.put(b"before", "k")).wait()).ok
+
+        def calls() -> dict[str, Any]:
+            return {"put_nowait": outcome_of(lambda: producer.put_nowait(b"child", "k"))}
+
+        report = in_child(calls)
+        assert "unexpected" not in report, report
+        got = report["put_nowait"]
+        assert got["error"] == "ProducerForkedError" and got["closed"], got
+        assert "one producer per process" in got["message"]
+        assert (await (await producer.put(b"after", "k")).wait()).ok
+
+
+#: gunicorn --preload's shape: a SyncProducer opened at import time, then a forked worker that
+#: uses it and leaves through the interpreter's normal exit (atexit, collection), not
+#: ``os._exit``: the worker must neither hang in ``put`` nor at its exit.
+PRELOAD = """
+import os, sys, warnings
+from kinesis_trio import ProducerConfig, ProducerForkedError, SyncProducer
+from kinesis_trio.testing import FakeKinesis
+from tests.support.helpers import CREDS
+
+fake = FakeKinesis()
+fake.create_stream("s", 1)
+producer = SyncProducer(
+    "s", region_name="us-east-1", endpoint_url="http://fake.local", credentials=CREDS,
+    config=ProducerConfig(record_max_buffered_time=0.01), transport=fake.transport(),
+    backend=sys.argv[1],
+)
+producer.open()  # at import time, in the master
+assert producer.put(b"master", "k").result(timeout=10).ok
+warnings.simplefilter("ignore", DeprecationWarning)
+pid = os.fork()
+if pid == 0:  # the worker
+    try:
+        producer.put(b"worker", "k")
+    except ProducerForkedError:
+        print("worker: ProducerForkedError", flush=True)
+    sys.exit(0)  # the interpreter's normal exit: atexit closes the producer, then collects
+_, status = os.waitpid(pid, 0)
+print("worker exit", os.waitstatus_to_exitcode(status), flush=True)
+assert producer.put(b"master again", "k").result(timeout=10).ok
+producer.close()
+print("master closed", sorted(r.data for r in fake.records("s")), flush=True)
+"""
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
+def test_a_preloaded_sync_producer_in_a_worker_that_exits_normally(backend: str) -> None:
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", PRELOAD, backend],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert lines == [
+        "worker: ProducerForkedError",
+        "worker exit 0",
+        "master closed [b'master', b'master again']",
+    ], out.stdout + out.stderr[-2000:]
+
+
+def test_the_error_is_a_closed_error_and_names_the_fix() -> None:
+    """Code that handles ``ProducerClosedError`` handles it too."""
+    assert issubclass(ProducerForkedError, ProducerClosedError)
+    assert sys.modules["kinesis_trio"].ProducerForkedError is ProducerForkedError
