@@ -57,3 +57,22 @@ def test_the_scan_finds_a_second_writer_and_a_cycle(tmp_path: Path) -> None:
     assert ownership.shared(package) == {"pkg._a.Box.size": ["pkg._a", "pkg._b"]}
     assert ownership.writers(package)["pkg._a.Box.mine"] == {"pkg._a"}
     assert ownership.cycles(package) == [["pkg._a", "pkg._b"]]
+
+
+def test_no_module_over_700_lines_and_no_class_over_450() -> None:
+    """The sizes issue 43 set: a module or class past them is split by what it does."""
+    import ast
+
+    too_big: list[str] = []
+    for path in sorted(ownership.PACKAGE.rglob("*.py")):
+        if path.name.endswith("_pb2.py"):
+            continue
+        source = path.read_text(encoding="utf-8")
+        if source.count("\n") > 700:
+            too_big.append(f"{path.name}: {source.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ClassDef):
+                size = (node.end_lineno or node.lineno) - node.lineno + 1
+                if size > 450:
+                    too_big.append(f"{path.name}: class {node.name}, {size} lines")
+    assert not too_big, too_big

@@ -50,6 +50,23 @@ _CLOSE_METRICS_TIMEOUT = 10.0
 _ABORT_METRICS_TIMEOUT = 1.0
 
 
+async def _dry_run(client: KinesisClient, name: str, arn: str | None) -> None:
+    """``Producer.check_access``'s request: a PutRecords with ``DryRun``."""
+    try:
+        await client.call_raw("PutRecords", dry_run_body(name, arn))
+    except KinesisError as exc:
+        if exc.code == "DryRunOperationException":
+            _log.debug("access_checked", stream=name)
+            return
+        raise
+    _log.warning(
+        "dry_run_ignored",
+        stream=name,
+        reason="the endpoint answered a DryRun PutRecords with success: it ignores "
+        "DryRun, so the probe (one empty record) was written",
+    )
+
+
 class _StreamNotLoaded(anyio.WouldBlock):
     """put_nowait to a stream whose shard map is not loaded yet (``put`` loads it)."""
 
@@ -504,17 +521,4 @@ class Producer:
         """
         ref = self._require_default() if stream_name is None else stream_name
         check_stream_name(ref)
-        name, arn = name_and_arn(ref, self.client.region_name)
-        try:
-            await self.client.call_raw("PutRecords", dry_run_body(name, arn))
-        except KinesisError as exc:
-            if exc.code == "DryRunOperationException":
-                _log.debug("access_checked", stream=name)
-                return
-            raise
-        _log.warning(
-            "dry_run_ignored",
-            stream=name,
-            reason="the endpoint answered a DryRun PutRecords with success: it ignores "
-            "DryRun, so the probe (one empty record) was written",
-        )
+        await _dry_run(self.client, *name_and_arn(ref, self.client.region_name))
