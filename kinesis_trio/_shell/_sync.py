@@ -36,6 +36,7 @@ from .._aws._credentials import StaticCredentials
 from .._config import RECORD_MAX_SIZE_CEILING, ProducerConfig
 from .._core._shards import parse_explicit_hash_key
 from .._core._validate import check_stream_name, coerce_data, partition_key_length
+from .._errors import ProducerForkedError
 from .._failures import FailedRecord
 from .._outcome import RecordResult
 from . import _forks as forks
@@ -94,6 +95,12 @@ class SyncProducer:
     ``close(abort=True)``, fails unconfirmed records with ``ProducerAborted`` at once, as the
     async Producer does. Either way every future is resolved before ``close`` returns.
     An open producer still open at interpreter exit is closed (flushed) by ``atexit``.
+
+    In a child forked from the process that opened it (gunicorn ``--preload``, Celery's
+    prefork master), its thread and records stay in the parent: with ``after_fork="raise"``
+    (the default) its first ``put``, ``put_many`` or ``flush`` there raises
+    :class:`ProducerForkedError`; with ``after_fork="reopen"`` that first call opens a
+    producer of the child's own (same arguments, empty books) and goes on.
     """
 
     def __init__(
@@ -109,19 +116,27 @@ class SyncProducer:
         backend: str = "trio",
         backend_options: dict[str, Any] | None = None,
         on_failure: Callable[[FailedRecord], object] | None = None,
+        after_fork: str = "raise",
     ) -> None:
         if on_failure is not None and not callable(on_failure):
             raise TypeError(f"on_failure must be callable, got {on_failure!r}")
+        if after_fork not in ("raise", "reopen"):
+            raise ValueError(f"after_fork must be 'raise' or 'reopen', got {after_fork!r}")
+        #: what a forked child does at its first call: raise, or open a producer of its own
+        self._after_fork = after_fork
+        self._reopen = False  # in a forked child, with after_fork="reopen": not reopened yet
+        #: the Producer's arguments (a forked child with after_fork="reopen" makes one anew)
+        self._producer_args: dict[str, Any] = {
+            "region_name": region_name,
+            "endpoint_url": endpoint_url,
+            "credentials": credentials,
+            "config": config,
+            "profile_name": profile_name,
+            "transport": transport,
+        }
+        self._on_failure = on_failure
         # The Producer validates its arguments now, in the caller's thread.
-        self._producer = Producer(
-            stream_name,
-            region_name=region_name,
-            endpoint_url=endpoint_url,
-            credentials=credentials,
-            config=config,
-            profile_name=profile_name,
-            transport=transport,
-        )
+        self._producer = Producer(stream_name, **self._producer_args)
         self._config = self._producer.config
         self._default_stream = stream_name
         self._backend = backend
@@ -141,6 +156,8 @@ class SyncProducer:
         self._portal: BlockingPortal | None = None
         self._main: Future[None] | None = None
         self._atexit: Callable[[], None] | None = None
+        #: in a forked child that reopened: the parent's portal, loop and producer, kept
+        self._parent: tuple[object, ...] = ()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -256,6 +273,27 @@ class SyncProducer:
         portal = self._portal
         if portal is not None and hasattr(portal, "_event_loop_thread_id"):
             portal._event_loop_thread_id = None
+        self._reopen = self._after_fork == "reopen"
+
+    def _reopened(self) -> bool:
+        """In a forked child with ``after_fork="reopen"``: open a producer of this process's
+        own (a new loop thread, connections and books; the parent's records stay the
+        parent's) and return True; else False."""
+        with self._close_lock:
+            if not self._reopen:
+                return self._line.state != FORKED  # another thread reopened it meanwhile
+            self._reopen = False
+            # The parent's portal, its context and its loop are kept (never exited here).
+            self._parent = (self._portal_cm, self._portal, self._main, self._producer)
+            self._producer = Producer(self._default_stream, **self._producer_args)
+            self._line = Line(
+                self._config.max_outstanding_records, self._config.max_outstanding_bytes
+            )
+            self._loop = Loop(self._line, self._producer, self._default_stream, self._on_failure)
+            self._portal_cm = self._portal = self._main = None
+            self._atexit = None
+        self.open()
+        return True
 
     # -- put ------------------------------------------------------------------------------
 
@@ -276,7 +314,12 @@ class SyncProducer:
         the loop (an unknown non-default stream) are set on the future. Any thread.
         """
         item = self._check(data, partition_key, explicit_hash_key, stream_name)
-        self._line.add(item, timeout)
+        try:
+            self._line.add(item, timeout)
+        except ProducerForkedError:
+            if not self._reopened():
+                raise
+            self._line.add(item, timeout)
         return item.future
 
     def put_many(
@@ -291,7 +334,12 @@ class SyncProducer:
         items = [
             self._check(r[0], r[1], r[2] if len(r) == 3 else None, stream_name) for r in records
         ]
-        self._line.add_many(items)
+        try:
+            self._line.add_many(items)
+        except ProducerForkedError:
+            if not self._reopened():
+                raise
+            self._line.add_many(items)
         return [item.future for item in items]
 
     def _check(
@@ -339,7 +387,12 @@ class SyncProducer:
         """
         if self._line.loop_thread == threading.get_ident():
             raise RuntimeError("flush() cannot be called from the producer's own thread")
-        self._line.flush(timeout)
+        try:
+            self._line.flush(timeout)
+        except ProducerForkedError:
+            if not self._reopened():
+                raise
+            self._line.flush(timeout)
 
     def __repr__(self) -> str:
         state = ("new", "open", "closing", "closed")[self._line.state]

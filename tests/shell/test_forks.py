@@ -205,3 +205,38 @@ def test_the_error_is_a_closed_error_and_names_the_fix() -> None:
     """Code that handles ``ProducerClosedError`` handles it too."""
     assert issubclass(ProducerForkedError, ProducerClosedError)
     assert sys.modules["kinesis_trio"].ProducerForkedError is ProducerForkedError
+
+
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
+def test_a_sync_producer_asked_to_reopen_opens_its_own_in_the_child(backend: str) -> None:
+    fake = FakeKinesis()
+    fake.create_stream("s", 1)
+    producer = SyncProducer(
+        "s",
+        region_name="us-east-1",
+        endpoint_url="http://fake.local",
+        credentials=CREDS,
+        config=ProducerConfig(record_max_buffered_time=0.01),
+        transport=fake.transport(),
+        backend=backend,
+        after_fork="reopen",
+    )
+    with producer:
+        assert producer.put(b"before", "k").result(timeout=10).ok
+
+        def calls() -> dict[str, Any]:
+            result = producer.put(b"child", "k").result(timeout=10)
+            producer.flush(timeout=10)
+            producer.close()
+            # the child's copy of the fake: what the child's own producer wrote
+            return {"ok": result.ok, "data": sorted(r.data.decode() for r in fake.records("s"))}
+
+        report = in_child(calls)
+        assert report == {"ok": True, "data": ["before", "child"]}, report
+        assert producer.put(b"after", "k").result(timeout=10).ok
+    assert sorted(r.data for r in fake.records("s")) == [b"after", b"before"]
+
+
+def test_after_fork_takes_raise_or_reopen() -> None:
+    with pytest.raises(ValueError, match="after_fork must be 'raise' or 'reopen'"):
+        SyncProducer("s", region_name="us-east-1", after_fork="restart")
