@@ -195,6 +195,8 @@ class Pipeline:
         """Carry out what the engine asked for in its last calls (no checkpoint)."""
         outbox = self.engine.outbox
         progress = outbox.progress
+        if not progress and not outbox.effects:
+            return  # most calls leave nothing: no list made anew for them
         for effect in outbox.take():
             kind = type(effect)
             if kind is Queue:
