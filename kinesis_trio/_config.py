@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -104,6 +105,20 @@ class ProducerConfig:
     #: Check write access to each stream when it is loaded (the default stream in
     #: ``__aenter__``) with a ``DryRun`` PutRecords (see ``Producer.check_access``).
     check_access: bool = False
+    #: A durable spool (see docs/spool.md): a directory where every accepted record is
+    #: written (SQLite, WAL mode) until its outcome is final, so that a process that dies
+    #: loses nothing; the next producer to open the directory sends what it holds first.
+    #: ``None`` (the default): no spool.
+    spool_dir: str | os.PathLike[str] | None = None
+    #: When a record is durable: ``"interval"`` (the default: written within
+    #: ``spool_interval`` of ``put``, the loss window) or ``"put"`` (written before ``put``
+    #: returns: one write and fsync for every record that arrived meanwhile).
+    spool_sync: str = "interval"
+    #: The loss window of ``spool_sync="interval"``: seconds between the spool's writes.
+    spool_interval: float = 0.2
+    #: Backpressure: bytes (data + partition key) of the records in the spool; ``put``
+    #: waits beyond it, as for ``max_outstanding_bytes``.
+    spool_max_bytes: int = 1024 * _MIB
     #: KPL ``MetricsLevel``: ``"none"``, ``"summary"`` or ``"detailed"``.
     metrics_level: str = "detailed"
     #: KPL ``MetricsGranularity``: ``"global"``, ``"stream"`` or ``"shard"``.
@@ -199,6 +214,12 @@ def _name(value: Any) -> str | None:
     return None if isinstance(value, str) and value else "a non-empty str"
 
 
+def _path(value: Any) -> str | None:
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    return None if isinstance(value, str) and value else "a non-empty path"
+
+
 def _tls(value: Any) -> str | None:
     if isinstance(value, (bool, str, ssl.SSLContext)):
         return None
@@ -240,4 +261,8 @@ _RULES: dict[str, _Check] = {
     "metrics_upload_delay": _seconds(),
     "shard_map_refresh_interval": _optional(_seconds()),
     "verify": _tls,
+    "spool_dir": _optional(_path),
+    "spool_sync": _one_of("interval", "put"),
+    "spool_interval": _seconds(),
+    "spool_max_bytes": _count(),
 }

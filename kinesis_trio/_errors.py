@@ -24,7 +24,12 @@
     │   ├── RequestTimeoutError          read/write timeout: ambiguous, may have been processed
     │   └── ConnectionLostError          connection dropped/protocol error: ambiguous
     ├── CredentialsError             no credentials found, or refreshing them failed
-    └── ProducerClosedError          the producer is closed
+    ├── ProducerClosedError          the producer is closed
+    │   └── ProducerForkedError          opened in the process this one forked from
+    └── SpoolError                   the spool (``spool_dir``) cannot be used
+        ├── SpoolLockedError             another producer (process) owns the spool
+        ├── SpoolFormatError             not a spool of this version (newer, or not ours)
+        └── SpoolWriteError              a write failed (disk full, I/O error): ``.outcome``
 
 ``retryable`` on KinesisError and TransportError is a hint following the Kinesis
 documentation (throttling, 5xx, network errors: yes; validation, auth, missing stream: no).
@@ -256,6 +261,33 @@ class ProducerForkedError(ProducerClosedError):
     """The producer was opened in another process, which forked this one: its event loop
     (the ``SyncProducer``'s thread), its connections and its records in flight are that
     process's. Open one producer per process, after the fork."""
+
+
+class SpoolError(KinesisTrioError):
+    """The spool (``ProducerConfig.spool_dir``) cannot be used."""
+
+
+class SpoolLockedError(SpoolError):
+    """Another producer owns the spool: a spool has one owner (give each process its own
+    ``spool_dir``)."""
+
+
+class SpoolFormatError(SpoolError):
+    """The spool was written by a newer version of kinesis_trio (or is not a spool)."""
+
+
+class SpoolWriteError(SpoolError):
+    """Writing to the spool failed (a full disk, an I/O error).
+
+    Raised by ``put`` for the records it concerns. ``outcome`` is the record's outcome when
+    it was accepted all the same (``spool_sync="put"``: it is sent, but not durable), and
+    ``None`` when it was not accepted (the spool refuses records until a write succeeds
+    again; the records accepted before are kept and written again)."""
+
+    def __init__(self, message: str, outcome: object = None) -> None:
+        super().__init__(message)
+        #: the record's :class:`~kinesis_trio.Outcome` if it was accepted, else ``None``
+        self.outcome = outcome
 
 
 _EXACT: dict[str, type[KinesisError]] = {}

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 import anyio
 
 from .._config import ProducerConfig
+from .._errors import SpoolWriteError
 from .._logging import get_logger
 from .._outcome import RECORD_TOO_LARGE, Attempt, Outcome, failed
 from ..metrics._names import MetricsSink
@@ -38,6 +39,7 @@ from ._reshard import ShardMaps
 from ._resolver import Resolver
 from ._retries import Retries
 from ._shards import Shard, ShardMap, hash_key_for, parse_explicit_hash_key
+from ._spool import Row, SpoolBook, recovered_attempt
 from ._state import KRecord, ShardBuffer, StreamState
 from ._streams import StreamFacts
 from ._validate import partition_key_length
@@ -58,6 +60,39 @@ class Status(NamedTuple):
     request_limit: int
     in_flight: int
     retry_budget: float
+
+
+def too_large(
+    config: ProducerConfig, max_bytes: int, stream: StreamState, n: int, pk_len: int
+) -> str:
+    """The error of a record over the stream's limit or ``max_outstanding_bytes``."""
+    size = n + pk_len
+    head = (
+        f"record too large: data ({n} bytes) plus partition key ({pk_len} bytes) is {size} bytes, "
+    )
+    if size > stream.max_record_size:
+        configured = config.max_record_size
+        if configured is not None and configured < stream.facts.max_record_size:
+            where = "ProducerConfig.max_record_size"
+        else:
+            where = f"the stream's limit, MaxRecordSizeInKiB {stream.facts.max_record_size // 1024}"
+        return head + f"over max_record_size ({stream.max_record_size} bytes: {where})"
+    return head + (
+        f"over max_outstanding_bytes ({max_bytes}): it could never be "
+        "accepted; raise max_outstanding_bytes"
+    )
+
+
+def refuse(why: str) -> None:
+    """Raise what the spool's refusal ``why`` means for a ``put`` (``SpoolBook.refusal``)."""
+    if why == "full" or why == "recovering":
+        raise anyio.WouldBlock
+    if why.startswith("record too large"):
+        raise ValueError(why)
+    raise SpoolWriteError(
+        f"the spool cannot write ({why}): the record was not accepted; the records accepted "
+        "before are kept and written again"
+    )
 
 
 def metrics_for(config: ProducerConfig, sinks: Sequence[MetricsSink] = ()) -> Metrics:
@@ -137,6 +172,13 @@ class Engine:
             refreshable=refreshable,
         )
         self._key_cache: dict[str, tuple[int, int, int]] = {}
+        #: the spool's book (``spool_dir``), or None: records are kept in memory only
+        self.spool: SpoolBook | None = None
+
+    def use_spool(self, book: SpoolBook) -> None:
+        """Spool every record accepted from now (``book`` decides what is written when)."""
+        self.spool = book
+        self.ledger.use_spool(book)
 
     def add_stream(
         self,
@@ -184,9 +226,12 @@ class Engine:
         partition_key: str | None,
         explicit_hash_key: str | None,
         now: float,
+        recovered: Row | None = None,
     ) -> Outcome:
         """Accept a record into the stream's buffers, or raise (bad input: ``ValueError`` /
-        ``TypeError``; no room: ``anyio.WouldBlock``), changing nothing."""
+        ``TypeError``; no room: ``anyio.WouldBlock``; a spool that cannot write:
+        ``SpoolWriteError``), changing nothing. ``recovered``: the record was read back
+        from the spool (it goes before new ones, flagged as a possible duplicate)."""
         try:
             key = self._key_cache.get(partition_key)  # type: ignore[arg-type]
         except TypeError:  # unhashable: key_info names the problem
@@ -203,9 +248,16 @@ class Engine:
         ledger = self.ledger
         if ledger.records >= ledger.max_records or ledger.bytes + size > ledger.max_bytes:
             raise anyio.WouldBlock
+        spool = self.spool
+        if spool is not None and recovered is None:
+            why = spool.refusal(size)
+            if why is not None:
+                refuse(why)
         outcome = Outcome(
             data, partition_key, explicit_hash_key, hash_key, size, now, stream.name, ledger.epoch
         )
+        if recovered is not None:
+            outcome._attempted(recovered_attempt(now))
         order = self.order
         if order is None:
             self.acc.add(stream, outcome, partition_key, n, pk_len, pk_grow, now)  # type: ignore[arg-type]
@@ -215,7 +267,32 @@ class Engine:
             order.accept(stream, outcome, partition_key, n, pk_len, pk_grow, now)  # type: ignore[arg-type]
         ledger.accept(outcome, size)
         stream.received += 1
+        if spool is not None:
+            if recovered is None:
+                spool.add(outcome, stream.key, data, partition_key, explicit_hash_key, size, now)
+            else:
+                spool.add_recovered(outcome, recovered.id, size)
         return outcome
+
+    def fail_recovered(self, row: Row, size: int, code: str, message: str, now: float) -> None:
+        """A record read back from the spool that cannot be sent again (its stream is gone,
+        it breaks a limit now): it fails for good (``failures()``) and leaves the spool."""
+        outcome = Outcome(
+            row.data,
+            row.partition_key,
+            row.explicit_hash_key,
+            0,
+            size,
+            now,
+            row.stream,
+            self.ledger.epoch,
+        )
+        outcome._attempted(recovered_attempt(now))
+        self.ledger.accept(outcome, size)
+        spool = self.spool
+        assert spool is not None
+        spool.add_recovered(outcome, row.id, size)
+        self.resolver.fail((outcome,), failed(code, message, now), "")
 
     def no_key(self, stream: StreamState) -> tuple[int, int, int]:
         """A record without a partition key: only an ``AUTO`` stream takes it."""
@@ -230,24 +307,7 @@ class Engine:
 
     def too_large(self, stream: StreamState, n: int, pk_len: int) -> str:
         """The error of a record over the stream's limit or ``max_outstanding_bytes``."""
-        size = n + pk_len
-        head = (
-            f"record too large: data ({n} bytes) plus partition key ({pk_len} bytes) is "
-            f"{size} bytes, "
-        )
-        if size > stream.max_record_size:
-            configured = self.config.max_record_size
-            if configured is not None and configured < stream.facts.max_record_size:
-                where = "ProducerConfig.max_record_size"
-            else:
-                where = (
-                    f"the stream's limit, MaxRecordSizeInKiB {stream.facts.max_record_size // 1024}"
-                )
-            return head + f"over max_record_size ({stream.max_record_size} bytes: {where})"
-        return head + (
-            f"over max_outstanding_bytes ({self.ledger.max_bytes}): it could never be "
-            "accepted; raise max_outstanding_bytes"
-        )
+        return too_large(self.config, self.ledger.max_bytes, stream, n, pk_len)
 
     def key_info(self, partition_key: str) -> tuple[int, int, int]:
         """``(UTF-8 length, hash key, bytes its aggregate key-table entry takes)``."""
@@ -404,6 +464,11 @@ class Engine:
         for stream in self.streams.values():
             # Written to a shard whose range was never checked: maybe delivered (ambiguous).
             self.maps.note_unverified(stream, "before the producer closed")
+        if self.spool is not None:
+            message += (
+                f"; it stays in the spool ({self.config.spool_dir}): the next producer to "
+                "open it sends it again"
+            )
         count = self.resolver.resolve_all(failed(code, message, now))
         _log.warning("records_failed_on_close", records=count, error_code=code)
         return count

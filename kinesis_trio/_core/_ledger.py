@@ -17,6 +17,7 @@ from .._failures import FailedRecord
 from .._outcome import R_AT, R_OK, Outcome, Resolution
 from ._accumulator import unpack
 from ._effects import DeadLetters, Outbox
+from ._spool import SpoolBook
 from ._state import KRecord
 
 __all__ = ["Ledger"]
@@ -36,6 +37,7 @@ class Ledger:
         "max_records",
         "outbox",
         "records",
+        "spool",
     )
 
     def __init__(
@@ -57,6 +59,12 @@ class Ledger:
         self.outbox = outbox
         #: each record failed, with its data, goes into the outbox (``DeadLetters``)
         self.dead_letters = dead_letters
+        #: the spool's book (``spool_dir``): resolved records leave the spool
+        self.spool: SpoolBook | None = None
+
+    def use_spool(self, book: SpoolBook) -> None:
+        """Resolved records leave the spool ``book`` keeps from now."""
+        self.spool = book
 
     def has_room(self, size: int) -> bool:
         """Can a record of ``size`` bytes be accepted without passing the limits?"""
@@ -93,6 +101,8 @@ class Ledger:
         if records:
             self.records -= records
             self.bytes -= size
+            if self.spool is not None:
+                self.spool.done(members, res[R_OK])
             if failing:
                 self._failed(failing, res)
             self.outbox.progressed()
@@ -130,10 +140,14 @@ class Ledger:
         return len(self._unresolved)
 
     def resolve_all(self, res: Resolution) -> int:
-        """Resolve every unresolved outcome with ``res`` (close and abort); returns how many."""
+        """Resolve every unresolved outcome with ``res`` (close and abort); returns how many.
+
+        With a spool they are not failed for good: they stay in it (no dead letters)."""
         pending, self._unresolved = self._unresolved, set()
         failing = None
-        if self.dead_letters and not res[R_OK]:
+        if self.spool is not None:
+            self.spool.kept(pending)
+        elif self.dead_letters and not res[R_OK]:
             failing = _with_data(sorted(pending, key=_arrival))  # in the order of arrival
         count = sum(1 for outcome in pending if outcome._resolve(res))
         self.records = 0

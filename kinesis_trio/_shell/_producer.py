@@ -9,7 +9,7 @@ pipeline and names the module that owns each decision.
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -26,16 +26,19 @@ from .._config import ProducerConfig
 from .._core._engine import Engine, metrics_for
 from .._core._ordering import refusal
 from .._core._requests import dry_run_body
+from .._core._spool import RecoveryReport
+from .._core._state import StreamState
 from .._core._streams import arn_ref, default_stream_ref, is_arn, name_and_arn, parse_stream_arn
 from .._core._validate import check_stream_name, coerce_data
 from .._errors import KinesisError, ProducerClosedError, ProducerForkedError
-from .._failures import FailedRecord, FailureFeed
+from .._failures import FailureFeed
 from .._logging import get_logger
 from .._outcome import ABORTED, CLOSE_TIMEOUT, Outcome
 from ..metrics._names import MetricsSink
-from ..metrics._recorder import Metrics
 from . import _forks as forks
 from ._pipeline import Pipeline
+from ._spooler import Spooler
+from ._views import ProducerViews
 
 __all__ = ["Producer"]
 
@@ -76,7 +79,7 @@ class _StreamNotLoaded(anyio.WouldBlock):
 _CONTROL_CONNECTIONS = 2
 
 
-class Producer:
+class Producer(ProducerViews):
     """A Kinesis producer with KPL aggregation, per-shard batching, backpressure and outcomes.
 
     Use it as an async context manager, under Trio or asyncio::
@@ -130,6 +133,7 @@ class Producer:
         self._tg: anyio.abc.TaskGroup | None = None
         self._pipeline: Pipeline | None = None
         self._engine: Engine | None = None
+        self._spooler: Spooler | None = None
         self._state = _CLOSED
         self._forked_message = ""
         self._entered = False
@@ -143,52 +147,6 @@ class Producer:
         )
 
     # -- lifecycle ----------------------------------------------------------------------
-
-    @property
-    def config(self) -> ProducerConfig:
-        """The producer's settings."""
-        return self._config
-
-    @property
-    def outstanding_records(self) -> int:
-        """Accepted records whose outcome is not resolved yet."""
-        return 0 if self._engine is None else self._engine.status().records
-
-    @property
-    def outstanding_bytes(self) -> int:
-        """Bytes (data + partition key) of the outstanding records."""
-        return 0 if self._engine is None else self._engine.status().bytes
-
-    @property
-    def request_limit(self) -> int:
-        """PutRecords requests allowed in flight now: between 1 and ``max_connections``,
-        adapted to the endpoint (see ``adaptive_concurrency``)."""
-        if self._engine is None:
-            return self._config.max_connections if not self._config.adaptive_concurrency else 1
-        return self._engine.status().request_limit
-
-    @property
-    def requests_in_flight(self) -> int:
-        """PutRecords requests out now."""
-        return 0 if self._engine is None else self._engine.status().in_flight
-
-    @property
-    def retry_budget(self) -> float:
-        """What is left of the retry budget that timeouts and 5xx retries draw on (500
-        when full; a retry after a timeout costs 10, after a 5xx or reset 5)."""
-        return 500.0 if self._engine is None else self._engine.status().retry_budget
-
-    @property
-    def metrics(self) -> Metrics:
-        """The KPL-style metrics recorder: ``totals()``, ``snapshot()`` (see ``metrics``)."""
-        return self._metrics
-
-    @property
-    def client(self) -> KinesisClient:
-        """The underlying signed Kinesis client (open while the producer is)."""
-        if self._client is None:
-            raise ProducerClosedError("the producer is not open")
-        return self._client
 
     async def __aenter__(self) -> Producer:
         if self._entered:
@@ -218,8 +176,15 @@ class Producer:
         if self._measure:
             tg.start_soon(self._metrics.run)
         try:
+            if config.spool_dir is not None:
+                self._spooler = spooler = Spooler(
+                    config, engine, self._now, self._notify_progress, self._wait_progress
+                )
+                await spooler.open()
             if self._default_stream is not None:
                 await self._load_stream(self._default_stream)
+            if self._spooler is not None:
+                self._spooler.start(tg, self._stream)
         except BaseException as exc:
             self._set_closed()
             tg.cancel_scope.cancel()
@@ -291,6 +256,8 @@ class Producer:
         return None
 
     async def _close_client(self, metrics_timeout: float = _ABORT_METRICS_TIMEOUT) -> None:
+        if self._spooler is not None and self._state != _FORKED:
+            await self._spooler.close()
         if self._measure and self._engine is not None:
             self._engine.count_received()
             with anyio.CancelScope(shield=True), anyio.move_on_after(metrics_timeout):
@@ -311,30 +278,6 @@ class Producer:
             self._engine.fail_unresolved(reason[0], reason[1], self._now())
             self._pipeline.apply()  # the dead letters
         self._notify_progress()
-
-    # -- dead letters ---------------------------------------------------------------------
-
-    def failures(self) -> AsyncIterator[FailedRecord]:
-        """Every record that fails, as a :class:`FailedRecord` (data, keys, stream and its
-        :class:`RecordResult` with the attempts), without awaiting the outcomes.
-
-        Failures are kept from the moment the producer is entered, in a buffer bounded by
-        ``failures_buffer_records`` / ``failures_buffer_bytes``; it never makes the producer
-        wait. When it is full, the newest failure is dropped (what is held is delivered),
-        counted in ``failures_dropped`` and ``FailedRecordsDropped``, and logged
-        (``failed_records_dropped``, WARNING, at most once a minute).
-
-        Any number of iterators may be taken, at any time: they share the buffer, each
-        record going to one of them. An iterator ends once the producer has closed and
-        every failure is taken, those the closing failed included (``ProducerCloseTimeout``,
-        ``ProducerAborted``). Each step is a checkpoint; cancelling it loses no record.
-        """
-        return self._failures.iterator()
-
-    @property
-    def failures_dropped(self) -> int:
-        """Failed records dropped because the ``failures()`` buffer was full."""
-        return self._failures.dropped
 
     # -- put ------------------------------------------------------------------------------
 
@@ -363,7 +306,7 @@ class Producer:
             stream_name = arn_ref(stream_name, stream_arn)
         while True:
             try:
-                return self.put_nowait(
+                outcome = self.put_nowait(
                     data, partition_key, explicit_hash_key, stream_name=stream_name
                 )
             except _StreamNotLoaded:
@@ -372,6 +315,11 @@ class Producer:
                 )
             except anyio.WouldBlock:
                 await self._wait_progress()
+            else:
+                spooler = self._spooler
+                if spooler is not None and spooler.book.sync_on_put:
+                    return await spooler.durable(outcome)
+                return outcome
 
     def put_nowait(
         self,
@@ -445,9 +393,34 @@ class Producer:
 
     def _forked(self, message: str) -> None:
         """In a child forked from the process that opened it (``_forks``): every call
-        raises ``ProducerForkedError`` with ``message``."""
+        raises ``ProducerForkedError`` with ``message``; its spool is the parent's."""
         self._state = _FORKED
         self._forked_message = message
+        if self._spooler is not None:
+            self._spooler.abandon()
+
+    # -- the spool ------------------------------------------------------------------------
+
+    async def wait_durable(self) -> None:
+        """Return when every record accepted before the call is in the spool (or has its
+        outcome): how a caller of ``put_nowait`` (or of ``put`` under
+        ``spool_sync="interval"``) waits for durability. Raises ``SpoolWriteError`` if the
+        write failed; returns at once without a spool."""
+        if self._spooler is not None:
+            await self._spooler.wait_durable()
+
+    async def recovered(self) -> RecoveryReport:
+        """Wait until every record found in the spool at start has its outcome (``put``
+        waits only until they are accepted: they go before new records)."""
+        if self._spooler is None:
+            return RecoveryReport()
+        return await self._spooler.recovered()
+
+    async def _stream(self, ref: str) -> StreamState:
+        """The loaded stream ``ref`` names (loaded now if it is not): for recovery."""
+        await self._load_stream(ref)
+        assert self._engine is not None
+        return self._engine.streams[ref]
 
     async def _flush_all(self) -> None:
         engine, pipeline = self._engine, self._pipeline

@@ -22,6 +22,9 @@ _COUNTERS = frozenset(
         "AllErrors",
         "UserRecordExpired",
         "FailedRecordsDropped",
+        "SpoolRecordsRecovered",
+        "SpoolRecordsRecoveredFailed",
+        "SpoolRecordsDamaged",
     }
 )
 _GAUGES = frozenset(

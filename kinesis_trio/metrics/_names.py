@@ -67,6 +67,10 @@ _SPECS: dict[str, _Spec] = {
     "RetryBudgetLevel": _Spec(_D, "Count", 0),
     # Not the KPL's: failed records dropped because Producer.failures()'s buffer was full.
     "FailedRecordsDropped": _Spec(_S, "Count", 1),
+    # Not the KPL's: what a producer found in its spool at start (spool_dir), and how it ended.
+    "SpoolRecordsRecovered": _Spec(_S, "Count", 0),
+    "SpoolRecordsRecoveredFailed": _Spec(_S, "Count", 0),
+    "SpoolRecordsDamaged": _Spec(_S, "Count", 0),
 }
 del _S, _D
 

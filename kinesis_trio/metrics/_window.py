@@ -228,6 +228,19 @@ class MetricWindow:
         if self._active and "UserRecordExpired" in self._enabled:
             self._samples("UserRecordExpired", self._scope(stream, shard, 2), count, 1.0)
 
+    def spool_recovery(self, records: int, failed: int, damaged: int) -> None:
+        """SpoolRecordsRecovered / SpoolRecordsRecoveredFailed / SpoolRecordsDamaged: what a
+        producer found in its spool at start, and how it ended (global counters)."""
+        if not self._active:
+            return
+        for name, count in (
+            ("SpoolRecordsRecovered", records),
+            ("SpoolRecordsRecoveredFailed", failed),
+            ("SpoolRecordsDamaged", damaged),
+        ):
+            if name in self._enabled:
+                self._samples(name, ((),), count, 1.0)
+
     def failed_records_dropped(self, stream: str, count: int) -> None:
         """FailedRecordsDropped: ``count`` failed records not kept for ``failures()`` (its
         buffer was full)."""

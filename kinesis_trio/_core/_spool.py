@@ -1,0 +1,336 @@
+"""The spool's book: what must be on disk, what may leave it, when to write (pure, no I/O).
+
+With ``ProducerConfig(spool_dir=...)`` every accepted record is written to the spool (a
+SQLite file, ``_disk._store``) until its outcome is final. This module decides everything
+about that and does none of the writing: the shell's spooler asks it for the next
+:class:`Commit` (the rows to insert and the ids to delete, one transaction), runs it off
+the event loop, and tells it how it went.
+
+The rules, each in one place here:
+
+- **What is written.** A record accepted and not resolved by the time of the next commit
+  is inserted. A record resolved before that is never written (it needs no spool).
+- **What leaves.** A record whose outcome is final (written, or failed for good and handed
+  to ``failures()``) is deleted in the next commit. A record failed by the producer's close
+  (close timeout, abort) is *kept*: it is not failed for good, the next producer to open
+  the spool sends it again.
+- **When to write.** ``spool_sync="put"``: as soon as a record waits (group commit: the
+  records that arrive while one commit runs go in the next). ``"interval"``: at most
+  ``spool_interval`` after the first record that waits. Deletes alone wait for the
+  interval too.
+- **Room.** ``spool_max_bytes`` bounds the bytes (data + partition key) of the records in
+  the spool (written, waiting to be, or waiting to be deleted): beyond it ``put`` waits.
+- **Failed writes.** A commit that fails (a full disk, an I/O error) puts its rows back to
+  be written again; until a commit succeeds, new records are refused
+  (``SpoolWriteError``), the ones accepted before are kept.
+- **Recovery.** Records read back from the spool at start are accepted before any new
+  record (in id order, which is put order), flagged as possible duplicates; the book counts
+  how they end.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from .._outcome import Attempt, Outcome
+
+__all__ = ["RECOVERED", "Commit", "RecoveryReport", "Row", "SpoolBook"]
+
+#: The error code of the attempt that marks a recovered record (a possible duplicate).
+RECOVERED = "SpoolRecovered"
+_INF = math.inf
+
+
+class Row(NamedTuple):
+    """One record as the spool stores it (``id`` orders the spool: put order)."""
+
+    id: int
+    stream: str
+    partition_key: str | None
+    explicit_hash_key: str | None
+    data: bytes
+
+
+class Commit(NamedTuple):
+    """One transaction for the store: rows to insert, rows to delete (``(id, size)``), and
+    the id the spool goes on from."""
+
+    gen: int
+    inserts: list[Row]
+    deletes: list[tuple[int, int]]
+    next_id: int
+
+
+class RecoveryReport(NamedTuple):
+    """What became of the records a producer found in its spool at start.
+
+    ``records`` were read back and sent again (each ``possible_duplicate``: the process
+    that died may have written them); ``ok`` and ``failed`` count their outcomes so far
+    (``failed`` ones went to ``failures()``); ``damaged`` records could not be read back
+    intact and were skipped (each logged with its position). ``done`` is True once every
+    recovered record has its outcome.
+    """
+
+    records: int = 0
+    ok: int = 0
+    failed: int = 0
+    damaged: int = 0
+    done: bool = True
+
+
+def recovered_attempt(now: float) -> Attempt:
+    """The attempt a recovered record starts with: ambiguous (a possible duplicate)."""
+    return Attempt(
+        now,
+        0.0,
+        0.0,
+        False,
+        RECOVERED,
+        "read back from the spool: the process that accepted it ended before its outcome "
+        "was known, and may have written it",
+        True,
+    )
+
+
+class SpoolBook:
+    """The spool's records and the schedule of its commits."""
+
+    __slots__ = (
+        "_deletes",
+        "_first_wait",
+        "_recovering",
+        "_rows",
+        "_unwritten",
+        "bytes",
+        "damaged",
+        "durable_gen",
+        "error",
+        "failed_gen",
+        "in_flight",
+        "interval",
+        "max_bytes",
+        "next_gen",
+        "next_id",
+        "reading",
+        "recovered",
+        "recovered_failed",
+        "recovered_ok",
+        "sync_on_put",
+    )
+
+    def __init__(
+        self,
+        max_bytes: int,
+        sync: str,
+        interval: float,
+        next_id: int = 1,
+        on_disk: int = 0,
+    ) -> None:
+        self.max_bytes = max_bytes
+        self.sync_on_put = sync == "put"
+        self.interval = interval
+        #: the id the next record gets (ids order the spool: put order)
+        self.next_id = next_id
+        #: bytes of the records in the spool (on disk, to be written, to be deleted)
+        self.bytes = on_disk
+        #: every unresolved record that is on disk (or in the commit running): its id, size
+        self._rows: dict[Outcome, tuple[int, int]] = {}
+        #: accepted, not written yet (in put order)
+        self._unwritten: dict[Outcome, Row] = {}
+        #: ids (and sizes) of records to delete in the next commit
+        self._deletes: list[tuple[int, int]] = []
+        #: when the first record of the next commit began to wait (``inf``: none waits)
+        self._first_wait = _INF
+        #: commits: the next one's number, the last written, the last failed
+        self.next_gen = 1
+        self.durable_gen = 0
+        self.failed_gen = 0
+        #: the commit being written (0: none)
+        self.in_flight = 0
+        #: why the last commit failed (``None``: it did not); new records are refused
+        self.error: str | None = None
+        #: recovery: reading the spool back (new records wait), what became of what it read
+        self.reading = False
+        self._recovering: set[Outcome] = set()
+        self.recovered = self.recovered_ok = self.recovered_failed = self.damaged = 0
+
+    # -- accepting -------------------------------------------------------------------------
+
+    def refusal(self, size: int) -> str | None:
+        """Why a new record of ``size`` bytes cannot be accepted now: ``"full"`` (wait for
+        room), ``"recovering"`` (wait: recovered records go first), the last write's error
+        (refused), or a record that can never fit; ``None`` when it can."""
+        if self.error is not None:
+            return self.error
+        if self.reading:
+            return "recovering"
+        if self.bytes + size > self.max_bytes:
+            if size > self.max_bytes:
+                return (
+                    f"record too large: {size} bytes with its partition key, over "
+                    f"spool_max_bytes ({self.max_bytes}): it could never be spooled"
+                )
+            return "full"
+        return None
+
+    def add(
+        self,
+        outcome: Outcome,
+        stream: str,
+        data: bytes,
+        partition_key: str | None,
+        explicit_hash_key: str | None,
+        size: int,
+        now: float,
+    ) -> None:
+        """An accepted record: written in the next commit unless resolved before."""
+        row = Row(self.next_id, stream, partition_key, explicit_hash_key, data)
+        self.next_id += 1
+        self._unwritten[outcome] = row
+        self.bytes += size
+        if self._first_wait == _INF:
+            self._first_wait = now
+
+    def recovering(self, reading: bool) -> None:
+        """Recovery reads the spool back (``True``: new records wait), or has read it all."""
+        self.reading = reading
+
+    def add_recovered(self, outcome: Outcome, row_id: int, size: int) -> None:
+        """A record read back from the spool and accepted again (it is on disk already,
+        and its bytes were counted when the spool was opened)."""
+        self._rows[outcome] = (row_id, size)
+        self._recovering.add(outcome)
+        self.recovered += 1
+
+    def skip_damaged(self, row_id: int, size: int) -> None:
+        """A record that could not be read back intact: counted, and deleted."""
+        self.damaged += 1
+        self._delete(row_id, size)
+
+    def lost(self, count: int) -> None:
+        """Records the store could not even find (a damaged part of the file): counted."""
+        self.damaged += count
+
+    # -- resolution -----------------------------------------------------------------------
+
+    def done(self, members: Sequence[Outcome], ok: bool) -> None:
+        """``members`` have their final outcome: they leave the spool (a record not written
+        yet is never written)."""
+        unwritten, rows = self._unwritten, self._rows
+        for outcome in members:
+            row = unwritten.pop(outcome, None)
+            if row is not None:
+                self.bytes -= outcome._size
+                continue
+            entry = rows.pop(outcome, None)
+            if entry is None:
+                continue
+            self._delete(*entry)
+            if self._recovering:
+                self._recovered_done(outcome, ok)
+
+    def _recovered_done(self, outcome: Outcome, ok: bool) -> None:
+        if outcome in self._recovering:
+            self._recovering.discard(outcome)
+            if ok:
+                self.recovered_ok += 1
+            else:
+                self.recovered_failed += 1
+
+    def _delete(self, row_id: int, size: int) -> None:
+        self._deletes.append((row_id, size))
+
+    def kept(self, outcomes: set[Outcome]) -> None:
+        """The producer closes with ``outcomes`` unresolved: they stay in the spool (those
+        not written yet are written by the last commit). Recovered ones among them are
+        neither ok nor failed: the next producer recovers them again."""
+        self._recovering.difference_update(outcomes)
+
+    # -- commits ----------------------------------------------------------------------------
+
+    def due_at(self) -> float:
+        """When the next commit should run (``inf``: nothing to write)."""
+        if self._unwritten:
+            return -_INF if self.sync_on_put else self._first_wait + self.interval
+        if self._deletes:
+            return self._first_wait + self.interval if self._first_wait < _INF else -_INF
+        return _INF
+
+    def take(self, now: float) -> Commit | None:
+        """The next commit (its rows count as on disk from now), or ``None``."""
+        if not self._unwritten and not self._deletes:
+            return None
+        rows = self._rows
+        inserts = []
+        for outcome, row in self._unwritten.items():
+            rows[outcome] = (row.id, outcome._size)
+            inserts.append(row)
+        self._unwritten = {}
+        deletes = self._deletes
+        self._deletes = []
+        self._first_wait = _INF if not inserts and not deletes else now
+        gen = self.in_flight = self.next_gen
+        self.next_gen += 1
+        return Commit(gen, inserts, deletes, self.next_id)
+
+    def committed(self, commit: Commit) -> None:
+        """``commit`` is on disk: its deletes free their room."""
+        self.bytes -= sum(size for _, size in commit.deletes)
+        self.durable_gen = commit.gen
+        self.in_flight = 0
+        self.error = None
+        if not self._unwritten and not self._deletes:
+            self._first_wait = _INF
+
+    def commit_failed(self, commit: Commit, error: str) -> None:
+        """``commit`` could not be written (``error`` says why): its rows are written again
+        by the next commit (those not resolved since), its deletes too; new records are
+        refused until a commit succeeds."""
+        self.failed_gen = commit.gen
+        self.in_flight = 0
+        self.error = error
+        rows = self._rows
+        again: dict[Outcome, Row] = {}
+        by_id = {row.id: row for row in commit.inserts}
+        for outcome, (row_id, _size) in list(rows.items()):
+            row = by_id.get(row_id)
+            if row is not None:
+                del rows[outcome]
+                again[outcome] = row
+        again.update(self._unwritten)
+        self._unwritten = again
+        # a record of the failed commit resolved since: its delete is pointless but harmless
+        self._deletes = commit.deletes + self._deletes
+
+    def target(self) -> int:
+        """The commit that writes the records accepted so far (:meth:`durable`)."""
+        return self.next_gen
+
+    def durable(self, target: int) -> bool:
+        """Are the records accepted before ``target`` was taken written (or resolved, so
+        never to be written)? Raises nothing: see :meth:`failed`."""
+        if self.durable_gen >= target:
+            return True
+        return not self._unwritten and self.in_flight < target
+
+    def failed(self, target: int) -> bool:
+        """Did the commit meant to write them fail (``error`` says why)?"""
+        return self.failed_gen >= target and self.durable_gen < target
+
+    # -- what the producer reports ------------------------------------------------------------
+
+    def waiting(self) -> bool:
+        """Is anything waiting to be written (a record or a delete)?"""
+        return bool(self._unwritten or self._deletes)
+
+    def report(self) -> RecoveryReport:
+        """What became of the recovered records so far."""
+        return RecoveryReport(
+            self.recovered,
+            self.recovered_ok,
+            self.recovered_failed,
+            self.damaged,
+            not self.reading and not self._recovering,
+        )

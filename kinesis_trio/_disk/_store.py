@@ -1,0 +1,428 @@
+"""The spool on disk: one SQLite database in WAL mode, and a lock file (blocking I/O).
+
+Every method blocks: the shell's spooler runs them in a worker thread, one at a time, never
+on the event loop. SQLite does the storage: a commit is one transaction (the inserts of the
+records accepted meanwhile and the deletes of the records done), written to the WAL and
+fsynced (``synchronous=FULL``) before it returns; a write torn by a crash is not part of
+the database when it is opened again (the WAL's frames carry checksums, and a frame that
+does not match ends the log). On top of that:
+
+- **one owner**: ``spool.lock`` is held with ``flock`` while a producer has the spool open;
+  a second producer (any process) gets :class:`SpoolLockedError`;
+- **a format version** (``PRAGMA user_version``) and an application id: a spool of a newer
+  format, or a database that is not a spool, is refused (:class:`SpoolFormatError`);
+- **a checksum per record** (CRC-32 of its stream, keys and data): a record damaged on
+  disk is skipped, counted and logged with its id, never sent as it reads;
+- **damaged files**: at open, ``PRAGMA quick_check``; a database that fails it, or that
+  SQLite cannot open at all, is moved aside (``spool.db.damaged-<time>``, never deleted),
+  and the records that can still be read from it, intact, go into a fresh spool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sqlite3
+import time
+import zlib
+from collections.abc import Generator, Iterator
+from typing import NamedTuple
+
+from .._core._spool import Commit, Row
+from .._errors import SpoolError, SpoolFormatError, SpoolLockedError
+from .._logging import get_logger
+
+__all__ = ["Damage", "SpoolStats", "SpoolStore"]
+
+_log = get_logger("kinesis_trio.spool")
+
+#: The spool's format; a spool of a higher one is refused.
+FORMAT_VERSION = 1
+#: ``PRAGMA application_id``: "KTRS" (a database without it is not a spool).
+APPLICATION_ID = 0x4B545253
+DB_NAME = "spool.db"
+LOCK_NAME = "spool.lock"
+#: Ids probed one by one past a part of the file SQLite cannot read, before jumping.
+_PROBE = 256
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS records ("
+    " id INTEGER PRIMARY KEY, stream TEXT NOT NULL, pk TEXT, ehk TEXT,"
+    " data BLOB NOT NULL, crc INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL)",
+)
+
+
+class SpoolStats(NamedTuple):
+    """What an opened spool holds."""
+
+    records: int
+    bytes: int
+    next_id: int
+    #: records found damaged while the file was rebuilt (each logged), and the file set
+    #: aside, if any
+    damaged: int = 0
+    set_aside: str | None = None
+
+
+class Damage(NamedTuple):
+    """A record that could not be read back intact: its id, why, its size if known."""
+
+    id: int
+    why: str
+    size: int = 0
+
+
+def checksum(row: Row) -> int:
+    """CRC-32 of a record's stream, keys and data (how the spool tells a damaged record)."""
+    head = "\x00".join(
+        (
+            row.stream,
+            "\x01" if row.partition_key is None else row.partition_key,
+            "" if row.explicit_hash_key is None else row.explicit_hash_key,
+        )
+    ).encode("utf-8", "surrogatepass")
+    return zlib.crc32(row.data, zlib.crc32(head))
+
+
+def _size(row: Row) -> int:
+    """A record's bytes as the producer counts them: data + UTF-8 partition key."""
+    pk = row.partition_key
+    return len(row.data) + (0 if pk is None else len(pk.encode("utf-8", "surrogatepass")))
+
+
+def _check(values: tuple[object, ...]) -> tuple[Row, int] | Damage:
+    """A row read from SQLite: the record and its size, or why it is damaged."""
+    row_id, stream, pk, ehk, data, crc = values
+    if not isinstance(row_id, int):
+        return Damage(-1, "an id that is not an integer")
+    if (
+        not isinstance(stream, str)
+        or not (pk is None or isinstance(pk, str))
+        or not (ehk is None or isinstance(ehk, str))
+        or not isinstance(data, bytes)
+        or not isinstance(crc, int)
+    ):
+        return Damage(row_id, "a field of the wrong type")
+    row = Row(row_id, stream, pk, ehk, data)
+    if checksum(row) != crc:
+        return Damage(row_id, "checksum mismatch", _size(row))
+    return row, _size(row)
+
+
+class SpoolStore:
+    """One spool directory, opened by one producer (blocking calls: run them in a thread)."""
+
+    def __init__(self, directory: str | os.PathLike[str], max_page_count: int = 0) -> None:
+        self.directory = os.fspath(directory)
+        self.path = os.path.join(self.directory, DB_NAME)
+        self._db: sqlite3.Connection | None = None
+        self._lock_fd: int | None = None
+        #: tests: ``PRAGMA max_page_count`` (a disk that fills: SQLITE_FULL)
+        self._max_page_count = max_page_count
+
+    # -- opening -----------------------------------------------------------------------------
+
+    def open(self) -> SpoolStats:
+        """Lock the spool, open (or create) its database, check it; what it holds."""
+        os.makedirs(self.directory, exist_ok=True)
+        self._lock()
+        try:
+            return self._open_db()
+        except BaseException:
+            self.close()
+            raise
+
+    def _lock(self) -> None:
+        path = os.path.join(self.directory, LOCK_NAME)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                owner = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            finally:
+                os.close(fd)
+            raise SpoolLockedError(
+                f"the spool {self.directory!r} is in use by another producer (pid {owner}): "
+                "a spool has one owner; give each process its own spool_dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._lock_fd = fd
+
+    def _connect(self, path: str) -> sqlite3.Connection:
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA cell_size_check=ON")
+        if self._max_page_count:
+            db.execute(f"PRAGMA max_page_count={int(self._max_page_count)}")
+        return db
+
+    def _open_db(self) -> SpoolStats:
+        fresh = not os.path.exists(self.path)
+        try:
+            db = self._connect(self.path)
+            version, app_id = self._identity(db)
+        except sqlite3.DatabaseError as exc:  # not a database at all (its header is damaged)
+            return self._rebuild(None, f"SQLite cannot open it ({exc})")
+        if fresh or (app_id == 0 and version == 0 and not self._tables(db)):
+            self._create(db)
+        elif app_id != APPLICATION_ID:
+            db.close()
+            raise SpoolFormatError(
+                f"{self.path} is not a kinesis_trio spool (application id {app_id:#x}): "
+                "point spool_dir at a directory of its own"
+            )
+        elif version > FORMAT_VERSION:
+            db.close()
+            raise SpoolFormatError(
+                f"the spool {self.path} has format version {version}, newer than this "
+                f"kinesis_trio's ({FORMAT_VERSION}): open it with the version that wrote it"
+            )
+        self._db = db
+        try:
+            check = db.execute("PRAGMA quick_check").fetchall()
+            if check != [("ok",)]:
+                return self._rebuild(db, "; ".join(str(c[0]) for c in check[:3]))
+            return self._stats(db)
+        except sqlite3.DatabaseError as exc:
+            return self._rebuild(db, str(exc))
+
+    @staticmethod
+    def _identity(db: sqlite3.Connection) -> tuple[int, int]:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        app_id = db.execute("PRAGMA application_id").fetchone()[0]
+        return int(version), int(app_id)
+
+    @staticmethod
+    def _tables(db: sqlite3.Connection) -> list[object]:
+        return db.execute("SELECT name FROM sqlite_master").fetchall()
+
+    @staticmethod
+    def _create(db: sqlite3.Connection) -> None:
+        db.execute("BEGIN IMMEDIATE")
+        for statement in _SCHEMA:
+            db.execute(statement)
+        db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+        db.execute(f"PRAGMA user_version={FORMAT_VERSION}")
+        db.execute("COMMIT")
+
+    @staticmethod
+    def _stats(db: sqlite3.Connection) -> SpoolStats:
+        count, size, top = db.execute(
+            "SELECT count(*),"
+            " coalesce(sum(length(data) + coalesce(length(CAST(pk AS BLOB)), 0)), 0),"
+            " coalesce(max(id), 0) FROM records"
+        ).fetchone()
+        saved = db.execute("SELECT v FROM meta WHERE k = 'next_id'").fetchone()
+        next_id = max(int(top) + 1, int(saved[0]) if saved else 1)
+        return SpoolStats(int(count), int(size), next_id)
+
+    # -- damaged files -------------------------------------------------------------------------
+
+    def _rebuild(self, old: sqlite3.Connection | None, why: str) -> SpoolStats:
+        """Set the damaged database aside and copy what can be read of it, intact, into a
+        fresh one."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        aside = f"{self.path}.damaged-{stamp}-{os.getpid()}"
+        if old is not None:
+            with contextlib.suppress(sqlite3.Error):
+                old.close()
+        self._db = None
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(self.path + suffix):
+                os.replace(self.path + suffix, aside + suffix)
+        _log.error("spool_damaged", path=self.path, set_aside=aside, reason=why)
+        db = self._connect(self.path)
+        self._create(db)
+        self._db = db
+        damaged = copied = 0
+        top = 0
+        try:
+            source = sqlite3.connect(f"file:{aside}?mode=ro", uri=True, check_same_thread=False)
+        except sqlite3.Error:
+            source = None
+        if source is not None:
+            try:
+                batch: list[Row] = []
+                for item in salvage(source):
+                    if isinstance(item, Damage):
+                        damaged += 1
+                        _log.error("spool_record_damaged", path=aside, id=item.id, reason=item.why)
+                        continue
+                    batch.append(item)
+                    top = max(top, item.id)
+                    if len(batch) >= 500:
+                        self._insert(db, batch, top + 1)
+                        copied += len(batch)
+                        batch = []
+                if batch:
+                    self._insert(db, batch, top + 1)
+                    copied += len(batch)
+            finally:
+                with contextlib.suppress(sqlite3.Error):
+                    source.close()
+        _log.error(
+            "spool_rebuilt", path=self.path, set_aside=aside, recovered=copied, damaged=damaged
+        )
+        stats = self._stats(db)
+        return stats._replace(damaged=damaged, set_aside=aside)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def commit(self, commit: Commit) -> None:
+        """One transaction: insert ``commit``'s rows, delete its ids, note the next id."""
+        db = self._require()
+        self._insert(db, commit.inserts, commit.next_id, [d[0] for d in commit.deletes])
+
+    @staticmethod
+    def _insert(
+        db: sqlite3.Connection,
+        rows: list[Row],
+        next_id: int,
+        deletes: list[int] = (),  # type: ignore[assignment]
+    ) -> None:
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            if rows:
+                db.executemany(
+                    "INSERT OR REPLACE INTO records (id, stream, pk, ehk, data, crc)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    [(*row, checksum(row)) for row in rows],
+                )
+                db.execute("INSERT OR REPLACE INTO meta (k, v) VALUES ('next_id', ?)", (next_id,))
+            if deletes:
+                db.executemany("DELETE FROM records WHERE id = ?", [(i,) for i in deletes])
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+            raise
+
+    # -- reading back --------------------------------------------------------------------------
+
+    def read(self, after: int, limit: int) -> list[tuple[Row, int] | Damage]:
+        """Up to ``limit`` records with ids above ``after``, in id order: each intact one
+        with its size, or its :class:`Damage`."""
+        db = self._require()
+        rows = db.execute(
+            "SELECT id, stream, pk, ehk, data, crc FROM records WHERE id > ? ORDER BY id LIMIT ?",
+            (after, limit),
+        ).fetchall()
+        return [_check(tuple(r)) for r in rows]
+
+    # -- closing -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the database and let the lock go."""
+        db, self._db = self._db, None
+        if db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                db.close()
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def abandon(self) -> None:
+        """In a child forked from the owner: let go of the spool without touching it.
+
+        The lock file's descriptor is closed (the lock is the owner's: a child that kept
+        it would keep a restarted owner out). The database connection is left as it is,
+        never used nor closed: SQLite says a connection must not cross a fork, and closing
+        it could checkpoint the owner's WAL."""
+        _ABANDONED.append(self._db)
+        self._db = None
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _require(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise SpoolError(f"the spool {self.directory!r} is not open")
+        return self._db
+
+
+#: Connections a forked child let go of (kept referenced: never closed in the child).
+_ABANDONED: list[sqlite3.Connection | None] = []
+
+
+def salvage(db: sqlite3.Connection) -> Iterator[Row | Damage]:
+    """Every record that can be read from a damaged database, in id order, and a
+    :class:`Damage` for each one that cannot be read intact.
+
+    Reads in id ranges; past a part of the file SQLite cannot read, probes the next ids one
+    by one (each that fails is counted as one damaged record, as it may have held one),
+    then jumps ahead by doubling steps until a range reads again.
+    """
+    try:
+        top_row = db.execute("SELECT max(id) FROM records").fetchone()
+        top = int(top_row[0] or 0)
+    except sqlite3.Error:
+        top = 0
+    with contextlib.suppress(sqlite3.Error):
+        saved = db.execute("SELECT v FROM meta WHERE k = 'next_id'").fetchone()
+        if saved:
+            top = max(top, int(saved[0]) - 1)
+    after = 0
+    while after < top or top == 0:
+        try:
+            rows = db.execute(
+                "SELECT id, stream, pk, ehk, data, crc FROM records WHERE id > ?"
+                " ORDER BY id LIMIT 500",
+                (after,),
+            ).fetchall()
+        except sqlite3.Error:
+            if top == 0:
+                return
+            after = yield from _probe(db, after, top)
+            continue
+        if not rows:
+            return
+        for values in rows:
+            checked = _check(tuple(values))
+            if isinstance(checked, Damage):
+                yield checked
+                after = max(after, checked.id)
+            else:
+                yield checked[0]
+                after = checked[0].id
+
+
+def _probe(db: sqlite3.Connection, after: int, top: int) -> Generator[Row | Damage, None, int]:
+    """Past ``after``, where a range read failed: probe ids one by one, then by doubling
+    steps; returns the id reading can go on after."""
+    row_id = after
+    for _ in range(_PROBE):
+        row_id += 1
+        if row_id > top:
+            return top
+        try:
+            values = db.execute(
+                "SELECT id, stream, pk, ehk, data, crc FROM records WHERE id = ?", (row_id,)
+            ).fetchone()
+        except sqlite3.Error as exc:
+            yield Damage(row_id, f"unreadable ({exc})")
+            continue
+        if values is not None:
+            checked = _check(tuple(values))
+            yield checked if isinstance(checked, Damage) else checked[0]
+            return row_id
+    step = _PROBE
+    while row_id < top:
+        start = min(row_id + step, top)
+        try:
+            db.execute("SELECT id FROM records WHERE id > ? ORDER BY id LIMIT 1", (start,))
+        except sqlite3.Error:
+            step *= 2
+            row_id = start
+            continue
+        _log.error("spool_ids_unreadable", first=row_id + 1, last=start)
+        return start
+    return top

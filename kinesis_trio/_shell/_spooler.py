@@ -1,0 +1,281 @@
+"""The spooler: the producer's tasks around its spool (``ProducerConfig.spool_dir``).
+
+It moves bytes and time around the pure :class:`~kinesis_trio._core._spool.SpoolBook` and
+does the disk I/O in a worker thread (``_disk._store``), one call at a time, never on the
+event loop:
+
+- **the writer** commits what the book says is waiting: at once when a caller waits for
+  durability (``put`` with ``spool_sync="put"``, ``wait_durable()``), else every
+  ``spool_interval``; each commit is shielded (a cancelled producer still learns whether
+  it was written);
+- **recovery** reads the records a dead process left, in id order and in chunks (never the
+  whole spool in memory), and accepts them before any new record;
+- **closing** writes what is left (the records kept for the next producer included),
+  closes the database and lets the lock go; a forked child only lets go of the lock.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Awaitable, Callable
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+
+from .._config import ProducerConfig
+from .._core._engine import Engine
+from .._core._spool import Commit, RecoveryReport, Row, SpoolBook
+from .._core._state import StreamState
+from .._disk._store import Damage, SpoolStore
+from .._errors import KinesisError, SpoolWriteError
+from .._logging import get_logger
+from .._outcome import Outcome
+
+__all__ = ["Spooler"]
+
+_log = get_logger("kinesis_trio.spool")
+
+#: Records read back per chunk during recovery.
+_CHUNK = 500
+#: Bound on the last commit when the producer closes.
+_CLOSE_COMMIT_TIMEOUT = 30.0
+#: Recovery: how long to wait before loading a stream again after a transient error.
+_LOAD_RETRY = 1.0
+#: Errors of a stream that make its recovered records fail for good (it is gone, or we may
+#: not write to it); other errors are retried.
+_FOR_GOOD = ("ResourceNotFoundException", "AccessDeniedException")
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
+class Spooler:
+    """The spool's writer, recovery and closing, for one producer."""
+
+    def __init__(
+        self,
+        config: ProducerConfig,
+        engine: Engine,
+        now: Callable[[], float],
+        progress: Callable[[], None],
+        wait_progress: Callable[[], Awaitable[None]],
+        store: SpoolStore | None = None,
+    ) -> None:
+        assert config.spool_dir is not None
+        self.config = config
+        self.engine = engine
+        self.now = now
+        self.progress = progress
+        self.wait_progress = wait_progress
+        self.store = store or SpoolStore(config.spool_dir)
+        self.book = SpoolBook(config.spool_max_bytes, config.spool_sync, config.spool_interval)
+        self._wake = anyio.Event()
+        self._written = anyio.Event()
+        self._open = False
+
+    # -- opening -------------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Lock and open the spool (``SpoolLockedError``, ``SpoolFormatError``), and give the
+        engine its book."""
+        stats = await anyio.to_thread.run_sync(self.store.open)
+        self._open = True
+        config = self.config
+        book = self.book = SpoolBook(
+            config.spool_max_bytes,
+            config.spool_sync,
+            config.spool_interval,
+            next_id=stats.next_id,
+            on_disk=stats.bytes,
+        )
+        book.lost(stats.damaged)
+        book.recovering(stats.records > 0)
+        self.engine.use_spool(book)
+        _log.info(
+            "spool_opened",
+            path=self.store.path,
+            records=stats.records,
+            bytes=stats.bytes,
+            sync=config.spool_sync,
+        )
+
+    def start(self, tg: anyio.abc.TaskGroup, load: Callable[[str], Awaitable[StreamState]]) -> None:
+        """Start the writer, and recovery if the spool holds records."""
+        tg.start_soon(self._writer)
+        if self.book.reading:
+            tg.start_soon(self._recover, load)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    async def _writer(self) -> None:
+        interval = self.config.spool_interval
+        while True:
+            with anyio.move_on_after(interval):
+                await self._wake.wait()
+            self._wake = anyio.Event()
+            if self.book.waiting():
+                await self._commit()
+            else:
+                self._signal()
+
+    async def _commit(self) -> None:
+        """Write what waits, in one transaction, off the event loop (shielded: a commit
+        that started is seen through)."""
+        book = self.book
+        commit = book.take(self.now())
+        if commit is None:
+            return
+        with anyio.CancelScope(shield=True):
+            error = await anyio.to_thread.run_sync(self._run, commit)
+        if error is None:
+            book.committed(commit)
+        else:
+            book.commit_failed(commit, error)
+            _log.error(
+                "spool_write_failed",
+                path=self.store.path,
+                records=len(commit.inserts),
+                error=error,
+            )
+        self._signal()
+        self.progress()  # room freed, or puts refused from now
+
+    def _signal(self) -> None:
+        """Wake whoever waits for durability (to look again)."""
+        written, self._written = self._written, anyio.Event()
+        written.set()
+
+    def _run(self, commit: Commit) -> str | None:
+        """In the worker thread: the commit, or why it failed (a full disk, an I/O error)."""
+        try:
+            self.store.commit(commit)
+        except (sqlite3.Error, OSError) as exc:
+            return _why(exc)
+        return None
+
+    async def durable(self, outcome: Outcome) -> Outcome:
+        """Wait until ``outcome``'s record (just accepted) is in the spool, or resolved, and
+        return it; ``SpoolWriteError`` (carrying the outcome) if the write failed."""
+        await self._wait(self.book.target(), outcome)
+        return outcome
+
+    async def wait_durable(self) -> None:
+        """Wait until every record accepted before the call is in the spool (or resolved)."""
+        await self._wait(self.book.target(), None)
+
+    async def _wait(self, target: int, outcome: Outcome | None) -> None:
+        book = self.book
+        while not book.durable(target) and not (outcome is not None and outcome.done()):
+            if book.failed(target):
+                if outcome is None:
+                    raise SpoolWriteError(f"writing to the spool failed ({book.error})")
+                raise SpoolWriteError(
+                    "the record was accepted and will be sent, but writing it to the spool "
+                    f"failed ({book.error}): it is not durable",
+                    outcome,
+                )
+            written = self._written
+            self._wake.set()
+            await written.wait()
+
+    # -- recovery ------------------------------------------------------------------------------
+
+    async def _recover(self, load: Callable[[str], Awaitable[StreamState]]) -> None:
+        """Accept the records the spool holds, in id order, before any new one; then wait
+        for their outcomes, and say how they ended (a log line, the metrics)."""
+        book, engine, store = self.book, self.engine, self.store
+        _log.info("spool_recovery_started", path=store.path)
+        after = 0
+        while True:
+            items = await anyio.to_thread.run_sync(store.read, after, _CHUNK)
+            if not items:
+                break
+            for item in items:
+                if isinstance(item, Damage):
+                    _log.error("spool_record_damaged", path=store.path, id=item.id, reason=item.why)
+                    book.skip_damaged(item.id, item.size)
+                    after = max(after, item.id)
+                    continue
+                row, size = item
+                after = row.id
+                await self._accept(row, size, load)
+        book.recovering(False)  # new records may come now
+        self.progress()
+        while not book.report().done:
+            await self.wait_progress()
+        report = book.report()
+        metrics = engine.metrics
+        if metrics.enabled:
+            metrics.spool_recovery(report.records, report.failed, report.damaged)
+        _log.info(
+            "spool_recovered",
+            path=store.path,
+            records=report.records,
+            ok=report.ok,
+            failed=report.failed,
+            damaged=report.damaged,
+        )
+
+    async def _accept(
+        self, row: Row, size: int, load: Callable[[str], Awaitable[StreamState]]
+    ) -> None:
+        engine = self.engine
+        while True:
+            try:
+                stream = await load(row.stream)
+            except KinesisError as exc:
+                if exc.code in _FOR_GOOD:
+                    engine.fail_recovered(row, size, exc.code, _why(exc), self.now())
+                    return
+                _log.warning("spool_recovery_waits", stream=row.stream, error=_why(exc))
+                await anyio.sleep(_LOAD_RETRY)
+                continue
+            except ValueError as exc:  # a stream per-key ordering refuses, a bad ARN
+                engine.fail_recovered(row, size, "RecoveryRefused", _why(exc), self.now())
+                return
+            try:
+                engine.accept(
+                    stream, row.data, row.partition_key, row.explicit_hash_key, self.now(), row
+                )
+            except anyio.WouldBlock:
+                await self.wait_progress()
+                continue
+            except (ValueError, TypeError) as exc:  # a limit it breaks now
+                engine.fail_recovered(row, size, "RecoveryRefused", _why(exc), self.now())
+            return
+
+    def report(self) -> RecoveryReport:
+        """What became of the recovered records so far."""
+        return self.book.report()
+
+    async def recovered(self) -> RecoveryReport:
+        """Wait until every recovered record has its outcome; what became of them."""
+        while not self.book.report().done:
+            await self.wait_progress()
+        return self.book.report()
+
+    # -- closing -------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """The last commit (what is left, the kept records included), then close the
+        store and let the lock go. Shielded and bounded."""
+        if not self._open:
+            return
+        self._open = False
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(_CLOSE_COMMIT_TIMEOUT):
+                while self.book.waiting():
+                    before = self.book.failed_gen
+                    await self._commit()
+                    if self.book.failed_gen != before:
+                        break
+            await anyio.to_thread.run_sync(self.store.close)
+        if self.book.waiting():
+            _log.error("spool_close_unwritten", path=self.store.path, error=self.book.error)
+
+    def abandon(self) -> None:
+        """In a forked child: let go of the spool (the parent owns it)."""
+        self._open = False
+        self.store.abandon()
