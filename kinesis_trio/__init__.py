@@ -25,8 +25,13 @@ from ._errors import RequestTimeoutError as RequestTimeoutError
 from ._errors import ResourceInUseError as ResourceInUseError
 from ._errors import ResourceNotFoundError as ResourceNotFoundError
 from ._errors import ServiceError as ServiceError
+from ._errors import SpoolError as SpoolError
+from ._errors import SpoolFormatError as SpoolFormatError
+from ._errors import SpoolLockedError as SpoolLockedError
+from ._errors import SpoolWriteError as SpoolWriteError
 from ._errors import TransportError as TransportError
 from ._errors import ValidationError as ValidationError
+from ._core._spool import RecoveryReport as RecoveryReport
 from ._failures import FailedRecord as FailedRecord
 from ._outcome import Attempt as Attempt
 from ._outcome import Outcome as Outcome
@@ -56,10 +61,15 @@ __all__ = [
     "ProducerForkedError",
     "ProvisionedThroughputExceededError",
     "RecordResult",
+    "RecoveryReport",
     "RequestTimeoutError",
     "ResourceInUseError",
     "ResourceNotFoundError",
     "ServiceError",
+    "SpoolError",
+    "SpoolFormatError",
+    "SpoolLockedError",
+    "SpoolWriteError",
     "StaticCredentials",
     "SyncProducer",
     "TransportError",
