@@ -221,6 +221,54 @@ async def put_paced(
     return Paced(outcomes, scheduled, t_start, max_lag, cpu0)
 
 
+async def put_paced_pool(
+    put: Callable[[str], Awaitable[T]],
+    keys: Sequence[str],
+    n: int,
+    rate: float,
+    now: Callable[[], float],
+    tasks: int,
+) -> tuple[Paced[T], list[float]]:
+    """:func:`put_paced` with ``tasks`` putters, for a ``put`` that waits (``spool_sync="put"``).
+
+    Each putter takes the next record, sleeps until it is due at ``t_start + i/rate`` (not
+    when behind) and puts it, so up to ``tasks`` puts wait at once. When all of them wait,
+    the next record is put late and its lag counts, as in :func:`put_paced`. Also returns
+    each ``put``'s latency from the record's scheduled arrival (seconds, in record order).
+    """
+    import anyio
+
+    sleep = anyio.sleep
+    nkeys = len(keys)
+    slots: list[T | None] = [None] * n
+    put_latency = [0.0] * n
+    taken = 0
+    max_lag = 0.0
+    cpu0 = cpu_seconds()
+    t_start = now() + 0.01
+
+    async def putter() -> None:
+        nonlocal taken, max_lag
+        while taken < n:
+            i = taken
+            taken += 1
+            due = t_start + i / rate
+            t = now()
+            if t < due:
+                await sleep(due - t)
+            elif t - due > max_lag:
+                max_lag = t - due
+            slots[i] = await put(keys[i % nkeys])
+            put_latency[i] = now() - due
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(max(1, tasks)):
+            tg.start_soon(putter)
+    outcomes = [o for o in slots if o is not None]
+    scheduled = [t_start + i / rate for i in range(n)]
+    return Paced(outcomes, scheduled, t_start, max_lag, cpu0), put_latency
+
+
 def sleep_until_next(
     pending: Sequence[float],
     linger: float,

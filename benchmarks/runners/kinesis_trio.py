@@ -15,6 +15,14 @@ a record's scheduled time (or does not sleep when behind) and its latency is
 ``resolved_at - scheduled`` (no coordinated omission: a putter that falls behind adds its
 lag to every late record).
 
+``--put-tasks K``: ``K`` tasks put the records instead of one loop, each taking the next
+record (in a paced run: sleeping until it is due), so that a ``put`` that waits (for the
+spool's fsync with ``--spool-sync put``) does not hold up the records after it; a paced run
+then also reports each ``put``'s latency from the record's scheduled arrival (``put_*_ms``).
+``--spool-dir DIR`` opens the producer with a spool there (``--spool-sync``). Every run
+also reports ``cpu_us_per_record_through_close``: the CPU from the start of the work until
+the producer has closed (the spool's last writes and deletes included).
+
 Example: ``uv run python -m benchmarks.runners.kinesis_trio --endpoint URL --stream S``.
 """
 
@@ -31,10 +39,13 @@ from benchmarks._common import (
     REGION,
     SECRET_KEY,
     Measurement,
+    Paced,
     cpu_seconds,
     emit,
+    latency_fields,
     latency_timeline,
     put_paced,
+    put_paced_pool,
     runner_parser,
     workload,
 )
@@ -60,6 +71,9 @@ def _config(args: argparse.Namespace) -> ProducerConfig:
         changes["max_outstanding_records"] = args.max_outstanding
     if args.max_outstanding_mib:
         changes["max_outstanding_bytes"] = args.max_outstanding_mib * 1024 * 1024
+    if args.spool_dir:
+        changes["spool_dir"] = args.spool_dir
+        changes["spool_sync"] = args.spool_sync
     return ProducerConfig().replace(**changes)
 
 
@@ -77,7 +91,6 @@ def _count_failures(outcomes: list[Outcome]) -> tuple[int, dict[str, int]]:
 
 async def _run(args: argparse.Namespace) -> Measurement:
     data, keys, n = workload(args)
-    nkeys = len(keys)
     async with Producer(
         args.stream,
         region_name=REGION,
@@ -89,42 +102,81 @@ async def _run(args: argparse.Namespace) -> Measurement:
         await producer.flush()
         if not (await warm.wait()).ok:
             raise RuntimeError(f"warm-up record failed: {warm.result()}")
-        put = producer.put
+        if args.rate > 0:
+            m, cpu0 = await _latency_run(args, producer, data, keys, n)
+        else:
+            m, cpu0 = await _burst_run(args, producer, data, keys, n)
+    m.extra["cpu_us_per_record_through_close"] = round(
+        (cpu_seconds() - cpu0) / max(m.records, 1) * 1e6, 3
+    )
+    return m
+
+
+async def _put_all(
+    args: argparse.Namespace, producer: Producer, data: bytes, keys: list[str], n: int
+) -> list[Outcome]:
+    """Put the burst's ``n`` records: one loop, or ``--put-tasks`` tasks taking turns."""
+    put = producer.put
+    nkeys = len(keys)
+    if args.put_tasks <= 0:
         outcomes: list[Outcome] = []
         append = outcomes.append
-
-        if args.rate > 0:
-            return await _latency_run(args, producer, data, keys, n)
-
-        cpu0 = cpu_seconds()
-        t0 = time.perf_counter()
         for i in range(n):
             append(await put(data, keys[i % nkeys]))
-        await producer.flush()
-        failed = 0
-        codes: dict[str, int] = {}
-        if args.mode == "confirmed":
-            if args.confirm == "wait":
-                for o in outcomes:
-                    r = await o.wait()
-                    if not r.ok:
-                        failed += 1
-                        codes[r.error_code or "?"] = codes.get(r.error_code or "?", 0) + 1
-            else:  # flush() returned: every outcome is resolved, read them without awaiting
-                failed, codes = _count_failures(outcomes)
-        elapsed = time.perf_counter() - t0
-        cpu = cpu_seconds() - cpu0
-        if args.mode != "confirmed":
+        return outcomes
+    slots: list[Outcome | None] = [None] * n
+    taken = 0
+
+    async def putter() -> None:
+        nonlocal taken
+        while taken < n:
+            i = taken
+            taken += 1
+            slots[i] = await put(data, keys[i % nkeys])
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(args.put_tasks):
+            tg.start_soon(putter)
+    return [o for o in slots if o is not None]
+
+
+async def _burst_run(
+    args: argparse.Namespace, producer: Producer, data: bytes, keys: list[str], n: int
+) -> tuple[Measurement, float]:
+    cpu0 = cpu_seconds()
+    t0 = time.perf_counter()
+    outcomes = await _put_all(args, producer, data, keys, n)
+    await producer.flush()
+    failed = 0
+    codes: dict[str, int] = {}
+    if args.mode == "confirmed":
+        if args.confirm == "wait":
+            for o in outcomes:
+                r = await o.wait()
+                if not r.ok:
+                    failed += 1
+                    codes[r.error_code or "?"] = codes.get(r.error_code or "?", 0) + 1
+        else:  # flush() returned: every outcome is resolved, read them without awaiting
             failed, codes = _count_failures(outcomes)
-        return Measurement(args, n, elapsed, cpu, failed, codes)
+    elapsed = time.perf_counter() - t0
+    cpu = cpu_seconds() - cpu0
+    if args.mode != "confirmed":
+        failed, codes = _count_failures(outcomes)
+    return Measurement(args, n, elapsed, cpu, failed, codes), cpu0
 
 
 async def _latency_run(
     args: argparse.Namespace, producer: Producer, data: bytes, keys: list[str], n: int
-) -> Measurement:
-    paced = await put_paced(
-        functools.partial(producer.put, data), keys, n, float(args.rate), anyio.current_time
-    )
+) -> tuple[Measurement, float]:
+    put = functools.partial(producer.put, data)
+    put_latencies: list[float] | None = None
+    paced: Paced[Outcome]
+    if args.put_tasks > 0:
+        paced, put_latencies = await put_paced_pool(
+            put, keys, n, float(args.rate), anyio.current_time, args.put_tasks
+        )
+    else:
+        paced = await put_paced(put, keys, n, float(args.rate), anyio.current_time)
     await producer.flush()
     t_start, max_lag = paced.t_start, paced.max_lag
     latencies: list[float] = []
@@ -146,7 +198,11 @@ async def _latency_run(
         args, n, last - t_start, cpu, failed, codes, latencies_s=latencies, max_put_lag_s=max_lag
     )
     m.extra["timeline"] = latency_timeline(pairs, t_start)
-    return m
+    if put_latencies is not None:
+        put_fields = latency_fields(put_latencies)
+        for key in ("p50_ms", "p99_ms", "p999_ms", "max_ms"):
+            m.extra[f"put_{key}"] = put_fields[key]
+    return m, paced.cpu0
 
 
 def main() -> None:
@@ -169,6 +225,16 @@ def main() -> None:
     parser.add_argument(
         "--ordering", choices=["none", "per_key"], default="none", help="ProducerConfig.ordering"
     )
+    parser.add_argument(
+        "--put-tasks",
+        type=int,
+        default=0,
+        help="tasks that put the records (0: one loop awaiting each put in turn)",
+    )
+    parser.add_argument("--spool-dir", default="", help="ProducerConfig.spool_dir (none if empty)")
+    parser.add_argument(
+        "--spool-sync", choices=["interval", "put"], default="interval", help="with --spool-dir"
+    )
     args = parser.parse_args()
     if not args.variant:
         args.variant = f"kinesis_trio {args.backend} {args.mode} agg={args.aggregation}"
@@ -179,6 +245,8 @@ def main() -> None:
         max_connections=args.max_connections,
         confirm=args.confirm if args.mode == "confirmed" else None,
         ordering=args.ordering,
+        put_tasks=args.put_tasks,
+        spool_sync=args.spool_sync if args.spool_dir else None,
     )
     emit(m)
 
