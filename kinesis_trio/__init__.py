@@ -8,6 +8,7 @@ from ._aws._credentials import StaticCredentials as StaticCredentials
 from ._config import ProducerConfig as ProducerConfig
 from ._core._aggregation import UserRecord as UserRecord
 from ._core._aggregation import deaggregate as deaggregate
+from ._core._spool import RecoveryReport as RecoveryReport
 from ._errors import AccessDeniedError as AccessDeniedError
 from ._errors import AuthenticationError as AuthenticationError
 from ._errors import ConnectError as ConnectError
@@ -31,7 +32,6 @@ from ._errors import SpoolLockedError as SpoolLockedError
 from ._errors import SpoolWriteError as SpoolWriteError
 from ._errors import TransportError as TransportError
 from ._errors import ValidationError as ValidationError
-from ._core._spool import RecoveryReport as RecoveryReport
 from ._failures import FailedRecord as FailedRecord
 from ._outcome import Attempt as Attempt
 from ._outcome import Outcome as Outcome
