@@ -178,7 +178,12 @@ class Producer(ProducerViews):
         try:
             if config.spool_dir is not None:
                 self._spooler = spooler = Spooler(
-                    config, engine, self._now, self._notify_progress, self._wait_progress
+                    config,
+                    engine,
+                    self._now,
+                    self._notify_progress,
+                    self._wait_progress,
+                    apply=self._pipeline.apply,
                 )
                 await spooler.open()
             if self._default_stream is not None:

@@ -62,6 +62,7 @@ class Spooler:
         progress: Callable[[], None],
         wait_progress: Callable[[], Awaitable[None]],
         store: SpoolStore | None = None,
+        apply: Callable[[], None] = lambda: None,
     ) -> None:
         assert config.spool_dir is not None
         self.config = config
@@ -69,6 +70,8 @@ class Spooler:
         self.now = now
         self.progress = progress
         self.wait_progress = wait_progress
+        #: carries out what the engine asked for (a batch to send, a linger timer, dead letters)
+        self.apply = apply
         self.store = store or SpoolStore(config.spool_dir)
         self.book = SpoolBook(config.spool_max_bytes, config.spool_sync, config.spool_interval)
         self._wake = anyio.Event()
@@ -228,12 +231,14 @@ class Spooler:
             except KinesisError as exc:
                 if exc.code in _FOR_GOOD:
                     engine.fail_recovered(row, size, exc.code, _why(exc), self.now())
+                    self.apply()
                     return
                 _log.warning("spool_recovery_waits", stream=row.stream, error=_why(exc))
                 await anyio.sleep(_LOAD_RETRY)
                 continue
             except ValueError as exc:  # a stream per-key ordering refuses, a bad ARN
                 engine.fail_recovered(row, size, "RecoveryRefused", _why(exc), self.now())
+                self.apply()
                 return
             try:
                 engine.accept(
@@ -244,6 +249,7 @@ class Spooler:
                 continue
             except (ValueError, TypeError) as exc:  # a limit it breaks now
                 engine.fail_recovered(row, size, "RecoveryRefused", _why(exc), self.now())
+            self.apply()  # as put does: else a recovered record waits for the next put
             return
 
     def report(self) -> RecoveryReport:
