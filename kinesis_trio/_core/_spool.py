@@ -313,7 +313,9 @@ class SpoolBook:
         never to be written)? Raises nothing: see :meth:`failed`."""
         if self.durable_gen >= target:
             return True
-        return not self._unwritten and self.in_flight < target
+        # nothing left to write and no commit being written: each record is on disk or
+        # resolved (a commit still being written may hold some: not yet)
+        return not self._unwritten and not self.in_flight
 
     def failed(self, target: int) -> bool:
         """Did the commit meant to write them fail (``error`` says why)?"""
