@@ -259,8 +259,10 @@ class SpoolBook:
         return _INF
 
     def take(self, now: float) -> Commit | None:
-        """The next commit (its rows count as on disk from now), or ``None``."""
-        if not self._unwritten and not self._deletes:
+        """The next commit (its rows count as on disk from now), or ``None``. After a
+        failed commit there is one even with nothing to write (its rows may all have been
+        resolved since): only a commit that succeeds lets new records in again."""
+        if not self._unwritten and not self._deletes and self.error is None:
             return None
         rows = self._rows
         inserts = []
@@ -324,8 +326,9 @@ class SpoolBook:
     # -- what the producer reports ------------------------------------------------------------
 
     def waiting(self) -> bool:
-        """Is anything waiting to be written (a record or a delete)?"""
-        return bool(self._unwritten or self._deletes)
+        """Is anything waiting to be written (a record, a delete, or a commit to succeed
+        after one failed)?"""
+        return bool(self._unwritten or self._deletes) or self.error is not None
 
     def report(self) -> RecoveryReport:
         """What became of the recovered records so far."""
