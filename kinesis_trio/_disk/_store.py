@@ -243,6 +243,8 @@ class SpoolStore:
         top = 0
         try:
             source = sqlite3.connect(f"file:{aside}?mode=ro", uri=True, check_same_thread=False)
+            # read what it can of a file shorter than its header says (truncated)
+            source.execute("PRAGMA writable_schema=ON")
         except sqlite3.Error:
             source = None
         if source is not None:
@@ -385,14 +387,25 @@ def salvage(db: sqlite3.Connection) -> Iterator[Row | Damage]:
             continue
         if not rows:
             return
+        start = highest = after
         for values in rows:
             checked = _check(tuple(values))
+            row_id = checked.id if isinstance(checked, Damage) else checked[0].id
+            if row_id <= start:  # out of order (a damaged page): garbage, or read already
+                continue
+            highest = max(highest, row_id)
             if isinstance(checked, Damage):
                 yield checked
-                after = max(after, checked.id)
+                after = max(after, row_id)
             else:
                 yield checked[0]
-                after = checked[0].id
+                after = row_id
+        if after <= start:  # nothing past ``start``: never read the same range again
+            after = highest
+            if after <= start:
+                if top == 0:
+                    return
+                after = yield from _probe(db, after, top)
 
 
 def _probe(db: sqlite3.Connection, after: int, top: int) -> Generator[Row | Damage, None, int]:
