@@ -163,6 +163,9 @@ class SpoolStore:
 
     def _open_db(self) -> SpoolStats:
         fresh = not os.path.exists(self.path)
+        if not fresh and _empty(self.path) and not _empty(self.path + "-wal"):
+            # SQLite would delete the WAL of an empty database file (its records with it)
+            return self._rebuild(None, "the database file is empty, its WAL is not")
         try:
             db = self._connect(self.path)
             version, app_id = self._identity(db)
@@ -242,6 +245,8 @@ class SpoolStore:
         damaged = copied = 0
         top = 0
         try:
+            if _empty(aside):  # nothing to read (and SQLite would delete its WAL)
+                raise sqlite3.DatabaseError("empty database file")
             source = sqlite3.connect(f"file:{aside}?mode=ro", uri=True, check_same_thread=False)
             # read what it can of a file shorter than its header says (truncated)
             source.execute("PRAGMA writable_schema=ON")
@@ -353,6 +358,14 @@ class SpoolStore:
 
 #: Connections a forked child let go of (kept referenced: never closed in the child).
 _ABANDONED: list[sqlite3.Connection | None] = []
+
+
+def _empty(path: str) -> bool:
+    """Is the file at ``path`` missing or empty?"""
+    try:
+        return os.path.getsize(path) == 0
+    except OSError:
+        return True
 
 
 def salvage(db: sqlite3.Connection) -> Iterator[Row | Damage]:
