@@ -154,24 +154,31 @@ class SpoolStore:
 
     def _connect(self, path: str) -> sqlite3.Connection:
         db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._setup(db)
+        return db
+
+    def _setup(self, db: sqlite3.Connection) -> None:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA cell_size_check=ON")
         if self._max_page_count:
             db.execute(f"PRAGMA max_page_count={int(self._max_page_count)}")
-        return db
 
     def _open_db(self) -> SpoolStats:
         fresh = not os.path.exists(self.path)
         if not fresh and _empty(self.path) and not _empty(self.path + "-wal"):
             # SQLite would delete the WAL of an empty database file (its records with it)
             return self._rebuild(None, "the database file is empty, its WAL is not")
-        try:
-            db = self._connect(self.path)
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:  # who it is, before anything is written to it (WAL mode is)
             version, app_id = self._identity(db)
+            new = fresh or (app_id == 0 and version == 0 and not self._tables(db))
+            if new or (app_id == APPLICATION_ID and version <= FORMAT_VERSION):
+                self._setup(db)
         except sqlite3.DatabaseError as exc:  # not a database at all (its header is damaged)
+            db.close()
             return self._rebuild(None, f"SQLite cannot open it ({exc})")
-        if fresh or (app_id == 0 and version == 0 and not self._tables(db)):
+        if new:
             self._create(db)
         elif app_id != APPLICATION_ID:
             db.close()
