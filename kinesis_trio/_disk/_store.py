@@ -25,6 +25,7 @@ import fcntl
 import os
 import sqlite3
 import time
+import urllib.parse
 import zlib
 from collections.abc import Generator, Iterator
 from typing import NamedTuple
@@ -154,52 +155,62 @@ class SpoolStore:
 
     def _connect(self, path: str) -> sqlite3.Connection:
         db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._setup(db)
-        return db
-
-    def _setup(self, db: sqlite3.Connection) -> None:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA cell_size_check=ON")
         if self._max_page_count:
             db.execute(f"PRAGMA max_page_count={int(self._max_page_count)}")
+        return db
 
     def _open_db(self) -> SpoolStats:
         fresh = not os.path.exists(self.path)
         if not fresh and _empty(self.path) and not _empty(self.path + "-wal"):
             # SQLite would delete the WAL of an empty database file (its records with it)
             return self._rebuild(None, "the database file is empty, its WAL is not")
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        try:  # who it is, before anything is written to it (WAL mode is)
-            version, app_id = self._identity(db)
-            new = fresh or (app_id == 0 and version == 0 and not self._tables(db))
-            if new or (app_id == APPLICATION_ID and version <= FORMAT_VERSION):
-                self._setup(db)
-        except sqlite3.DatabaseError as exc:  # not a database at all (its header is damaged)
-            db.close()
-            return self._rebuild(None, f"SQLite cannot open it ({exc})")
-        if new:
+        if not fresh:
+            new, damage = self._inspect()
+            if damage is not None:
+                return self._rebuild(None, damage)
+        db = self._connect(self.path)
+        if fresh or new:
             self._create(db)
-        elif app_id != APPLICATION_ID:
-            db.close()
-            raise SpoolFormatError(
-                f"{self.path} is not a kinesis_trio spool (application id {app_id:#x}): "
-                "point spool_dir at a directory of its own"
-            )
-        elif version > FORMAT_VERSION:
-            db.close()
-            raise SpoolFormatError(
-                f"the spool {self.path} has format version {version}, newer than this "
-                f"kinesis_trio's ({FORMAT_VERSION}): open it with the version that wrote it"
-            )
         self._db = db
         try:
-            check = db.execute("PRAGMA quick_check").fetchall()
-            if check != [("ok",)]:
-                return self._rebuild(db, "; ".join(str(c[0]) for c in check[:3]))
             return self._stats(db)
         except sqlite3.DatabaseError as exc:
             return self._rebuild(db, str(exc))
+
+    def _inspect(self) -> tuple[bool, str | None]:
+        """An existing database, read-only (a damaged one is set aside as it was found: a
+        connection that may write checkpoints the WAL into the file when it closes): is it
+        empty (to become a spool), and what is damaged (``None``: nothing). Not a spool,
+        or of a newer format: :class:`SpoolFormatError`."""
+        db = sqlite3.connect(_read_only(self.path), uri=True)
+        try:
+            try:
+                version, app_id = self._identity(db)
+                if app_id == 0 and version == 0 and not self._tables(db):
+                    return True, None
+            except sqlite3.DatabaseError as exc:  # not a database (its header is damaged)
+                return False, f"SQLite cannot open it ({exc})"
+            if app_id != APPLICATION_ID:
+                raise SpoolFormatError(
+                    f"{self.path} is not a kinesis_trio spool (application id {app_id:#x}): "
+                    "point spool_dir at a directory of its own"
+                )
+            if version > FORMAT_VERSION:
+                raise SpoolFormatError(
+                    f"the spool {self.path} has format version {version}, newer than this "
+                    f"kinesis_trio's ({FORMAT_VERSION}): open it with the version that wrote it"
+                )
+            try:
+                db.execute("PRAGMA cell_size_check=ON")
+                check = db.execute("PRAGMA quick_check").fetchall()
+            except sqlite3.DatabaseError as exc:
+                return False, str(exc)
+            return False, None if check == [("ok",)] else "; ".join(str(c[0]) for c in check[:3])
+        finally:
+            db.close()
 
     @staticmethod
     def _identity(db: sqlite3.Connection) -> tuple[int, int]:
@@ -254,7 +265,7 @@ class SpoolStore:
         try:
             if _empty(aside):  # nothing to read (and SQLite would delete its WAL)
                 raise sqlite3.DatabaseError("empty database file")
-            source = sqlite3.connect(f"file:{aside}?mode=ro", uri=True, check_same_thread=False)
+            source = sqlite3.connect(_read_only(aside), uri=True, check_same_thread=False)
             # read what it can of a file shorter than its header says (truncated)
             source.execute("PRAGMA writable_schema=ON")
         except sqlite3.Error:
@@ -365,6 +376,11 @@ class SpoolStore:
 
 #: Connections a forked child let go of (kept referenced: never closed in the child).
 _ABANDONED: list[sqlite3.Connection | None] = []
+
+
+def _read_only(path: str) -> str:
+    """The URI that opens the database at ``path`` read-only."""
+    return f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
 
 
 def _empty(path: str) -> bool:

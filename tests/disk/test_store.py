@@ -168,7 +168,7 @@ def test_a_spool_of_a_newer_format_is_refused_and_left_as_it_is(tmp_path: Path) 
     with pytest.raises(SpoolFormatError, match=f"format version {FORMAT_VERSION + 1}, newer"):
         SpoolStore(tmp_path).open()
     assert (tmp_path / DB_NAME).read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == [DB_NAME, "spool.lock"]
+    assert not [p for p in tmp_path.iterdir() if "damaged" in p.name]  # not set aside
     again = SpoolStore(tmp_path)  # the refusal let the lock go
     with pytest.raises(SpoolFormatError):
         again.open()
