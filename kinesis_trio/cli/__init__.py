@@ -5,7 +5,8 @@
     JSON lines (``--json``) keyed by a field (``--key-field user.id``) or a template
     (``--key-template "{tenant}-{line_no}"``); a random uuid4 per record by default. Live
     progress on stderr, a summary on stdout, failed records (line + error) as JSON lines in
-    ``--failed FILE``; exit code 1 when any record failed.
+    ``--failed FILE``; exit code 1 when any record failed. ``--spool DIR`` keeps the records
+    read on disk until written: a run started again on DIR after a crash sends them first.
 ``kinesis-trio perf [--stream S] [-s SIZE] [-n COUNT] [-r RATE] [--duration S]``
     A load generator like ``rdkafka_performance -P``: throughput, latency percentiles (from
     each record's scheduled time when ``-r`` is given: no coordinated omission), CPU per
@@ -88,7 +89,7 @@ def _report(exc: BaseException) -> int | None:
         text, name = str(exc), type(exc).__name__
         if not hasattr(exc, "code") and not text.startswith(name):  # KinesisError names its code
             text = f"{name}: {text}"
-        text = text.replace("profile_name=...", "--profile")
+        text = text.replace("profile_name=...", "--profile").replace("spool_dir", "--spool")
         _error(_one_line(text.replace("pass credentials=StaticCredentials(...), set", "set")))
         return 1
     if isinstance(exc, (TimeoutError, OSError)):

@@ -24,6 +24,8 @@ from ._options import (
     _positive_seconds,
     _positive_size,
     _rate,
+    _seconds,
+    _size,
 )
 
 __all__ = ["_parser"]
@@ -69,8 +71,9 @@ _COMMANDS: dict[str, _Command] = {
         help="write newline-delimited records from a file or stdin (like kcat -P)",
         description="Write each line of FILE (or stdin) as a record. Raw lines by default; "
         "--json parses JSON lines so that --key-field / --key-template can pick the "
-        "partition key. The default partition key is a random uuid4 per record. Exit "
-        "status 1 when any record failed.",
+        "partition key. The default partition key is a random uuid4 per record. With --spool "
+        "DIR, the records read are kept on disk until written, and a run started again on "
+        "DIR after a crash sends them first. Exit status 1 when any record failed.",
         progress_interval=5.0,
         args=(
             _arg("input", nargs="?", metavar="FILE", help="input file (default: stdin)"),
@@ -102,6 +105,34 @@ _COMMANDS: dict[str, _Command] = {
                 help="explicit hash key from this JSON field",
             ),
             _arg("--failed", metavar="FILE", help=_FAILED_HELP),
+            _arg(
+                "--spool",
+                metavar="DIR",
+                help="keep every record read in a spool on disk in DIR (spool_dir) until it is "
+                "written: a produce killed and started again on DIR sends what it held first",
+                group="spool (survives restarts)",
+            ),
+            _arg(
+                "--spool-sync",
+                choices=("interval", "put"),
+                help="when a line read is on disk: interval (default) within --spool-interval; "
+                "put: the lines of each read before the next read (one commit per read)",
+                group="spool (survives restarts)",
+            ),
+            _arg(
+                "--spool-interval",
+                type=_seconds,
+                metavar="SECONDS",
+                help="spool_interval: seconds between the spool's writes (0.2)",
+                group="spool (survives restarts)",
+            ),
+            _arg(
+                "--spool-max-bytes",
+                type=_size,
+                metavar="SIZE",
+                help="spool_max_bytes: data + keys the spool holds before reading waits (1GiB)",
+                group="spool (survives restarts)",
+            ),
         ),
     ),
     "perf": _Command(

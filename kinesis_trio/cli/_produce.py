@@ -13,7 +13,7 @@ import string
 import sys
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -21,6 +21,9 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
+from .._config import ProducerConfig
+from .._core._spool import RECOVERED, RecoveryReport
+from .._outcome import ABORTED, CLOSE_TIMEOUT, RecordResult
 from .._shell._producer import Producer
 from ._options import _READ_CHUNK, _config, _Target, _UsageError, _with_target
 from ._output import (
@@ -250,7 +253,10 @@ async def _read_and_put(
     keying: _Keying,
     tracker: _Tracker,
     counts: _LineCounts,
+    durable: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
+    """Put each line read; ``durable``: awaited after the lines of each read (``--spool-sync
+    put``: they are in the spool before the next read)."""
     put = producer.put
     now = anyio.current_time
     limit = producer.record_limit()
@@ -302,6 +308,8 @@ async def _read_and_put(
                 tracker.fail_local("InvalidRecord", str(exc), context)
                 continue
             tracker.add(outcome, start, len(data), context)
+        if durable is not None and lines:
+            await durable()
         if len(buffer) > line_limit:  # too long to be a record: fail it, skip to its end
             counts.lines += 1
             tracker.fail_local(
@@ -313,8 +321,54 @@ async def _read_and_put(
             discarding = True
 
 
+def _spooled(args: argparse.Namespace, config: ProducerConfig) -> ProducerConfig:
+    """``config`` with the ``--spool`` options. ``--spool-sync put`` is the CLI's own: the
+    producer writes on its interval, and the lines of each read are made durable at once
+    (``wait_durable``) before the next read, one commit for them all."""
+    if args.spool is None:
+        for name, value in (
+            ("--spool-sync", args.spool_sync),
+            ("--spool-interval", args.spool_interval),
+            ("--spool-max-bytes", args.spool_max_bytes),
+        ):
+            if value is not None:
+                raise _UsageError(f"{name} needs --spool DIR")
+        return config
+    fields: dict[str, Any] = {"spool_dir": args.spool, "spool_sync": "interval"}
+    if args.spool_interval is not None:
+        fields["spool_interval"] = args.spool_interval
+    if args.spool_max_bytes is not None:
+        fields["spool_max_bytes"] = args.spool_max_bytes
+    try:
+        return config.replace(**fields)
+    except ValueError as exc:
+        raise _UsageError(str(exc)) from None
+
+
+async def _recovered_failures(producer: Producer, tracker: _Tracker, failed: _FailedWriter) -> None:
+    """Count (and write to ``--failed``) the records recovered from the spool that fail:
+    ``produce`` tracks its own records' outcomes, these only reach ``failures()``. Ends
+    once the producer has closed."""
+    async for record in producer.failures():
+        result = record.result
+        if result.attempts and result.attempts[0].error_code == RECOVERED:
+            code = result.error_code or "UnknownError"
+            tracker.add_failures(1, {code: 1}, {code: result.error_message or ""})
+            failed.add_record(record)
+
+
+def _recovery_row(report: RecoveryReport) -> tuple[str, str]:
+    kept = report.records - report.ok - report.failed
+    text = f"{report.records:,} (ok {report.ok:,}, failed {report.failed:,}"
+    if kept:
+        text += f", left in the spool {kept:,}"
+    if report.damaged:
+        text += f", damaged {report.damaged:,}"
+    return "recovered", text + ")"
+
+
 def _run_produce(args: argparse.Namespace) -> int:
-    config = _config(args)
+    config = _spooled(args, _config(args))
     keying = _Keying(args)
     with contextlib.ExitStack() as stack:
         if args.input in (None, "-"):
@@ -339,31 +393,55 @@ def _run_produce(args: argparse.Namespace) -> int:
                 raise _UsageError(f"cannot write {args.failed}: {exc.strerror}") from None
         failed = _FailedWriter(failed_file, args.stream)
 
+        spooling = args.spool is not None
+        kept = 0  # with --spool: records the close left unresolved (the spool keeps them)
+
+        def on_failure(code: str, message: str, result: RecordResult | None, ctx: Any) -> None:
+            nonlocal kept
+            if spooling and code in (ABORTED, CLOSE_TIMEOUT):
+                kept += 1  # not failed for good: the next produce --spool sends it
+                return
+            failed.add(code, message, result, ctx)
+
         async def produce(target: _Target) -> int:
             await target.client().aclose()  # validates region and endpoint first
-            tracker = _Tracker(on_failure=failed.add)
+            tracker = _Tracker(on_failure=on_failure)
             counts = _LineCounts()
             progress = _Progress("produce", None, quiet=args.quiet, interval=args.progress_interval)
             interrupts = _Interrupts(progress)
             reader = _ChunkReader(fd)
+            producer = target.producer(args.stream, config)
+            durable = producer.wait_durable if args.spool_sync == "put" else None
             t0 = t1 = 0.0
             try:
-                async with interrupts.watching():
+                async with interrupts.watching(), anyio.create_task_group() as feed:
+                    if spooling:  # ends once the producer has closed
+                        feed.start_soon(_recovered_failures, producer, tracker, failed)
                     with interrupts.abort_scope:
-                        async with (
-                            target.producer(args.stream, config) as producer,
-                            anyio.create_task_group() as tg,
-                        ):
+                        async with producer, anyio.create_task_group() as tg:
                             tg.start_soon(_tick, tracker, progress, producer, failed)
                             t0 = anyio.current_time()
                             with interrupts.stop_scope:
-                                await _read_and_put(producer, reader, keying, tracker, counts)
+                                await _read_and_put(
+                                    producer, reader, keying, tracker, counts, durable
+                                )
+                                await producer.recovered()  # the spool's backlog, if any
                             await producer.flush()
                             t1 = anyio.current_time()
                             tg.cancel_scope.cancel()
                 if not t1:
                     t1 = anyio.current_time()
                 tracker.reap()
+                report = producer.recovery
+                if report.damaged:
+                    tracker.add_failures(
+                        report.damaged,
+                        {"SpoolRecordDamaged": report.damaged},
+                        {
+                            "SpoolRecordDamaged": "could not be read back from the spool intact "
+                            "(see the spool_record_damaged log lines)"
+                        },
+                    )
                 await failed.flush()
             finally:
                 reader.stopped.set()
@@ -387,7 +465,16 @@ def _run_produce(args: argparse.Namespace) -> int:
                     f"({tracker.throttled_records:,} records)",
                 ),
             ]
+            if spooling:
+                rows.insert(1, ("spool", f"{args.spool} ({args.spool_sync or 'interval'})"))
+                if report.records or report.damaged:
+                    rows.insert(2, _recovery_row(report))
             notes = []
+            if kept:
+                notes.append(
+                    f"{kept:,} records not confirmed at the close stay in the spool: "
+                    f"produce --spool {args.spool} sends them next time"
+                )
             if failed.count:
                 notes.append(f"{failed.count:,} failed records written to {args.failed}")
             elif tracker.failed and not args.failed:

@@ -9,6 +9,7 @@ PutRecords) that throttles chosen entries: with ``--fail-if-throttled`` they fai
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import http.server
 import json
@@ -16,8 +17,10 @@ import math
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -799,6 +802,179 @@ def test_demo_on_a_missing_stream_is_a_one_line_error(local_engine: EmulatorEndp
     assert line.startswith("kinesis-trio: error: stream ") and "does not exist" in line
 
 
+# -- produce --spool ---------------------------------------------------------------------------
+
+
+def spooled(spool: Path) -> int:
+    """Records in the spool's database (0 before it exists), read as another process may."""
+    path = spool / "spool.db"
+    if not path.exists():
+        return 0
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)) as db:
+        try:
+            return int(db.execute("SELECT count(*) FROM records").fetchone()[0])
+        except sqlite3.OperationalError:  # the table is not created yet
+            return 0
+
+
+def wait_until(check: Any, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize(("backend", "sync"), [("trio", "put"), ("asyncio", "interval")])
+def test_produce_spool_sends_what_a_killed_run_held_when_started_again(
+    stub: Stub, local_engine: EmulatorEndpoint, tmp_path: Path, backend: str, sync: str
+) -> None:
+    """A produce --spool whose records cannot be written (the stub throttles every entry) is
+    killed with SIGKILL once its spool holds every line; started again on the same spool
+    with empty input, against a healthy endpoint, it sends them all and ends normally."""
+    stub.state.throttle_every = 1
+    stream = create_stream(local_engine.endpoint_url)
+    spool = tmp_path / "spool"
+    lines = [f"line-{i:03d}" for i in range(40)]
+    first = subprocess.Popen(
+        cli_command(
+            "produce",
+            "--stream",
+            stream,
+            "--endpoint-url",
+            stub.endpoint_url,
+            "--spool",
+            str(spool),
+            "--spool-sync",
+            sync,
+            "--backend",
+            backend,
+            "-q",
+        ),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=cli_env(),
+    )
+    try:
+        assert first.stdin is not None
+        first.stdin.write("".join(line + "\n" for line in lines))
+        first.stdin.flush()  # and left open: the run goes on until it is killed
+        wait_until(lambda: spooled(spool) == len(lines), "the spool to hold every line")
+        wait_until(lambda: stub.state.requests > 0, "a PutRecords request")
+    finally:
+        first.kill()
+        first.wait(timeout=30)
+    assert first.returncode == -signal.SIGKILL
+    assert stub.state.written == []  # the first run wrote nothing: all comes from the spool
+
+    again = run_cli(
+        "produce",
+        "--stream",
+        stream,
+        "--endpoint-url",
+        local_engine.endpoint_url,
+        "--spool",
+        str(spool),
+        "--backend",
+        backend,
+        stdin="",
+    )
+    assert again.returncode == 0, again.stderr
+    rows = summary(again.stdout)
+    assert rows["recovered"] == "40 (ok 40, failed 0)"
+    assert (rows["lines"], rows["failed"]) == ("0", "0")
+    assert sorted(r.data for r in read_back(local_engine.endpoint_url, stream)) == [
+        line.encode() for line in lines
+    ]
+    assert spooled(spool) == 0  # each record left the spool once written
+
+
+def test_produce_on_a_spool_in_use_is_a_one_line_error(stub: Stub, tmp_path: Path) -> None:
+    """A second produce on a spool that a running one owns exits 1 with one line naming the
+    owner; the owner goes on, and closes normally at the end of its input."""
+    spool = tmp_path / "spool"
+    owner = subprocess.Popen(
+        cli_command(
+            "produce",
+            "--stream",
+            "s",
+            "--endpoint-url",
+            stub.endpoint_url,
+            "--spool",
+            str(spool),
+            "--spool-sync",
+            "put",
+            "-q",
+        ),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=cli_env(),
+    )
+    try:
+        assert owner.stdin is not None
+        owner.stdin.write("first\n")
+        owner.stdin.flush()
+        wait_until(lambda: stub.state.written == [b"first"], "the owner's first record")
+        second = run_cli(
+            "produce",
+            "--stream",
+            "s",
+            "--endpoint-url",
+            stub.endpoint_url,
+            "--spool",
+            str(spool),
+            "--backend",
+            "asyncio",
+            stdin="second\n",
+        )
+        assert second.returncode == 1
+        (line,) = second.stderr.strip().splitlines()
+        assert line.startswith("kinesis-trio: error: SpoolLockedError: the spool "), line
+        assert f"in use by another producer (pid {owner.pid})" in line
+        assert "give each process its own --spool" in line
+        assert second.stdout == ""
+        stdout, stderr = owner.communicate("last\n", timeout=60)
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+    assert owner.returncode == 0, stderr
+    assert summary(stdout)["ok"] == "2"
+    assert sorted(stub.state.written) == [b"first", b"last"]
+    assert spooled(spool) == 0
+
+
+def test_produce_on_a_spool_of_a_newer_format_is_a_one_line_error(
+    stub: Stub, tmp_path: Path
+) -> None:
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    with contextlib.closing(sqlite3.connect(spool / "spool.db")) as db:
+        db.execute("PRAGMA application_id=0x4B545253")  # a spool's, of format 99
+        db.execute("PRAGMA user_version=99")
+        db.execute("CREATE TABLE records (id INTEGER PRIMARY KEY)")
+        db.commit()
+    out = run_cli(
+        "produce",
+        "--stream",
+        "s",
+        "--endpoint-url",
+        stub.endpoint_url,
+        "--spool",
+        str(spool),
+        stdin="a\n",
+    )
+    assert out.returncode == 1
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("kinesis-trio: error: SpoolFormatError: the spool "), line
+    assert "has format version 99, newer than this kinesis_trio's" in line
+    assert stub.state.written == []
+
+
 # -- bad arguments ------------------------------------------------------------------------------
 
 BAD_ARGUMENTS: list[tuple[list[str], str]] = [
@@ -814,6 +990,11 @@ BAD_ARGUMENTS: list[tuple[list[str], str]] = [
     (["produce", "--stream", "s", "--key-template", "{"], "Single '{' encountered"),
     (["produce", "--stream", "s", "--key-template", "{tenant}"], "{tenant} needs --json"),
     (["produce", "--stream", "s", "/nonexistent/records.txt"], "cannot read /nonexistent"),
+    (["produce", "--stream", "s", "--spool-sync", "put"], "--spool-sync needs --spool DIR"),
+    (
+        ["produce", "--stream", "s", "--spool", "d", "--spool-interval", "0"],
+        "ProducerConfig.spool_interval",
+    ),
     (["perf", "-n", "0"], "argument -n/--count: must be at least 1, got 0"),
     (["perf", "-s", "big"], "argument -s/--size: not a size"),
     (["perf", "-r", "-5"], "argument -r/--rate: must be a positive number"),
