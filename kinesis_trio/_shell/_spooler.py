@@ -28,7 +28,7 @@ from .._core._engine import Engine
 from .._core._spool import Commit, RecoveryReport, Row, SpoolBook
 from .._core._state import StreamState
 from .._disk._store import Damage, SpoolStore
-from .._errors import KinesisError, SpoolWriteError
+from .._errors import CredentialsError, KinesisError, SpoolWriteError, TransportError
 from .._logging import get_logger
 from .._outcome import Outcome
 
@@ -43,7 +43,7 @@ _CLOSE_COMMIT_TIMEOUT = 30.0
 #: Recovery: how long to wait before loading a stream again after a transient error.
 _LOAD_RETRY = 1.0
 #: Errors of a stream that make its recovered records fail for good (it is gone, or we may
-#: not write to it); other errors are retried.
+#: not write to it); other errors (the network's and the credentials' too) are retried.
 _FOR_GOOD = ("ResourceNotFoundException", "AccessDeniedException")
 
 
@@ -228,8 +228,8 @@ class Spooler:
         while True:
             try:
                 stream = await load(row.stream)
-            except KinesisError as exc:
-                if exc.code in _FOR_GOOD:
+            except (KinesisError, TransportError, CredentialsError) as exc:
+                if isinstance(exc, KinesisError) and exc.code in _FOR_GOOD:
                     engine.fail_recovered(row, size, exc.code, _why(exc), self.now())
                     self.apply()
                     return

@@ -1,0 +1,96 @@
+"""Recovery on its own: what a dead producer left in its spool is sent (or failed) by the
+next one without a ``put`` or a ``flush`` to wake the pipeline, and a network error while
+recovery loads a stream is waited out, not fatal to the producer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from kinesis_trio import (
+    FailedRecord,
+    Producer,
+    ProducerConfig,
+    RecoveryReport,
+    StaticCredentials,
+)
+from kinesis_trio._core._spool import RECOVERED, Commit, Row
+from kinesis_trio._disk._store import SpoolStore
+from kinesis_trio.testing import FakeKinesis
+from tests.support.helpers import fake_producer, fake_rows
+
+pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
+
+
+def left_behind(directory: Path, rows: list[Row]) -> None:
+    """A spool as a producer killed before any outcome leaves it."""
+    store = SpoolStore(directory)
+    store.open()
+    store.commit(Commit(1, rows, [], rows[-1].id + 1))
+    store.close()
+
+
+async def test_recovered_records_are_sent_and_failed_without_a_put(tmp_path: Path) -> None:
+    rows = [Row(i, "s", f"k{i % 3}", None, b"rec-%d" % i) for i in range(1, 11)]
+    rows += [Row(11, "gone", "k", None, b"to-a-deleted-stream")]
+    left_behind(tmp_path, rows)
+    fake = FakeKinesis()
+    fake.create_stream("s", 2)
+    failed: list[FailedRecord] = []
+    async with fake_producer(fake, spool_dir=tmp_path, aggregation_enabled=False) as producer:
+        with anyio.fail_after(10):
+            report = await producer.recovered()
+            async for record in producer.failures():
+                failed.append(record)
+                break
+    assert report == RecoveryReport(records=11, ok=10, failed=1, damaged=0, done=True)
+    assert sorted(r[3] for r in fake_rows(fake)) == sorted(row.data for row in rows[:10])
+    (record,) = failed
+    assert record.data == b"to-a-deleted-stream"
+    assert record.result.error_code == "ResourceNotFoundException"
+    assert record.result.attempts[0].error_code == RECOVERED
+    assert record.result.possible_duplicate
+
+
+class RefusesLoads(httpx.AsyncBaseTransport):
+    """The fake's transport, refusing the connection for the first ``n`` loads of one stream."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, stream: str, n: int) -> None:
+        self.inner, self.stream, self.left = inner, stream, n
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        target = request.headers.get("x-amz-target", "")
+        loading = target.endswith("DescribeStreamSummary")
+        if loading and self.left and f'"{self.stream}"'.encode() in request.content:
+            self.left -= 1
+            raise httpx.ConnectError("connection refused (test)")
+        return await self.inner.handle_async_request(request)
+
+
+async def test_a_network_error_loading_a_recovered_records_stream_is_waited_out(
+    tmp_path: Path,
+) -> None:
+    left_behind(tmp_path, [Row(1, "other", "k", None, b"for-the-other-stream")])
+    fake = FakeKinesis()
+    fake.create_stream("s", 1)
+    fake.create_stream("other", 1)
+    transport = RefusesLoads(fake.transport(), "other", 1)
+    producer = Producer(
+        "s",
+        region_name="us-east-1",
+        endpoint_url="http://fake.local",
+        credentials=StaticCredentials("a", "b"),
+        config=ProducerConfig(spool_dir=tmp_path, aggregation_enabled=False),
+        transport=transport,
+    )
+    async with producer:
+        with anyio.fail_after(30):
+            report = await producer.recovered()
+        new = await producer.put(b"new", "k")
+    assert transport.left == 0
+    assert report == RecoveryReport(records=1, ok=1, failed=0, damaged=0, done=True)
+    assert new.result().ok
+    assert [r[3] for r in fake_rows(fake, "other")] == [b"for-the-other-stream"]
