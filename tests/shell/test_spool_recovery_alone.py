@@ -22,7 +22,10 @@ from kinesis_trio._disk._store import SpoolStore
 from kinesis_trio.testing import FakeKinesis
 from tests.support.helpers import fake_producer, fake_rows
 
-pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
+# Real time on both backends: the spool's reads and commits run in worker threads, and trio's
+# MockClock jumps ahead while a task waits on a thread (autojump), expiring deadlines and
+# timeouts that real time would not reach.
+pytestmark = pytest.mark.anyio
 
 
 def left_behind(directory: Path, rows: list[Row]) -> None:
