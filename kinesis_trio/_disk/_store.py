@@ -44,6 +44,8 @@ FORMAT_VERSION = 1
 APPLICATION_ID = 0x4B545253
 DB_NAME = "spool.db"
 LOCK_NAME = "spool.lock"
+#: Bytes a WAL keeps after a checkpoint (SQLite's ``journal_size_limit``).
+_WAL_LIMIT = 16 * 1024 * 1024
 #: Ids probed one by one past a part of the file SQLite cannot read, before jumping.
 _PROBE = 256
 
@@ -158,6 +160,8 @@ class SpoolStore:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA cell_size_check=ON")
+        # a WAL grown by one large commit is cut back to this after each checkpoint
+        db.execute(f"PRAGMA journal_size_limit={_WAL_LIMIT}")
         if self._max_page_count:
             db.execute(f"PRAGMA max_page_count={int(self._max_page_count)}")
         return db

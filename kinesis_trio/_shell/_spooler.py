@@ -42,9 +42,6 @@ _CHUNK = 500
 _CLOSE_COMMIT_TIMEOUT = 30.0
 #: Recovery: how long to wait before loading a stream again after a transient error.
 _LOAD_RETRY = 1.0
-#: Errors of a stream that make its recovered records fail for good (it is gone, or we may
-#: not write to it); other errors (the network's and the credentials' too) are retried.
-_FOR_GOOD = ("ResourceNotFoundException", "AccessDeniedException")
 
 
 def _why(exc: BaseException) -> str:
@@ -107,7 +104,7 @@ class Spooler:
     def start(self, tg: anyio.abc.TaskGroup, load: Callable[[str], Awaitable[StreamState]]) -> None:
         """Start the writer, and recovery if the spool holds records."""
         tg.start_soon(self._writer)
-        if self.book.reading:
+        if self.book.reading or self.book.damaged:  # (damage alone is reported too)
             tg.start_soon(self._recover, load)
 
     # -- writing -------------------------------------------------------------------------------
@@ -229,7 +226,10 @@ class Spooler:
             try:
                 stream = await load(row.stream)
             except (KinesisError, TransportError, CredentialsError) as exc:
-                if isinstance(exc, KinesisError) and exc.code in _FOR_GOOD:
+                # an answer that will not change (the stream is gone, access is denied, the
+                # request is invalid) fails them for good; the network's, the credentials'
+                # and the service's passing errors are retried
+                if isinstance(exc, KinesisError) and not exc.retryable:
                     engine.fail_recovered(row, size, exc.code, _why(exc), self.now())
                     self.apply()
                     return
