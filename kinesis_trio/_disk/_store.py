@@ -334,15 +334,30 @@ class SpoolStore:
 
     # -- reading back --------------------------------------------------------------------------
 
-    def read(self, after: int, limit: int) -> list[tuple[Row, int] | Damage]:
-        """Up to ``limit`` records with ids above ``after``, in id order: each intact one
-        with its size, or its :class:`Damage`."""
+    def read(
+        self, after: int, limit: int, max_bytes: int = 16 * 1024 * 1024
+    ) -> list[tuple[Row, int] | Damage]:
+        """Up to ``limit`` records with ids above ``after``, in id order, and no more than
+        ``max_bytes`` of data past the first (large records are not read 500 at a time):
+        each intact one with its size, or its :class:`Damage`."""
         db = self._require()
-        rows = db.execute(
+        cursor = db.execute(
             "SELECT id, stream, pk, ehk, data, crc FROM records WHERE id > ? ORDER BY id LIMIT ?",
             (after, limit),
-        ).fetchall()
-        return [_check(tuple(r)) for r in rows]
+        )
+        out: list[tuple[Row, int] | Damage] = []
+        total = 0
+        try:
+            for values in cursor:
+                checked = _check(tuple(values))
+                out.append(checked)
+                data = values[4]
+                total += len(data) if isinstance(data, bytes) else 0
+                if total >= max_bytes:
+                    break
+        finally:
+            cursor.close()
+        return out
 
     # -- closing -------------------------------------------------------------------------------
 

@@ -234,3 +234,21 @@ def test_a_full_disk_fails_the_commit_and_keeps_the_earlier_ones(tmp_path: Path)
     assert stats.damaged == 0 and stats.set_aside is None
     assert [r.id for r in read_all(again)] == [r.id for r in written[8:]] + [next_id, next_id + 1]
     again.close()
+
+
+def test_reading_back_stops_at_a_byte_bound_so_large_records_are_not_read_500_at_once(
+    tmp_path: Path,
+) -> None:
+    store = SpoolStore(tmp_path)
+    store.open()
+    try:
+        rows = [Row(i, "s", f"k{i}", None, bytes([i]) * 400_000) for i in range(1, 21)]
+        store.commit(Commit(1, rows, [], 21))
+        first = store.read(0, 500, max_bytes=1_000_000)
+        assert [r[0].id for r in first if not isinstance(r, Damage)] == [1, 2, 3]
+        rest = store.read(3, 500, max_bytes=1_000_000)
+        assert [r[0].id for r in rest if not isinstance(r, Damage)] == [4, 5, 6]
+        everything = store.read(0, 500)  # 16 MiB: all 8 MB of them
+        assert len(everything) == 20
+    finally:
+        store.close()
