@@ -74,6 +74,8 @@ class Spooler:
         self._wake = anyio.Event()
         self._written = anyio.Event()
         self._open = False
+        #: recovery has said how it ended (its log line, its metrics), or there is none
+        self._reported = True
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -105,6 +107,7 @@ class Spooler:
         """Start the writer, and recovery if the spool holds records."""
         tg.start_soon(self._writer)
         if self.book.reading or self.book.damaged:  # (damage alone is reported too)
+            self._reported = False
             tg.start_soon(self._recover, load)
 
     # -- writing -------------------------------------------------------------------------------
@@ -217,6 +220,8 @@ class Spooler:
             failed=report.failed,
             damaged=report.damaged,
         )
+        self._reported = True
+        self.progress()  # recovered() returns now
 
     async def _accept(
         self, row: Row, size: int, load: Callable[[str], Awaitable[StreamState]]
@@ -257,8 +262,9 @@ class Spooler:
         return self.book.report()
 
     async def recovered(self) -> RecoveryReport:
-        """Wait until every recovered record has its outcome; what became of them."""
-        while not self.book.report().done:
+        """Wait until every recovered record has its outcome (and the log line and the
+        metrics say so); what became of them."""
+        while not self._reported:
             await self.wait_progress()
         return self.book.report()
 
