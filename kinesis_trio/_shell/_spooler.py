@@ -263,7 +263,7 @@ class Spooler:
 
     async def recovered(self) -> RecoveryReport:
         """Wait until every recovered record has its outcome (and the log line and the
-        metrics say so); what became of them."""
+        metrics say so), or the producer closes; what became of them."""
         while not self._reported:
             await self.wait_progress()
         return self.book.report()
@@ -276,6 +276,9 @@ class Spooler:
         if not self._open:
             return
         self._open = False
+        if not self._reported:  # a recovery cut short: recovered() says how far it got
+            self._reported = True
+            self.progress()
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(_CLOSE_COMMIT_TIMEOUT):
                 while self.book.waiting():
