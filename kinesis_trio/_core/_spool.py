@@ -337,5 +337,6 @@ class SpoolBook:
             self.recovered_ok,
             self.recovered_failed,
             self.damaged,
-            not self.reading and not self._recovering,
+            # not done while reading, nor when the close kept some (they end next time)
+            not self.reading and self.recovered_ok + self.recovered_failed == self.recovered,
         )
