@@ -538,6 +538,29 @@ async def test_a_stream_deleted_between_two_producers(tmp_path: Path) -> None:
     assert on_disk(spool) == []
 
 
+async def test_a_wait_for_recovery_ends_when_the_producer_closes(tmp_path: Path) -> None:
+    """Before, a task waiting in ``recovered()`` while the producer closed with recovered
+    records unsent waited for ever (its recovery task was cancelled, and nothing woke it
+    once the producer was closed)."""
+    spool = tmp_path / "spool"
+    await leave_unresolved(spool, [(b"r%d" % i, "k") for i in range(3)])
+    gate = Gate()
+    gate.never = True  # the second producer never hears back either
+    fake = new_fake(gate)
+    reports: list[RecoveryReport] = []
+    async with anyio.create_task_group() as tg:
+        async with spooled(fake, spool, close_timeout=0.2) as producer:
+
+            async def wait() -> None:
+                reports.append(await recovered(producer))
+
+            tg.start_soon(wait)
+            await anyio.sleep(0.1)
+        assert producer.recovery.records == 3
+    assert reports == [RecoveryReport(records=3, ok=0, failed=0, damaged=0, done=False)]
+    assert len(on_disk(spool)) == 3  # kept again, for the next one
+
+
 async def test_recovery_streams_a_large_backlog_from_disk(
     tmp_path: Path, stores: Stores, monkeypatch: pytest.MonkeyPatch
 ) -> None:
