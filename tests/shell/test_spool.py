@@ -97,9 +97,11 @@ class CountingStore(SpoolStore):
             raise
         self.commits.append(commit)
 
-    def read(self, after: int, limit: int) -> list[tuple[Row, int] | Damage]:
+    def read(
+        self, after: int, limit: int, max_bytes: int = 16 * 1024 * 1024
+    ) -> list[tuple[Row, int] | Damage]:
         self.reads.append(limit)
-        return super().read(after, limit)
+        return super().read(after, limit, max_bytes)
 
 
 class Stores(list[CountingStore]):
