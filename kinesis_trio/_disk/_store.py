@@ -46,6 +46,9 @@ DB_NAME = "spool.db"
 LOCK_NAME = "spool.lock"
 #: Bytes a WAL keeps after a checkpoint (SQLite's ``journal_size_limit``).
 _WAL_LIMIT = 16 * 1024 * 1024
+#: What reading a damaged file raises: SQLite's errors, and its messages that quote damaged
+#: bytes (a garbled name in the schema), which the sqlite3 module cannot decode.
+_UNREADABLE = (sqlite3.DatabaseError, UnicodeDecodeError)
 #: Ids probed one by one past a part of the file SQLite cannot read, before jumping.
 _PROBE = 256
 
@@ -157,6 +160,7 @@ class SpoolStore:
 
     def _connect(self, path: str) -> sqlite3.Connection:
         db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        db.text_factory = _text
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA cell_size_check=ON")
@@ -181,7 +185,7 @@ class SpoolStore:
         self._db = db
         try:
             return self._stats(db)
-        except sqlite3.DatabaseError as exc:
+        except _UNREADABLE as exc:
             return self._rebuild(db, str(exc))
 
     def _inspect(self) -> tuple[bool, str | None]:
@@ -190,12 +194,13 @@ class SpoolStore:
         empty (to become a spool), and what is damaged (``None``: nothing). Not a spool,
         or of a newer format: :class:`SpoolFormatError`."""
         db = sqlite3.connect(_read_only(self.path), uri=True)
+        db.text_factory = _text
         try:
             try:
                 version, app_id = self._identity(db)
                 if app_id == 0 and version == 0 and not self._tables(db):
                     return True, None
-            except sqlite3.DatabaseError as exc:  # not a database (its header is damaged)
+            except _UNREADABLE as exc:  # not a database (its header is damaged)
                 return False, f"SQLite cannot open it ({exc})"
             if app_id != APPLICATION_ID:
                 raise SpoolFormatError(
@@ -210,7 +215,7 @@ class SpoolStore:
             try:
                 db.execute("PRAGMA cell_size_check=ON")
                 check = db.execute("PRAGMA quick_check").fetchall()
-            except sqlite3.DatabaseError as exc:
+            except _UNREADABLE as exc:
                 return False, str(exc)
             return False, None if check == [("ok",)] else "; ".join(str(c[0]) for c in check[:3])
         finally:
@@ -243,7 +248,8 @@ class SpoolStore:
             " coalesce(max(id), 0) FROM records"
         ).fetchone()
         saved = db.execute("SELECT v FROM meta WHERE k = 'next_id'").fetchone()
-        next_id = max(int(top) + 1, int(saved[0]) if saved else 1)
+        # (a damaged value that is not an integer is no next id)
+        next_id = max(int(top) + 1, saved[0] if saved and isinstance(saved[0], int) else 1)
         return SpoolStats(int(count), int(size), next_id)
 
     # -- damaged files -------------------------------------------------------------------------
@@ -270,9 +276,10 @@ class SpoolStore:
             if _empty(aside):  # nothing to read (and SQLite would delete its WAL)
                 raise sqlite3.DatabaseError("empty database file")
             source = sqlite3.connect(_read_only(aside), uri=True, check_same_thread=False)
+            source.text_factory = _text
             # read what it can of a file shorter than its header says (truncated)
             source.execute("PRAGMA writable_schema=ON")
-        except sqlite3.Error:
+        except _UNREADABLE:
             source = None
         if source is not None:
             try:
@@ -397,6 +404,12 @@ class SpoolStore:
 _ABANDONED: list[sqlite3.Connection | None] = []
 
 
+def _text(value: bytes) -> str:
+    """SQLite text as ``str``, even if damaged bytes are not UTF-8 (its record's checksum
+    then fails; quick_check's report of a garbled name still reads)."""
+    return value.decode("utf-8", "surrogateescape")
+
+
 def _read_only(path: str) -> str:
     """The URI that opens the database at ``path`` read-only."""
     return f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
@@ -421,12 +434,12 @@ def salvage(db: sqlite3.Connection) -> Iterator[Row | Damage]:
     try:
         top_row = db.execute("SELECT max(id) FROM records").fetchone()
         top = int(top_row[0] or 0)
-    except sqlite3.Error:
+    except _UNREADABLE:
         top = 0
-    with contextlib.suppress(sqlite3.Error):
+    with contextlib.suppress(*_UNREADABLE):
         saved = db.execute("SELECT v FROM meta WHERE k = 'next_id'").fetchone()
-        if saved:
-            top = max(top, int(saved[0]) - 1)
+        if saved and isinstance(saved[0], int):
+            top = max(top, saved[0] - 1)
     after = 0
     while after < top or top == 0:
         try:
@@ -435,7 +448,7 @@ def salvage(db: sqlite3.Connection) -> Iterator[Row | Damage]:
                 " ORDER BY id LIMIT 500",
                 (after,),
             ).fetchall()
-        except sqlite3.Error:
+        except _UNREADABLE:
             if top == 0:
                 return
             after = yield from _probe(db, after, top)
@@ -475,7 +488,7 @@ def _probe(db: sqlite3.Connection, after: int, top: int) -> Generator[Row | Dama
             values = db.execute(
                 "SELECT id, stream, pk, ehk, data, crc FROM records WHERE id = ?", (row_id,)
             ).fetchone()
-        except sqlite3.Error as exc:
+        except _UNREADABLE as exc:
             yield Damage(row_id, f"unreadable ({exc})")
             continue
         if values is not None:
@@ -487,7 +500,7 @@ def _probe(db: sqlite3.Connection, after: int, top: int) -> Generator[Row | Dama
         start = min(row_id + step, top)
         try:
             db.execute("SELECT id FROM records WHERE id > ? ORDER BY id LIMIT 1", (start,))
-        except sqlite3.Error:
+        except _UNREADABLE:
             step *= 2
             row_id = start
             continue
