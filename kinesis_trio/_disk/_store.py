@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import sqlite3
 import time
@@ -213,6 +214,8 @@ class SpoolStore:
                     f"kinesis_trio's ({FORMAT_VERSION}): open it with the version that wrote it"
                 )
             try:
+                if self._schema(db) != _spool_schema():  # a flip in its text parses, quietly
+                    return False, "its schema is not a spool's"
                 db.execute("PRAGMA cell_size_check=ON")
                 check = db.execute("PRAGMA quick_check").fetchall()
             except _UNREADABLE as exc:
@@ -230,6 +233,12 @@ class SpoolStore:
     @staticmethod
     def _tables(db: sqlite3.Connection) -> list[object]:
         return db.execute("SELECT name FROM sqlite_master").fetchall()
+
+    @staticmethod
+    def _schema(db: sqlite3.Connection) -> list[tuple[object, ...]]:
+        return db.execute(
+            "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"
+        ).fetchall()
 
     @staticmethod
     def _create(db: sqlite3.Connection) -> None:
@@ -404,6 +413,18 @@ class SpoolStore:
 _ABANDONED: list[sqlite3.Connection | None] = []
 
 
+@functools.cache
+def _spool_schema() -> list[tuple[object, ...]]:
+    """What ``sqlite_master`` holds in a spool (but the root pages)."""
+    db = sqlite3.connect(":memory:")
+    try:
+        for statement in _SCHEMA:
+            db.execute(statement)
+        return SpoolStore._schema(db)
+    finally:
+        db.close()
+
+
 def _text(value: bytes) -> str:
     """SQLite text as ``str``, even if damaged bytes are not UTF-8 (its record's checksum
     then fails; quick_check's report of a garbled name still reads)."""
@@ -432,7 +453,7 @@ def salvage(db: sqlite3.Connection) -> Iterator[Row | Damage]:
     then jumps ahead by doubling steps until a range reads again.
     """
     try:
-        top_row = db.execute("SELECT max(id) FROM records").fetchone()
+        top_row = db.execute("SELECT max(rowid) FROM records").fetchone()
         top = int(top_row[0] or 0)
     except _UNREADABLE:
         top = 0
@@ -444,8 +465,7 @@ def salvage(db: sqlite3.Connection) -> Iterator[Row | Damage]:
     while after < top or top == 0:
         try:
             rows = db.execute(
-                "SELECT id, stream, pk, ehk, data, crc FROM records WHERE id > ?"
-                " ORDER BY id LIMIT 500",
+                f"{_SALVAGE} WHERE rowid > ? ORDER BY rowid LIMIT 500",
                 (after,),
             ).fetchall()
         except _UNREADABLE:
@@ -457,7 +477,7 @@ def salvage(db: sqlite3.Connection) -> Iterator[Row | Damage]:
             return
         start = highest = after
         for values in rows:
-            checked = _check(tuple(values))
+            checked = _salvaged(tuple(values))
             row_id = checked.id if isinstance(checked, Damage) else checked[0].id
             if row_id <= start:  # out of order (a damaged page): garbage, or read already
                 continue
@@ -476,6 +496,19 @@ def salvage(db: sqlite3.Connection) -> Iterator[Row | Damage]:
                 after = yield from _probe(db, after, top)
 
 
+#: Salvage reads rows by position and rowid: a damaged schema may have renamed a column, or
+#: made ``id`` a column of its own (NULL) instead of the rowid.
+_SALVAGE = "SELECT rowid, * FROM records"
+
+
+def _salvaged(values: tuple[object, ...]) -> tuple[Row, int] | Damage:
+    """A row salvage read (its rowid, then every column): the record and its size, or
+    why it is damaged."""
+    if len(values) != 7 or not isinstance(values[0], int):
+        return Damage(values[0] if isinstance(values[0], int) else -1, "a row of the wrong shape")
+    return _check((values[0], *values[2:]))
+
+
 def _probe(db: sqlite3.Connection, after: int, top: int) -> Generator[Row | Damage, None, int]:
     """Past ``after``, where a range read failed: probe ids one by one, then by doubling
     steps; returns the id reading can go on after."""
@@ -485,21 +518,19 @@ def _probe(db: sqlite3.Connection, after: int, top: int) -> Generator[Row | Dama
         if row_id > top:
             return top
         try:
-            values = db.execute(
-                "SELECT id, stream, pk, ehk, data, crc FROM records WHERE id = ?", (row_id,)
-            ).fetchone()
+            values = db.execute(f"{_SALVAGE} WHERE rowid = ?", (row_id,)).fetchone()
         except _UNREADABLE as exc:
             yield Damage(row_id, f"unreadable ({exc})")
             continue
         if values is not None:
-            checked = _check(tuple(values))
+            checked = _salvaged(tuple(values))
             yield checked if isinstance(checked, Damage) else checked[0]
             return row_id
     step = _PROBE
     while row_id < top:
         start = min(row_id + step, top)
         try:
-            db.execute("SELECT id FROM records WHERE id > ? ORDER BY id LIMIT 1", (start,))
+            db.execute("SELECT rowid FROM records WHERE rowid > ? ORDER BY rowid LIMIT 1", (start,))
         except _UNREADABLE:
             step *= 2
             row_id = start
