@@ -24,6 +24,7 @@ import contextlib
 import fcntl
 import functools
 import os
+import shutil
 import sqlite3
 import time
 import urllib.parse
@@ -281,10 +282,13 @@ class SpoolStore:
         self._db = db
         damaged = copied = 0
         top = 0
+        repaired = _repaired(aside, db.execute("PRAGMA page_size").fetchone()[0])
         try:
             if _empty(aside):  # nothing to read (and SQLite would delete its WAL)
                 raise sqlite3.DatabaseError("empty database file")
-            source = sqlite3.connect(_read_only(aside), uri=True, check_same_thread=False)
+            source = sqlite3.connect(
+                _read_only(repaired or aside), uri=True, check_same_thread=False
+            )
             source.text_factory = _text
             # read what it can of a file shorter than its header says (truncated)
             source.execute("PRAGMA writable_schema=ON")
@@ -310,6 +314,10 @@ class SpoolStore:
             finally:
                 with contextlib.suppress(sqlite3.Error):
                     source.close()
+        if repaired is not None:  # our copy (the damaged file stays as it was found)
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(OSError):
+                    os.remove(repaired + suffix)
         _log.error(
             "spool_rebuilt", path=self.path, set_aside=aside, recovered=copied, damaged=damaged
         )
@@ -423,6 +431,53 @@ def _spool_schema() -> list[tuple[object, ...]]:
         return SpoolStore._schema(db)
     finally:
         db.close()
+
+
+#: What the 100-byte header of every spool holds but its page size and counters: SQLite's
+#: magic string, WAL mode (file format 2), no reserved bytes, the payload fractions, schema
+#: format 4, UTF-8. A flip in one of them makes the whole file unreadable.
+_HEADER = {
+    0: b"SQLite format 3\x00",
+    18: bytes([2, 2, 0, 64, 32, 32]),
+    44: (4).to_bytes(4, "big"),
+    56: (1).to_bytes(4, "big"),
+}
+
+
+def _repaired(path: str, page_size: int) -> str | None:
+    """A copy of the damaged database at ``path`` with its header's fixed fields as in every
+    spool (its page size, if not one; its page count, if less than the file holds), for
+    salvage; ``None`` if they are intact (or no copy could be made)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(100)
+    except OSError:
+        return None
+    if len(head) < 100:
+        return None
+    fixed = bytearray(head)
+    for at, value in _HEADER.items():
+        fixed[at : at + len(value)] = value
+    size = int.from_bytes(head[16:18], "big")
+    size = 65536 if size == 1 else size
+    if size < 512 or size > 65536 or size & (size - 1):
+        size = page_size
+        fixed[16:18] = (1 if size == 65536 else size).to_bytes(2, "big")
+    pages = os.path.getsize(path) // size
+    if int.from_bytes(head[28:32], "big") < pages:  # pages past it would not be read
+        fixed[28:32] = pages.to_bytes(4, "big")
+    if fixed == head:
+        return None
+    copy = f"{path}.repaired"
+    try:
+        shutil.copyfile(path, copy)
+        if os.path.exists(f"{path}-wal"):
+            shutil.copyfile(f"{path}-wal", f"{copy}-wal")
+        with open(copy, "r+b") as f:
+            f.write(fixed)
+    except OSError:
+        return None
+    return copy
 
 
 def _text(value: bytes) -> str:
