@@ -13,9 +13,11 @@ does not match ends the log). On top of that:
   format, or a database that is not a spool, is refused (:class:`SpoolFormatError`);
 - **a checksum per record** (CRC-32 of its stream, keys and data): a record damaged on
   disk is skipped, counted and logged with its id, never sent as it reads;
-- **damaged files**: at open, ``PRAGMA quick_check``; a database that fails it, or that
-  SQLite cannot open at all, is moved aside (``spool.db.damaged-<time>``, never deleted),
-  and the records that can still be read from it, intact, go into a fresh spool.
+- **damaged files**: at open, read-only, its schema and ``PRAGMA quick_check``; a database
+  that fails them, or that SQLite cannot open at all, is moved aside as it was found
+  (``spool.db.damaged-<time>-<pid>``, never deleted), and the records that can still be
+  read from it (its header's fixed fields restored, on a copy), intact, go into a fresh
+  spool. A flipped bit in the WAL looks like a torn write to SQLite: the log ends there.
 """
 
 from __future__ import annotations
