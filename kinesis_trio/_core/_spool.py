@@ -100,6 +100,7 @@ class SpoolBook:
     __slots__ = (
         "_deletes",
         "_first_wait",
+        "_last_take",
         "_recovering",
         "_rows",
         "_unwritten",
@@ -143,6 +144,8 @@ class SpoolBook:
         self._deletes: list[tuple[int, int]] = []
         #: when the first record of the next commit began to wait (``inf``: none waits)
         self._first_wait = _INF
+        #: when the last commit was taken (deletes alone wait ``interval`` from it)
+        self._last_take = -_INF
         #: commits: the next one's number, the last written, the last failed
         self.next_gen = 1
         self.durable_gen = 0
@@ -251,11 +254,14 @@ class SpoolBook:
     # -- commits ----------------------------------------------------------------------------
 
     def due_at(self) -> float:
-        """When the next commit should run (``inf``: nothing to write)."""
+        """When the next commit should run (``-inf``: now; ``inf``: nothing to write):
+        records waiting under ``"put"``, at once; under ``"interval"``, ``spool_interval``
+        after the first of them; deletes alone (or a retry after a failed commit),
+        ``spool_interval`` after the last commit was taken."""
         if self._unwritten:
             return -_INF if self.sync_on_put else self._first_wait + self.interval
-        if self._deletes:
-            return self._first_wait + self.interval if self._first_wait < _INF else -_INF
+        if self._deletes or self.error is not None:
+            return self._last_take + self.interval
         return _INF
 
     def take(self, now: float) -> Commit | None:
@@ -273,6 +279,7 @@ class SpoolBook:
         deletes = self._deletes
         self._deletes = []
         self._first_wait = _INF if not inserts and not deletes else now
+        self._last_take = now
         gen = self.in_flight = self.next_gen
         self.next_gen += 1
         return Commit(gen, inserts, deletes, self.next_id)

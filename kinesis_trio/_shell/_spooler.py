@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import anyio.to_thread
 
 from .._config import ProducerConfig
@@ -113,15 +114,24 @@ class Spooler:
     # -- writing -------------------------------------------------------------------------------
 
     async def _writer(self) -> None:
-        interval = self.config.spool_interval
+        """Commit when the book says a commit is due (``SpoolBook.due_at``), or at once
+        when a caller waits for durability; look again at least every ``spool_interval``."""
+        book, interval = self.book, self.config.spool_interval
         while True:
-            with anyio.move_on_after(interval):
-                await self._wake.wait()
+            delay = min(max(book.due_at() - self.now(), 0.0), interval)
+            asked = False
+            if delay > 0:
+                with anyio.move_on_after(delay):
+                    await self._wake.wait()
+                    asked = True
             self._wake = anyio.Event()
-            if self.book.waiting():
-                await self._commit()
+            if asked or book.due_at() <= self.now():
+                if book.waiting():
+                    await self._commit()
+                else:
+                    self._signal()
             else:
-                self._signal()
+                await anyio.lowlevel.checkpoint()
 
     async def _commit(self) -> None:
         """Write what waits, in one transaction, off the event loop (shielded: a commit

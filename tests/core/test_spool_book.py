@@ -103,6 +103,17 @@ def test_interval_commits_at_most_interval_after_the_first_record_that_waits() -
     assert b.due_at() == 10.5 + 0.5  # waits since the commit was taken at the latest
 
 
+def test_deletes_alone_wait_for_the_interval_after_the_last_commit() -> None:
+    b = book("interval", interval=0.5)
+    o = add(b, b"a", now=10.0)
+    b.committed(take(b, now=10.5))
+    assert b.due_at() == INF
+    b.done([o], ok=True)  # written, then resolved: a delete waits
+    assert b.due_at() == 10.5 + 0.5
+    b.committed(take(b, now=11.0))
+    assert b.due_at() == INF and not b.waiting()
+
+
 def test_put_commits_as_soon_as_a_record_waits() -> None:
     b = book("put", interval=0.5)
     assert b.due_at() == INF
