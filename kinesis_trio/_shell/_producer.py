@@ -303,15 +303,31 @@ class Producer(ProducerViews):
         a stream whose ``RecordDistributionStrategy`` is ``AUTO``), a malformed ARN. The
         first put to a stream other than the default (by name, or by ARN: ``stream_arn`` or
         an ARN as ``stream_name``) loads it and raises the AWS error if it cannot be used.
+        With ``spool_sync="put"`` it returns once the record is in the spool (or resolved).
         """
+        if stream_arn is not None:
+            stream_name = arn_ref(stream_name, stream_arn)
+        outcome = await self._accept(data, partition_key, explicit_hash_key, stream_name)
+        spooler = self._spooler
+        if spooler is not None and spooler.book.sync_on_put:
+            return await spooler.durable(outcome)
+        return outcome
+
+    async def _accept(
+        self,
+        data: bytes | bytearray | memoryview,
+        partition_key: str | None,
+        explicit_hash_key: str | None,
+        stream_name: str | None,
+    ) -> Outcome:
+        """``put`` without the wait for durability (SyncProducer's pump waits for it apart,
+        for every record it moved meanwhile)."""
         self._put_calls += 1
         if self._put_calls % _YIELD_EVERY == 0:
             await anyio.lowlevel.checkpoint()
-        if stream_arn is not None:
-            stream_name = arn_ref(stream_name, stream_arn)
         while True:
             try:
-                outcome = self.put_nowait(
+                return self.put_nowait(
                     data, partition_key, explicit_hash_key, stream_name=stream_name
                 )
             except _StreamNotLoaded:
@@ -320,11 +336,6 @@ class Producer(ProducerViews):
                 )
             except anyio.WouldBlock:
                 await self._wait_progress()
-            else:
-                spooler = self._spooler
-                if spooler is not None and spooler.book.sync_on_put:
-                    return await spooler.durable(outcome)
-                return outcome
 
     def put_nowait(
         self,

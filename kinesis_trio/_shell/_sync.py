@@ -21,7 +21,9 @@ only when the pump has gone idle. The deque and the books shared by the threads 
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import contextlib
+import os
 import sys
 import threading
 import weakref
@@ -35,13 +37,14 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from .._aws._credentials import StaticCredentials
 from .._config import RECORD_MAX_SIZE_CEILING, ProducerConfig
 from .._core._shards import parse_explicit_hash_key
+from .._core._spool import RecoveryReport
 from .._core._validate import check_stream_name, coerce_data, partition_key_length
 from .._errors import ProducerForkedError
 from .._failures import FailedRecord
 from .._outcome import RecordResult
 from . import _forks as forks
 from ._producer import Producer
-from ._sync_line import FORKED, Item, Line
+from ._sync_line import FORKED, Item, Line, await_durable
 from ._sync_loop import Loop
 
 __all__ = ["SyncProducer"]
@@ -100,7 +103,15 @@ class SyncProducer:
     prefork master), its thread and records stay in the parent: with ``after_fork="raise"``
     (the default) its first ``put``, ``put_many`` or ``flush`` there raises
     :class:`ProducerForkedError`; with ``after_fork="reopen"`` that first call opens a
-    producer of the child's own (same arguments, empty books) and goes on.
+    producer of the child's own (same arguments, empty books) and goes on, except with a
+    spool (``spool_dir``), which stays the parent's: there it raises too.
+
+    With a spool (``config.spool_dir``), ``put`` returns once the record is queued, as
+    always, and the record is in the spool within ``spool_interval``; :meth:`wait_durable`
+    waits until the records put before are in it. With ``spool_sync="put"``, ``put`` and
+    ``put_many`` return only once their records are in the spool (or resolved): the records
+    of all the threads putting meanwhile share each write. :meth:`recovered` and
+    :attr:`recovery` tell what became of the records found in the spool at open.
     """
 
     def __init__(
@@ -147,6 +158,8 @@ class SyncProducer:
             self._config.max_record_size or RECORD_MAX_SIZE_CEILING,
             self._config.max_outstanding_bytes,
         )
+        #: spool_sync="put": put waits until its record is in the spool
+        self._sync_put = self._config.spool_dir is not None and self._config.spool_sync == "put"
         # What callers share with the loop (guarded by its lock), and the loop's tasks.
         self._line = Line(self._config.max_outstanding_records, self._config.max_outstanding_bytes)
         self._loop = Loop(self._line, self._producer, stream_name, on_failure)
@@ -282,6 +295,13 @@ class SyncProducer:
         with self._close_lock:
             if not self._reopen:
                 return self._line.state != FORKED  # another thread reopened it meanwhile
+            if self._config.spool_dir is not None:
+                raise ProducerForkedError(
+                    f"{self._line.forked_message}. after_fork='reopen' cannot reopen it here: "
+                    f"its spool ({os.fspath(self._config.spool_dir)}) belongs to the parent, "
+                    "which owns its records (a spool has one owner). Open a producer in the "
+                    "child with a spool_dir of its own"
+                )
             self._reopen = False
             # The parent's portal, its context and its loop are kept (never exited here).
             self._parent = (self._portal_cm, self._portal, self._main, self._producer)
@@ -308,18 +328,29 @@ class SyncProducer:
     ) -> Future[RecordResult]:
         """Accept a record; return a future resolving to its :class:`RecordResult`.
 
-        Blocks only while the producer is at its backpressure limits (``TimeoutError``
-        after ``timeout`` seconds: the record was not accepted). Bad input raises
+        Blocks while the producer is at its backpressure limits (``TimeoutError`` after
+        ``timeout`` seconds: the record was not accepted). Bad input raises
         ``TypeError``/``ValueError`` at once, as the async ``put`` does; errors found on
-        the loop (an unknown non-default stream) are set on the future. Any thread.
+        the loop (an unknown non-default stream, a spool refusing records after a failed
+        write: ``SpoolWriteError``) are set on the future. Any thread.
+
+        With ``spool_sync="put"`` it then waits (``timeout`` does not bound this) until the
+        record is in the spool or its future is resolved; if writing it failed it raises
+        ``SpoolWriteError`` whose ``outcome`` is the record's future: it was accepted and
+        is sent all the same, but is not durable.
         """
         item = self._check(data, partition_key, explicit_hash_key, stream_name)
+        if self._sync_put:
+            self._line.not_on_loop("put() with spool_sync='put'")
+            item.wants_durable()
         try:
             self._line.add(item, timeout)
         except ProducerForkedError:
             if not self._reopened():
                 raise
             self._line.add(item, timeout)
+        if self._sync_put:
+            await_durable((item,))
         return item.future
 
     def put_many(
@@ -330,16 +361,22 @@ class SyncProducer:
     ) -> list[Future[RecordResult]]:
         """``put`` for many ``(data, partition_key[, explicit_hash_key])`` records, with one
         lock acquisition per run of records that fit. All are validated before any is
-        accepted; waits for room as ``put`` does. Any thread."""
+        accepted; waits for room, and under ``spool_sync="put"`` for the spool, as ``put``
+        does (``SpoolWriteError``'s ``outcome``: every record's future). Any thread."""
         items = [
             self._check(r[0], r[1], r[2] if len(r) == 3 else None, stream_name) for r in records
         ]
+        if self._sync_put and items:
+            self._line.not_on_loop("put_many() with spool_sync='put'")
+            items[-1].wants_durable()  # the pump moves them in order: the last one is enough
         try:
             self._line.add_many(items)
         except ProducerForkedError:
             if not self._reopened():
                 raise
             self._line.add_many(items)
+        if self._sync_put and items:
+            await_durable(items)
         return [item.future for item in items]
 
     def _check(
@@ -375,6 +412,11 @@ class SyncProducer:
             )
         if explicit_hash_key is not None:
             parse_explicit_hash_key(explicit_hash_key)
+        if self._config.spool_dir is not None and size > self._config.spool_max_bytes:
+            raise ValueError(
+                f"record too large: {size} bytes with its partition key, over "
+                f"spool_max_bytes ({self._config.spool_max_bytes}): it could never be spooled"
+            )
         return Item(data, partition_key, explicit_hash_key, stream_name, size)
 
     # -- flush ----------------------------------------------------------------------------
@@ -393,6 +435,56 @@ class SyncProducer:
             if not self._reopened():
                 raise
             self._line.flush(timeout)
+
+    # -- the spool ------------------------------------------------------------------------
+
+    def wait_durable(self, timeout: float | None = None) -> None:
+        """Return when every record accepted by an earlier ``put`` is in the spool (or its
+        future is resolved): how a caller under ``spool_sync="interval"`` waits for
+        durability. ``SpoolWriteError`` if the write failed; ``TimeoutError`` after
+        ``timeout`` seconds. Returns at once without a spool. Any thread."""
+        if self._config.spool_dir is None:
+            return
+        self._line.not_on_loop("wait_durable()")
+        try:
+            mark = self._line.durable_mark()
+        except ProducerForkedError:
+            if not self._reopened():
+                raise
+            mark = self._line.durable_mark()
+        if mark is None:
+            return
+        try:
+            mark.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError(f"wait_durable: not in the spool within {timeout} s") from None
+
+    def recovered(self, timeout: float | None = None) -> RecoveryReport:
+        """Block until every record found in the spool at open has its outcome (or the
+        producer closes); what became of them (see :attr:`recovery`). ``TimeoutError``
+        after ``timeout`` seconds. Any thread but the producer's."""
+        if self._line.state == FORKED:
+            raise ProducerForkedError(self._line.forked_message)
+        portal = self._portal
+        if portal is None or self._config.spool_dir is None:
+            return self._producer.recovery
+        if self._line.loop_thread == threading.get_ident():
+            raise RuntimeError("recovered() cannot be called from the producer's own thread")
+        try:
+            future = portal.start_task_soon(self._producer.recovered)
+        except RuntimeError:  # the portal has stopped: the producer is closed
+            return self._producer.recovery
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"recovered: recovery not over within {timeout} s") from None
+
+    @property
+    def recovery(self) -> RecoveryReport:
+        """What became so far of the records found in the spool at open
+        (:class:`RecoveryReport`; all zero and ``done`` without a spool or a backlog)."""
+        return self._producer.recovery
 
     def __repr__(self) -> str:
         state = ("new", "open", "closing", "closed")[self._line.state]

@@ -12,10 +12,10 @@ from concurrent.futures import Future
 
 import anyio
 
-from .._errors import ProducerClosedError, ProducerForkedError
+from .._errors import ProducerClosedError, ProducerForkedError, SpoolWriteError
 from .._outcome import Outcome, RecordResult
 
-__all__ = ["CLOSED", "CLOSING", "FLUSH", "NEW", "OPEN", "Item", "Line"]
+__all__ = ["CLOSED", "CLOSING", "FLUSH", "NEW", "OPEN", "Item", "Line", "await_durable", "is_mark"]
 
 NEW, OPEN, CLOSING, CLOSED, FORKED = 0, 1, 2, 3, 4
 
@@ -25,6 +25,7 @@ class Item:
 
     __slots__ = (
         "data",
+        "durable",
         "explicit_hash_key",
         "flush_epoch",
         "future",
@@ -52,6 +53,15 @@ class Item:
         #: the flush epoch it was accepted in (set by the line)
         self.flush_epoch = 0
         self.outcome: Outcome | None = None
+        #: set when its record is in the spool, or resolved (``spool_sync="put"``, and
+        #: the marks of ``wait_durable``); ``None``: nobody waits for that
+        self.durable: Future[None] | None = None
+
+    def wants_durable(self) -> Future[None]:
+        """The caller will wait until the record is in the spool (or resolved)."""
+        durable = self.durable = Future()
+        durable.set_running_or_notify_cancel()
+        return durable
 
     def sent(self, outcome: Outcome) -> None:
         """In the producer now: its outcome; the data is the producer's to keep."""
@@ -61,6 +71,29 @@ class Item:
 
 FLUSH = Item(None, "", None, None, 0)
 """Queue marker: ask the producer to flush once the records queued before it are in."""
+
+
+def await_durable(items: Sequence[Item]) -> None:
+    """Until the last of ``items`` (queued in order) is in the spool or resolved; a failed
+    write raises ``SpoolWriteError`` carrying the futures of those accepted."""
+    durable = items[-1].durable
+    assert durable is not None
+    try:
+        durable.result()
+    except SpoolWriteError as exc:
+        futures = [item.future for item in items if item.outcome is not None]
+        if not futures:  # none was accepted: their futures say why
+            return
+        raise SpoolWriteError(
+            f"the record{'s were' if len(items) > 1 else ' was'} accepted and will be "
+            f"sent, but writing to the spool failed ({exc}): not durable",
+            futures[0] if len(items) == 1 else futures,
+        ) from exc
+
+
+def is_mark(item: Item) -> bool:
+    """A queue marker (a flush, a wait for durability), not a record."""
+    return item.data is None and item.outcome is None
 
 
 class Line:
@@ -210,6 +243,14 @@ class Line:
             if self.pump_idle:
                 self._wake_pump()
 
+    def not_on_loop(self, call: str) -> None:
+        """Refuse a wait for the spool on the loop's own thread (it would never end)."""
+        if self.loop_thread == threading.get_ident():
+            raise RuntimeError(
+                f"{call} from the producer's own thread (a future's callback) would wait for "
+                "the spool: it would never be written"
+            )
+
     def _wait_room(self, size: int, timeout: float | None) -> None:
         """Wait (holding ``cond``) until the record fits; raise if closed or timed out."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -266,6 +307,21 @@ class Line:
                         left = sum(n for e, n in counts.items() if e <= target)
                         raise TimeoutError(f"flush: {left} records not resolved within {timeout} s")
                 self._wait(remaining)
+
+    def durable_mark(self) -> Future[None] | None:
+        """Queue a mark that is done once every record accepted before it is in the spool
+        (or resolved); ``None`` when there is nothing to wait for."""
+        with self.cond:
+            if self.state == FORKED:
+                raise ProducerForkedError(self.forked_message)
+            if self.state != OPEN or not self.epoch_counts:
+                return None  # nothing accepted is unsettled (a close settles everything)
+            mark = Item(None, "", None, None, 0)
+            durable = mark.wants_durable()
+            self.queue.append(mark)
+            if self.pump_idle:
+                self._wake_pump()
+        return durable
 
     def _wait(self, timeout: float | None) -> None:
         self.waiters += 1

@@ -6,6 +6,7 @@ resolver that settles the futures in batches, and the delivery of failed records
 from __future__ import annotations
 
 import collections
+import os
 import threading
 from collections.abc import Callable, Sequence
 
@@ -18,7 +19,7 @@ from .._failures import FailedRecord
 from .._logging import get_logger
 from .._outcome import ABORTED, CLOSE_TIMEOUT, RecordResult
 from ._producer import Producer
-from ._sync_line import CLOSED, FLUSH, OPEN, Item, Line
+from ._sync_line import CLOSED, FLUSH, OPEN, Item, Line, is_mark
 
 __all__ = ["Loop", "SyncProducerAbort"]
 
@@ -43,6 +44,8 @@ class Loop:
         "_close_event",
         "_config",
         "_default_stream",
+        "_durable_event",
+        "_durables",
         "_error",
         "_failure_caller",
         "_line",
@@ -77,6 +80,10 @@ class Loop:
         #: records failed here, never handed to the Producer (queued when it closed)
         self._unsent_failures: collections.deque[FailedRecord] = collections.deque()
         self._failure_caller: _CallbackThread | None = None
+        #: records (and marks) in the producer whose callers wait until they are in the
+        #: spool, not yet waited for; the durability task takes them all at once
+        self._durables: list[Item] = []
+        self._durable_event: anyio.Event | None = None
 
     def stop(self) -> None:
         """From a caller's thread (the close): end the main task."""
@@ -85,8 +92,17 @@ class Loop:
         assert call_soon is not None and close_event is not None
         call_soon(close_event.set)
 
-    def _timeout_message(self) -> str:
-        return f"not confirmed within close_timeout ({self._config.close_timeout} s)"
+    def _timeout_message(self, kept: bool = False) -> str:
+        """Why a record failed when the close ran out of time; ``kept``: it was in the
+        producer, which keeps it in its spool."""
+        message = f"not confirmed within close_timeout ({self._config.close_timeout} s)"
+        spool = self._config.spool_dir
+        if kept and spool is not None:
+            message += (
+                f"; it stays in the spool ({os.fspath(spool)}): the next producer to open it "
+                "sends it again"
+            )
+        return message
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """The main task: the producer's scope, the pump and the resolver."""
@@ -109,6 +125,8 @@ class Loop:
                     pumped = anyio.Event()
                     tg.start_soon(self._resolver)
                     tg.start_soon(self._pump, producer, pumped)
+                    if self._config.spool_dir is not None:
+                        tg.start_soon(self._durability, producer)
                     if self._on_failure is not None:
                         tg.start_soon(self._deliver_failures, producer)
                     task_status.started()
@@ -200,7 +218,9 @@ class Loop:
                 tg.start_soon(producer.flush)
                 continue
             data = item.data
-            assert data is not None
+            if data is None:  # wait_durable's mark: the records before it are in
+                self._wants_durable(item)
+                continue
             try:
                 try:
                     outcome = put_nowait(
@@ -209,21 +229,22 @@ class Loop:
                         item.explicit_hash_key,
                         stream_name=item.stream_name,
                     )
-                except anyio.WouldBlock:
-                    outcome = await producer.put(
-                        data,
-                        item.partition_key,
-                        item.explicit_hash_key,
-                        stream_name=item.stream_name,
+                except anyio.WouldBlock:  # no room, a stream to load: wait, but not
+                    outcome = await producer._accept(  # for durability (apart, below)
+                        data, item.partition_key, item.explicit_hash_key, item.stream_name
                     )
             except Exception as exc:
                 item.future.set_exception(exc)
+                if item.durable is not None:  # not accepted (its future says why); the
+                    self._wants_durable(item)  # records before it may be: they go first
                 line.release([item])
                 continue
             except BaseException:
                 queue.appendleft(item)  # not accepted (cancelled): _finish fails it
                 raise
             item.sent(outcome)
+            if item.durable is not None:
+                self._wants_durable(item)
             waiting.append(item)
             resolver_event = self._resolver_event
             if resolver_event is not None:
@@ -233,6 +254,39 @@ class Loop:
             if count >= _PUMP_YIELD_EVERY:
                 count = 0
                 await anyio.lowlevel.checkpoint()
+
+    def _wants_durable(self, item: Item) -> None:
+        self._durables.append(item)
+        event = self._durable_event
+        if event is not None:
+            self._durable_event = None
+            event.set()
+
+    async def _durability(self, producer: Producer) -> None:
+        """Tell the callers waiting for durability (``put`` under ``spool_sync="put"``,
+        ``wait_durable``) when their records are in the spool: one wait for all the records
+        moved into the producer meanwhile (they share the commits)."""
+        while True:
+            if not self._durables:
+                event = self._durable_event = anyio.Event()
+                await event.wait()
+                continue
+            batch, self._durables = self._durables, []
+            error: Exception | None = None
+            try:
+                await producer.wait_durable()
+            except Exception as exc:  # SpoolWriteError; the producer closed
+                error = exc
+            except BaseException:
+                self._durables[:0] = batch  # cancelled (the close): _finish settles them
+                raise
+            for item in batch:
+                durable = item.durable
+                assert durable is not None
+                if error is None:
+                    durable.set_result(None)
+                else:
+                    durable.set_exception(error)
 
     async def _resolver(self) -> None:
         """Resolve futures from outcomes: wait on the oldest, then settle what is done."""
@@ -278,7 +332,7 @@ class Loop:
             result = outcome.result()
             if rewrite and result.error_code == ABORTED:
                 result = result._replace(
-                    error_code=CLOSE_TIMEOUT, error_message=self._timeout_message()
+                    error_code=CLOSE_TIMEOUT, error_message=self._timeout_message(kept=True)
                 )
             item.future.set_result(result)
         self._line.release(items)
@@ -290,9 +344,19 @@ class Loop:
         self._settle(settled)
         unresolved = [i for i in self._waiting if not i.future.done()]
         self._waiting.clear()
-        leftovers = [i for i in leftovers if i is not FLUSH] + unresolved
-        if not leftovers:
-            return
+        durables = [i.durable for i in [*self._durables, *leftovers] if i.durable is not None]
+        self._durables = []
+        records = [i for i in leftovers if not is_mark(i)] + unresolved
+        if records:
+            self._fail_unsent(records)
+        # Whoever waits for durability: every record is in the spool (the producer's close
+        # wrote what it keeps) or has its result now.
+        for durable in durables:
+            if not durable.done():
+                durable.set_result(None)
+
+    def _fail_unsent(self, leftovers: list[Item]) -> None:
+        """Fail the records the producer never had, or left unresolved."""
         line = self._line
         if self._timed_out and not line.abort:
             code = CLOSE_TIMEOUT
