@@ -28,6 +28,7 @@ import functools
 import os
 import shutil
 import sqlite3
+import threading
 import time
 import urllib.parse
 import zlib
@@ -131,6 +132,9 @@ class SpoolStore:
         self._lock_fd: int | None = None
         #: tests: ``PRAGMA max_page_count`` (a disk that fills: SQLITE_FULL)
         self._max_page_count = max_page_count
+        #: one call on the connection at a time: the writer's commits and recovery's reads
+        #: run in worker threads of their own, and may overlap
+        self._busy = threading.Lock()
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -330,8 +334,9 @@ class SpoolStore:
 
     def commit(self, commit: Commit) -> None:
         """One transaction: insert ``commit``'s rows, delete its ids, note the next id."""
-        db = self._require()
-        self._insert(db, commit.inserts, commit.next_id, [d[0] for d in commit.deletes])
+        with self._busy:
+            db = self._require()
+            self._insert(db, commit.inserts, commit.next_id, [d[0] for d in commit.deletes])
 
     @staticmethod
     def _insert(
@@ -366,6 +371,10 @@ class SpoolStore:
         """Up to ``limit`` records with ids above ``after``, in id order, and no more than
         ``max_bytes`` of data past the first (large records are not read 500 at a time):
         each intact one with its size, or its :class:`Damage`."""
+        with self._busy:
+            return self._read(after, limit, max_bytes)
+
+    def _read(self, after: int, limit: int, max_bytes: int) -> list[tuple[Row, int] | Damage]:
         db = self._require()
         cursor = db.execute(
             "SELECT id, stream, pk, ehk, data, crc FROM records WHERE id > ? ORDER BY id LIMIT ?",
@@ -389,6 +398,10 @@ class SpoolStore:
 
     def close(self) -> None:
         """Close the database and let the lock go."""
+        with self._busy:
+            self._close()
+
+    def _close(self) -> None:
         db, self._db = self._db, None
         if db is not None:
             with contextlib.suppress(sqlite3.Error):
