@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -37,8 +37,10 @@ from .._outcome import ABORTED, CLOSE_TIMEOUT, Outcome
 from ..metrics._names import MetricsSink
 from . import _forks as forks
 from ._pipeline import Pipeline
-from ._spooler import Spooler
 from ._views import ProducerViews
+
+if TYPE_CHECKING:
+    from . import _spooler
 
 __all__ = ["Producer"]
 
@@ -133,7 +135,7 @@ class Producer(ProducerViews):
         self._tg: anyio.abc.TaskGroup | None = None
         self._pipeline: Pipeline | None = None
         self._engine: Engine | None = None
-        self._spooler: Spooler | None = None
+        self._spooler: _spooler.Spooler | None = None
         self._state = _CLOSED
         self._forked_message = ""
         self._entered = False
@@ -177,6 +179,8 @@ class Producer(ProducerViews):
             tg.start_soon(self._metrics.run)
         try:
             if config.spool_dir is not None:
+                from ._spooler import Spooler  # sqlite3 is loaded only with a spool
+
                 self._spooler = spooler = Spooler(
                     config,
                     engine,

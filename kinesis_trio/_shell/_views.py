@@ -4,6 +4,7 @@ dead letters: the part of its public face that changes nothing."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from .._aws._client import KinesisClient
 from .._config import ProducerConfig
@@ -12,7 +13,9 @@ from .._core._spool import RecoveryReport
 from .._errors import ProducerClosedError
 from .._failures import FailedRecord, FailureFeed
 from ..metrics._recorder import Metrics
-from ._spooler import Spooler
+
+if TYPE_CHECKING:
+    from ._spooler import Spooler
 
 __all__ = ["ProducerViews"]
 
