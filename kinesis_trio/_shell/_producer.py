@@ -26,7 +26,6 @@ from .._config import ProducerConfig
 from .._core._engine import Engine, metrics_for
 from .._core._ordering import refusal
 from .._core._requests import dry_run_body
-from .._core._spool import RecoveryReport
 from .._core._state import StreamState
 from .._core._streams import arn_ref, default_stream_ref, is_arn, name_and_arn, parse_stream_arn
 from .._core._validate import check_stream_name, coerce_data
@@ -187,7 +186,7 @@ class Producer(ProducerViews):
                     self._now,
                     self._notify_progress,
                     self._wait_progress,
-                    apply=self._pipeline.apply,
+                    self._pipeline.apply,
                 )
                 await spooler.open()
             if self._default_stream is not None:
@@ -311,7 +310,17 @@ class Producer(ProducerViews):
         """
         if stream_arn is not None:
             stream_name = arn_ref(stream_name, stream_arn)
-        outcome = await self._accept(data, partition_key, explicit_hash_key, stream_name)
+        self._put_calls += 1
+        if self._put_calls % _YIELD_EVERY == 0:
+            await anyio.lowlevel.checkpoint()
+        try:  # the common case, without a coroutine more per record
+            outcome = self.put_nowait(
+                data, partition_key, explicit_hash_key, stream_name=stream_name
+            )
+        except anyio.WouldBlock:  # no room, or the stream is not loaded yet
+            outcome = await self._accept_waiting(
+                data, partition_key, explicit_hash_key, stream_name
+            )
         spooler = self._spooler
         if spooler is not None and spooler.book.sync_on_put:
             return await spooler.durable(outcome)
@@ -329,6 +338,16 @@ class Producer(ProducerViews):
         self._put_calls += 1
         if self._put_calls % _YIELD_EVERY == 0:
             await anyio.lowlevel.checkpoint()
+        return await self._accept_waiting(data, partition_key, explicit_hash_key, stream_name)
+
+    async def _accept_waiting(
+        self,
+        data: bytes | bytearray | memoryview,
+        partition_key: str | None,
+        explicit_hash_key: str | None,
+        stream_name: str | None,
+    ) -> Outcome:
+        """Accept the record, waiting for room or loading its stream as long as needed."""
         while True:
             try:
                 return self.put_nowait(
@@ -428,13 +447,6 @@ class Producer(ProducerViews):
         write failed; returns at once without a spool."""
         if self._spooler is not None:
             await self._spooler.wait_durable()
-
-    async def recovered(self) -> RecoveryReport:
-        """Wait until every record found in the spool at start has its outcome (``put``
-        waits only until they are accepted: they go before new records)."""
-        if self._spooler is None:
-            return RecoveryReport()
-        return await self._spooler.recovered()
 
     async def _stream(self, ref: str) -> StreamState:
         """The loaded stream ``ref`` names (loaded now if it is not): for recovery."""

@@ -59,8 +59,8 @@ class Spooler:
         now: Callable[[], float],
         progress: Callable[[], None],
         wait_progress: Callable[[], Awaitable[None]],
+        apply: Callable[[], None],
         store: SpoolStore | None = None,
-        apply: Callable[[], None] = lambda: None,
     ) -> None:
         assert config.spool_dir is not None
         self.config = config

@@ -105,3 +105,10 @@ class ProducerViews:
         """What became so far of the records found in the spool at start
         (:class:`RecoveryReport`; all zero and ``done`` without a spool or a backlog)."""
         return RecoveryReport() if self._spooler is None else self._spooler.report()
+
+    async def recovered(self) -> RecoveryReport:
+        """Wait until every record found in the spool at start has its outcome (``put``
+        waits only until they are accepted: they go before new records)."""
+        if self._spooler is None:
+            return RecoveryReport()
+        return await self._spooler.recovered()
