@@ -400,7 +400,7 @@ async def test_a_malformed_list_shards_entry_is_read_again() -> None:
     assert served >= 3 and sorted(run.lines) == sorted(d for d, _ in keyed(5))
 
 
-async def test_get_records_calls_are_paced_by_count_and_bytes() -> None:
+async def test_get_records_calls_are_paced_by_count_and_bytes(anyio_backend: Any) -> None:
     times: list[float] = []
 
     async def hook(operation: str, body: dict[str, Any]) -> httpx.Response | None:
@@ -416,13 +416,18 @@ async def test_get_records_calls_are_paced_by_count_and_bytes() -> None:
         )
         run = await run_tail(client)
         assert len(run.lines) == 4
-        # 4 MiB read in the first call: the next waits 2 s (2 MiB/s per shard)
-        assert times[1] - times[0] >= 2.0 - 0.01
+        # 4 MiB read in the first call: the next waits 2 s (2 MiB/s per shard). The pacer
+        # counts from before the call left, the hook sees it arrive: on asyncio's real clock
+        # a loaded machine delays the first arrival (33 ms seen in CI), so only the virtual
+        # clock is exact; real time still tells 2 s of byte pacing from 0.2 s of call rate.
+        exact = anyio_backend != "asyncio"
+        assert times[1] - times[0] >= (2.0 - 0.01 if exact else 1.0)
         times.clear()
         with anyio.move_on_after(2.0):
             await run_tail(client, follow=True, idle_interval=0.0)  # idle: only the call rate
-    assert len(times) <= 2.0 * 5 + 1
-    assert all(b - a >= 0.2 - 0.01 for a, b in itertools.pairwise(times))
+    assert len(times) <= 2.0 * 5 + 1  # five calls a second at most: delays only lower it
+    if exact:
+        assert all(b - a >= 0.2 - 0.01 for a, b in itertools.pairwise(times))
 
 
 async def test_an_expired_iterator_is_replaced_after_the_last_record_read() -> None:
