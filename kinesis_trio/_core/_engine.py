@@ -271,7 +271,7 @@ class Engine:
             if recovered is None:
                 spool.add(outcome, stream.key, data, partition_key, explicit_hash_key, size, now)
             else:
-                spool.add_recovered(outcome, recovered.id, size)
+                spool.add_recovered(outcome, recovered.id)
         return outcome
 
     def fail_recovered(self, row: Row, size: int, code: str, message: str, now: float) -> None:
@@ -291,7 +291,7 @@ class Engine:
         self.ledger.accept(outcome, size)
         spool = self.spool
         assert spool is not None
-        spool.add_recovered(outcome, row.id, size)
+        spool.add_recovered(outcome, row.id)
         self.resolver.fail((outcome,), failed(code, message, now), "")
 
     def no_key(self, stream: StreamState) -> tuple[int, int, int]:

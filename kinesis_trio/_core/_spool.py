@@ -38,6 +38,8 @@ from .._outcome import Attempt, Outcome
 
 __all__ = ["RECOVERED", "Commit", "RecoveryReport", "Row", "SpoolBook"]
 
+#: A :class:`Row` from a tuple of its fields (``Row(...)`` costs a Python call per record).
+_row = tuple.__new__
 #: The error code of the attempt that marks a recovered record (a possible duplicate).
 RECOVERED = "SpoolRecovered"
 _INF = math.inf
@@ -54,13 +56,14 @@ class Row(NamedTuple):
 
 
 class Commit(NamedTuple):
-    """One transaction for the store: rows to insert, rows to delete (``(id, size)``), and
-    the id the spool goes on from."""
+    """One transaction for the store: rows to insert, ids to delete (``freed``: their
+    bytes), and the id the spool goes on from."""
 
     gen: int
     inserts: list[Row]
-    deletes: list[tuple[int, int]]
+    deletes: list[int]
     next_id: int
+    freed: int = 0
 
 
 class RecoveryReport(NamedTuple):
@@ -100,6 +103,7 @@ class SpoolBook:
     __slots__ = (
         "_deletes",
         "_first_wait",
+        "_freed",
         "_last_take",
         "_recovering",
         "_rows",
@@ -136,12 +140,14 @@ class SpoolBook:
         self.next_id = next_id
         #: bytes of the records in the spool (on disk, to be written, to be deleted)
         self.bytes = on_disk
-        #: every unresolved record that is on disk (or in the commit running): its id, size
-        self._rows: dict[Outcome, tuple[int, int]] = {}
+        #: every unresolved record that is on disk (or in the commit running): its id (its
+        #: size is the outcome's)
+        self._rows: dict[Outcome, int] = {}
         #: accepted, not written yet (in put order)
         self._unwritten: dict[Outcome, Row] = {}
-        #: ids (and sizes) of records to delete in the next commit
-        self._deletes: list[tuple[int, int]] = []
+        #: ids of records to delete in the next commit, and their bytes
+        self._deletes: list[int] = []
+        self._freed = 0
         #: when the first record of the next commit began to wait (``inf``: none waits)
         self._first_wait = _INF
         #: when the last commit was taken (deletes alone wait ``interval`` from it)
@@ -189,7 +195,7 @@ class SpoolBook:
         now: float,
     ) -> None:
         """An accepted record: written in the next commit unless resolved before."""
-        row = Row(self.next_id, stream, partition_key, explicit_hash_key, data)
+        row = _row(Row, (self.next_id, stream, partition_key, explicit_hash_key, data))
         self.next_id += 1
         self._unwritten[outcome] = row
         self.bytes += size
@@ -200,10 +206,10 @@ class SpoolBook:
         """Recovery reads the spool back (``True``: new records wait), or has read it all."""
         self.reading = reading
 
-    def add_recovered(self, outcome: Outcome, row_id: int, size: int) -> None:
+    def add_recovered(self, outcome: Outcome, row_id: int) -> None:
         """A record read back from the spool and accepted again (it is on disk already,
-        and its bytes were counted when the spool was opened)."""
-        self._rows[outcome] = (row_id, size)
+        and its bytes, the outcome's size, were counted when the spool was opened)."""
+        self._rows[outcome] = row_id
         self._recovering.add(outcome)
         self.recovered += 1
 
@@ -227,10 +233,11 @@ class SpoolBook:
             if row is not None:
                 self.bytes -= outcome._size
                 continue
-            entry = rows.pop(outcome, None)
-            if entry is None:
+            row_id = rows.pop(outcome, None)
+            if row_id is None:
                 continue
-            self._delete(*entry)
+            self._deletes.append(row_id)
+            self._freed += outcome._size
             if self._recovering:
                 self._recovered_done(outcome, ok)
 
@@ -243,7 +250,8 @@ class SpoolBook:
                 self.recovered_failed += 1
 
     def _delete(self, row_id: int, size: int) -> None:
-        self._deletes.append((row_id, size))
+        self._deletes.append(row_id)
+        self._freed += size
 
     def kept(self, outcomes: set[Outcome]) -> None:
         """The producer closes with ``outcomes`` unresolved: they stay in the spool (those
@@ -273,20 +281,20 @@ class SpoolBook:
         rows = self._rows
         inserts = []
         for outcome, row in self._unwritten.items():
-            rows[outcome] = (row.id, outcome._size)
+            rows[outcome] = row[0]
             inserts.append(row)
         self._unwritten = {}
-        deletes = self._deletes
-        self._deletes = []
+        deletes, freed = self._deletes, self._freed
+        self._deletes, self._freed = [], 0
         self._first_wait = _INF if not inserts and not deletes else now
         self._last_take = now
         gen = self.in_flight = self.next_gen
         self.next_gen += 1
-        return Commit(gen, inserts, deletes, self.next_id)
+        return Commit(gen, inserts, deletes, self.next_id, freed)
 
     def committed(self, commit: Commit) -> None:
         """``commit`` is on disk: its deletes free their room."""
-        self.bytes -= sum(size for _, size in commit.deletes)
+        self.bytes -= commit.freed
         self.durable_gen = commit.gen
         self.in_flight = 0
         self.error = None
@@ -303,7 +311,7 @@ class SpoolBook:
         rows = self._rows
         again: dict[Outcome, Row] = {}
         by_id = {row.id: row for row in commit.inserts}
-        for outcome, (row_id, _size) in list(rows.items()):
+        for outcome, row_id in list(rows.items()):
             row = by_id.get(row_id)
             if row is not None:
                 del rows[outcome]
@@ -312,6 +320,7 @@ class SpoolBook:
         self._unwritten = again
         # a record of the failed commit resolved since: its delete is pointless but harmless
         self._deletes = commit.deletes + self._deletes
+        self._freed += commit.freed
 
     def target(self) -> int:
         """The commit that writes the records accepted so far (:meth:`durable`)."""

@@ -49,6 +49,8 @@ FORMAT_VERSION = 1
 APPLICATION_ID = 0x4B545253
 DB_NAME = "spool.db"
 LOCK_NAME = "spool.lock"
+#: The page size of a new spool's database.
+PAGE_SIZE = 16384
 #: Bytes a WAL keeps after a checkpoint (SQLite's ``journal_size_limit``).
 _WAL_LIMIT = 16 * 1024 * 1024
 #: What reading a damaged file raises: SQLite's errors, and its messages that quote damaged
@@ -87,14 +89,21 @@ class Damage(NamedTuple):
 
 def checksum(row: Row) -> int:
     """CRC-32 of a record's stream, keys and data (how the spool tells a damaged record)."""
+    return zlib.crc32(row.data, _head_crc(row.stream, row.partition_key, row.explicit_hash_key))
+
+
+@functools.lru_cache(maxsize=4096)
+def _head_crc(stream: str, partition_key: str | None, explicit_hash_key: str | None) -> int:
+    """The CRC-32 of a record's stream and keys, where its data's CRC starts (cached: a
+    stream's records share a few thousand keys at most, mostly)."""
     head = "\x00".join(
         (
-            row.stream,
-            "\x01" if row.partition_key is None else row.partition_key,
-            "" if row.explicit_hash_key is None else row.explicit_hash_key,
+            stream,
+            "\x01" if partition_key is None else partition_key,
+            "" if explicit_hash_key is None else explicit_hash_key,
         )
-    ).encode("utf-8", "surrogatepass")
-    return zlib.crc32(row.data, zlib.crc32(head))
+    )
+    return zlib.crc32(head.encode("utf-8", "surrogatepass"))
 
 
 def _size(row: Row) -> int:
@@ -169,6 +178,9 @@ class SpoolStore:
     def _connect(self, path: str) -> sqlite3.Connection:
         db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         db.text_factory = _text
+        # a new spool's pages (before WAL mode writes its header; an existing file keeps its
+        # own): 16 KiB pages cut the CPU of an insert and a delete by about a quarter
+        db.execute(f"PRAGMA page_size={PAGE_SIZE}")
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA cell_size_check=ON")
@@ -336,7 +348,7 @@ class SpoolStore:
         """One transaction: insert ``commit``'s rows, delete its ids, note the next id."""
         with self._busy:
             db = self._require()
-            self._insert(db, commit.inserts, commit.next_id, [d[0] for d in commit.deletes])
+            self._insert(db, commit.inserts, commit.next_id, commit.deletes)
 
     @staticmethod
     def _insert(
@@ -345,17 +357,22 @@ class SpoolStore:
         next_id: int,
         deletes: list[int] = (),  # type: ignore[assignment]
     ) -> None:
+        crc32, head = zlib.crc32, _head_crc
         try:
             db.execute("BEGIN IMMEDIATE")
             if rows:
                 db.executemany(
                     "INSERT OR REPLACE INTO records (id, stream, pk, ehk, data, crc)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
-                    [(*row, checksum(row)) for row in rows],
+                    # one row at a time (a list of them all would live through collections
+                    # of the garbage collector, and make it run more often)
+                    ((*row, crc32(row[4], head(row[1], row[2], row[3]))) for row in rows),
                 )
                 db.execute("INSERT OR REPLACE INTO meta (k, v) VALUES ('next_id', ?)", (next_id,))
             if deletes:
-                db.executemany("DELETE FROM records WHERE id = ?", [(i,) for i in deletes])
+                db.executemany(
+                    "DELETE FROM records WHERE id BETWEEN ? AND ?", _runs(sorted(deletes))
+                )
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
@@ -493,6 +510,23 @@ def _repaired(path: str, page_size: int) -> str | None:
     except OSError:
         return None
     return copy
+
+
+def _runs(ids: list[int]) -> list[tuple[int, int]]:
+    """Sorted ids as runs of consecutive ones, ``(first, last)``: records end about in put
+    order, so a commit's deletes are a few ranges (a range costs SQLite less than its ids
+    one by one)."""
+    runs: list[tuple[int, int]] = []
+    if not ids:
+        return runs
+    first = last = ids[0]
+    for i in ids[1:]:
+        if i != last + 1 and i != last:
+            runs.append((first, last))
+            first = i
+        last = i
+    runs.append((first, last))
+    return runs
 
 
 def _text(value: bytes) -> str:

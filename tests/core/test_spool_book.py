@@ -50,7 +50,7 @@ def test_a_record_resolved_before_the_commit_is_never_written() -> None:
     b.committed(commit)
     b.done([second], ok=False)  # written: now it must be deleted
     commit = take(b)
-    assert commit.inserts == [] and commit.deletes == [(2, 4)]
+    assert commit.inserts == [] and (commit.deletes, commit.freed) == ([2], 4)
     assert b.bytes == 4  # until the delete is on disk
     b.committed(commit)
     assert b.bytes == 0 and not b.waiting() and b.take(1.0) is None
@@ -63,7 +63,8 @@ def test_a_record_resolved_while_its_commit_runs_is_deleted_by_the_next() -> Non
     b.done([o], ok=True)
     b.committed(commit)
     assert b.bytes == 3
-    assert take(b).deletes == [(1, 3)]
+    last = take(b)
+    assert (last.deletes, last.freed) == ([1], 3)
 
 
 def test_resolving_twice_or_an_unknown_record_changes_nothing() -> None:
@@ -73,7 +74,8 @@ def test_resolving_twice_or_an_unknown_record_changes_nothing() -> None:
     b.done([o], ok=True)
     b.done([o], ok=True)
     b.done([outcome(b"other", "k")], ok=True)
-    assert take(b).deletes == [(1, 3)]
+    last = take(b)
+    assert (last.deletes, last.freed) == ([1], 3)
 
 
 def test_kept_records_stay_in_the_spool_and_unwritten_ones_are_written() -> None:
@@ -222,7 +224,7 @@ def test_a_failed_commit_puts_its_rows_back_in_put_order() -> None:
     b.done([old], ok=True)
     members = [add(b, b"r%d" % i) for i in range(4)]  # ids 2..5
     commit = take(b)
-    assert ids(commit.inserts) == [2, 3, 4, 5] and commit.deletes == [(1, 4)]
+    assert ids(commit.inserts) == [2, 3, 4, 5] and (commit.deletes, commit.freed) == ([1], 4)
     newer = add(b, b"new")  # id 6, accepted while the commit runs
     b.done([members[1]], ok=True)  # resolved while it runs: not written again
     b.commit_failed(commit, "disk I/O error")
@@ -231,7 +233,7 @@ def test_a_failed_commit_puts_its_rows_back_in_put_order() -> None:
     assert ids(retry.inserts) == [2, 4, 5, 6]
     assert [row.data for row in retry.inserts] == [b"r0", b"r2", b"r3", b"new"]
     # the failed commit's delete goes again; the resolved member's is harmless
-    assert retry.deletes == [(1, 4), (3, 3)]
+    assert (retry.deletes, retry.freed) == ([1, 3], 7)
     b.committed(retry)
     assert b.error is None
     assert b.bytes == sum(o._size for o in (members[0], members[2], members[3], newer))
@@ -260,10 +262,10 @@ def test_recovery_counts_what_became_of_the_records_read_back() -> None:
     b.recovering(True)
     assert b.refusal(1) == "recovering"
     ok, failed_one, kept = (outcome(b"x" * 99, "k") for _ in range(3))
-    b.add_recovered(ok, 1, 100)
+    b.add_recovered(ok, 1)
     b.skip_damaged(2, 100)
-    b.add_recovered(failed_one, 4, 100)
-    b.add_recovered(kept, 5, 0)
+    b.add_recovered(failed_one, 4)
+    b.add_recovered(kept, 5)
     assert b.report() == RecoveryReport(3, 0, 0, 3, False)
     b.recovering(False)
     assert b.refusal(1) is None and not b.report().done
@@ -273,7 +275,7 @@ def test_recovery_counts_what_became_of_the_records_read_back() -> None:
     b.kept({kept})  # the producer closes: neither ok nor failed, recovered next time
     assert b.report() == RecoveryReport(3, 1, 1, 3, False)  # not done: one has no outcome
     commit = take(b)
-    assert commit.inserts == [] and commit.deletes == [(2, 100), (1, 100), (4, 100)]
+    assert commit.inserts == [] and (commit.deletes, commit.freed) == ([2, 1, 4], 300)
     assert commit.next_id == 10  # new records go on after the old ones
     b.committed(commit)
     assert b.bytes == 0
@@ -350,8 +352,8 @@ class BookMachine(RuleBasedStateMachine):
             assert row == self.rows[row.id]
         assert ids(commit.inserts) == sorted(ids(commit.inserts))  # put order
         assert set(ids(commit.inserts)) == set(self.live.values()) - self.taken
-        assert [d for d, _ in commit.deletes] == self.deletes
-        assert all(size == self.sizes[d] for d, size in commit.deletes)
+        assert commit.deletes == self.deletes
+        assert commit.freed == sum(self.sizes[d] for d in commit.deletes)
         self.taken.update(ids(commit.inserts))
         self.deletes = []
         self.running = commit
@@ -365,19 +367,19 @@ class BookMachine(RuleBasedStateMachine):
         if ok:
             for row in commit.inserts:
                 self.disk[row.id] = row
-            for row_id, _size in commit.deletes:
+            for row_id in commit.deletes:
                 self.disk.pop(row_id, None)
             self.book.committed(commit)
             return
         self.book.commit_failed(commit, "disk I/O error")
         self.taken.difference_update(row.id for row in commit.inserts)
-        self.deletes = [d for d, _ in commit.deletes] + self.deletes
+        self.deletes = commit.deletes + self.deletes
 
     @invariant()
     def bytes_are_the_unresolved_and_the_undeleted(self) -> None:
         held = list(self.deletes)
         if self.running is not None:
-            held += [d for d, _ in self.running.deletes]
+            held += self.running.deletes
         expected = sum(o._size for o in self.live) + sum(self.sizes[d] for d in held)
         assert self.book.bytes == expected
 

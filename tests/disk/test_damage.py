@@ -31,13 +31,23 @@ import pytest
 
 from kinesis_trio import RecoveryReport
 from kinesis_trio._core._spool import Commit, Row
-from kinesis_trio._disk._store import DB_NAME, Damage, SpoolStats, SpoolStore, checksum, salvage
+from kinesis_trio._disk._store import (
+    DB_NAME,
+    PAGE_SIZE,
+    Damage,
+    SpoolStats,
+    SpoolStore,
+    checksum,
+    salvage,
+)
 from kinesis_trio._errors import SpoolFormatError
 from kinesis_trio.testing import FakeKinesis
 from tests.support.helpers import fake_producer
 
-PAGE = 4096
+PAGE = PAGE_SIZE
 FRAME = 24 + PAGE  # a WAL frame: its header, then the page
+#: record sizes: none, small, most of a page, overflow chains (in proportion to the page)
+SIZES = [n * PAGE // 4096 for n in (0, 10, 300, 3000, 9000, 20000)]
 WAL_HEADER = 32
 #: How long opening one damaged copy may take before the test calls it a hang.
 HANG = 20.0
@@ -85,13 +95,13 @@ def build(directory: Path, mode: str, seed: int = 2024) -> Spool:
             spool.wal_end = [0] * len(spool.wal_end)
         inserts = []
         for _ in range(rng.randint(1, 6)):
-            size = rng.choice([0, 10, 300, 3000, 9000, 20000])
+            size = rng.choice(SIZES)
             key = None if next_id % 4 == 0 else f"ключ-{next_id}-🙂"
             ehk = str(rng.randrange(2**128)) if next_id % 5 == 0 else None
             inserts.append(Row(next_id, "s", key, ehk, rng.randbytes(size)))
             next_id += 1
         deletes = sorted(rng.sample(sorted(rows), min(len(rows), rng.randint(0, 3))))
-        store.commit(Commit(gen, inserts, [(i, 0) for i in deletes], next_id))
+        store.commit(Commit(gen, inserts, deletes, next_id))
         for i in deletes:
             del rows[i]
         for row in inserts:

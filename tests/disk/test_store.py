@@ -20,7 +20,7 @@ MIB = 1024 * 1024
 
 def commit(gen: int, rows: list[Row], deletes: tuple[int, ...] = (), next_id: int = 0) -> Commit:
     top = max([r.id for r in rows] + list(deletes) + [0])
-    return Commit(gen, rows, [(i, 0) for i in deletes], next_id or top + 1)
+    return Commit(gen, rows, list(deletes), next_id or top + 1)
 
 
 def size(row: Row) -> int:
@@ -74,11 +74,23 @@ def test_commit_deletes_and_replaces_in_one_transaction(tmp_path: Path) -> None:
     store.close()
 
 
+def test_deletes_in_any_order_remove_exactly_their_ids(tmp_path: Path) -> None:
+    """Deletes go to SQLite as runs of consecutive ids: out of order, repeated, with gaps."""
+    store = SpoolStore(tmp_path)
+    store.open()
+    rows = [Row(i, "s", "k", None, b"%d" % i) for i in range(1, 31)]
+    store.commit(commit(1, rows))
+    gone = [9, 3, 4, 2, 4, 20, 30, 10, 11, 5, 21, 1]
+    store.commit(Commit(2, [], gone, 31))
+    assert [r.id for r in read_all(store)] == [i for i in range(1, 31) if i not in gone]
+    store.close()
+
+
 def test_the_next_id_survives_every_row_deleted(tmp_path: Path) -> None:
     store = SpoolStore(tmp_path)
     store.open()
     store.commit(commit(1, ROWS[:3], next_id=4))
-    store.commit(Commit(2, [], [(1, 0), (2, 0), (3, 0)], 4))
+    store.commit(Commit(2, [], [1, 2, 3], 4))
     store.close()
     again = SpoolStore(tmp_path)
     stats = again.open()
@@ -226,7 +238,7 @@ def test_a_full_disk_fails_the_commit_and_keeps_the_earlier_ones(tmp_path: Path)
     assert read_all(store) == written  # the failed transaction left nothing behind
     # a small commit after it still fits, and deletes free room for a big one
     store.commit(commit(200, [Row(next_id, "s", "k", None, b"small")]))
-    store.commit(Commit(201, [], [(row.id, 0) for row in written[:8]], next_id + 1))
+    store.commit(Commit(201, [], [row.id for row in written[:8]], next_id + 1))
     store.commit(commit(202, [Row(next_id + 1, "s", "k", None, rng.randbytes(3000))]))
     store.close()
     again = SpoolStore(tmp_path)

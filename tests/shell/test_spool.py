@@ -50,6 +50,7 @@ from kinesis_trio._outcome import CLOSE_TIMEOUT
 from kinesis_trio.testing import FakeKinesis
 from tests.support.helpers import connect, fake_producer
 from tests.support.spool import (
+    BIG,
     FRESH_PAGES,
     CountingStore,
     Stores,
@@ -309,7 +310,7 @@ async def test_a_record_confirmed_before_the_next_commit_is_never_written(
         assert (await slow.wait()).ok
     inserted = [row.data for c in stores[0].commits for row in c.inserts]
     assert inserted == [b"slow"]
-    deleted = [row_id for c in stores[0].commits for row_id, _ in c.deletes]
+    deleted = [row_id for c in stores[0].commits for row_id in c.deletes]
     assert len(deleted) == 1  # the slow one, once done
     assert on_disk(spool) == []
 
@@ -325,7 +326,7 @@ async def test_wait_durable_waits_for_the_commit_under_way(
     spool = tmp_path / "spool"
     if fails:
         stores.full_disk = FRESH_PAGES  # that commit fails, and the next ones
-    record = b"r" * 8192
+    record = b"r" * BIG
     async with spooled(fake, spool, spool_interval=0.05, **HOLD) as producer:
         store = stores[0]
         release = store.hold = threading.Event()
@@ -565,7 +566,7 @@ async def test_a_full_disk_under_put_raises_with_the_outcome_and_recovers(
     fake = new_fake()
     spool = tmp_path / "spool"
     stores.full_disk = FRESH_PAGES
-    big = 8192  # a record that needs pages of its own
+    big = BIG
     async with spooled(fake, spool, spool_sync="put", spool_interval=0.05, **HOLD) as producer:
         store = stores[0]
         async with frozen_clock():
@@ -595,7 +596,7 @@ async def test_a_full_disk_under_interval_refuses_new_records_and_keeps_the_acce
     fake = new_fake()
     spool = tmp_path / "spool"
     stores.full_disk = FRESH_PAGES
-    big = 8192
+    big = BIG
     async with spooled(fake, spool, spool_interval=0.05, **HOLD) as p:
         store = stores[0]
         first = await p.put(b"a" * big, "k")  # accepted: the write comes later

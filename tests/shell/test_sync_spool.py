@@ -34,7 +34,7 @@ from kinesis_trio._outcome import CLOSE_TIMEOUT
 from kinesis_trio.testing import FakeKinesis
 from tests.shell.test_forks import in_child, outcome_of
 from tests.support.helpers import CREDS, connect
-from tests.support.spool import FRESH_PAGES, Stores, count_stores, data_on_disk, on_disk
+from tests.support.spool import BIG, FRESH_PAGES, Stores, count_stores, data_on_disk, on_disk
 
 #: records stay unresolved until a flush (the linger and the TTL far away)
 HOLD: dict[str, Any] = {"record_max_buffered_time": 600, "record_ttl": 3600}
@@ -241,7 +241,7 @@ def test_a_full_disk_under_spool_sync_put(tmp_path: Path, backend: str, stores: 
     fake.create_stream("other", shard_count=1)
     spool = tmp_path / "spool"
     stores.full_disk = FRESH_PAGES
-    big = 8192  # needs pages of its own
+    big = BIG
     with spooled(fake, backend, spool, spool_sync="put", spool_interval=0.05, **HOLD) as p:
         store = stores[0]
         with pytest.raises(SpoolWriteError, match="accepted and will be sent") as info:
@@ -276,7 +276,7 @@ def test_a_full_disk_under_spool_sync_interval(
     fake = new_fake()
     spool = tmp_path / "spool"
     stores.full_disk = FRESH_PAGES
-    big = 8192
+    big = BIG
     with spooled(fake, backend, spool, spool_interval=0.05, **HOLD) as producer:
         store = stores[0]
         first = producer.put(b"a" * big, "k")

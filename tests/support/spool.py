@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kinesis_trio._core._spool import Commit, Row
-from kinesis_trio._disk._store import Damage, SpoolStore
+from kinesis_trio._disk._store import PAGE_SIZE, Damage, SpoolStore
 from kinesis_trio._shell import _spooler
 
 #: real seconds a held commit waits before it goes on by itself
@@ -83,6 +83,8 @@ def count_stores(monkeypatch: pytest.MonkeyPatch) -> Stores:
 
 #: pages of a fresh spool: a record that needs a page more finds the disk full
 FRESH_PAGES = 4
+#: a record that needs pages of its own (larger than a page)
+BIG = PAGE_SIZE
 
 
 def on_disk(spool: Path) -> list[tuple[int, str, str | None, bytes]]:
