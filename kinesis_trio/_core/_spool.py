@@ -31,12 +31,12 @@ The rules, each in one place here:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple, overload
 
 from .._outcome import Attempt, Outcome
 
-__all__ = ["RECOVERED", "Commit", "RecoveryReport", "Row", "SpoolBook"]
+__all__ = ["RECOVERED", "Commit", "Inserts", "RecoveryReport", "Row", "SpoolBook"]
 
 #: A :class:`Row` from a tuple of its fields (``Row(...)`` costs a Python call per record).
 _row = tuple.__new__
@@ -55,12 +55,53 @@ class Row(NamedTuple):
     data: bytes
 
 
+class Inserts(Sequence[Row]):
+    """The rows a commit inserts, each made when the store reads it.
+
+    The book keeps no row per record: a row made for each accepted record and kept until
+    its commit is written would outlive the garbage collector's young passes, making
+    full passes over every object of the producer more frequent (measured: the most of
+    the spool's CPU in a burst). The store reads them one at a time and drops them.
+    """
+
+    __slots__ = ("_ids", "_outcomes", "_values")
+
+    def __init__(self, ids: list[int], outcomes: list[Outcome], values: list[bytes | Row]) -> None:
+        self._ids = ids
+        self._outcomes = outcomes
+        #: the record's data (its stream and key are the outcome's), or its whole row
+        self._values = values
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Row]: ...
+    def __getitem__(self, index: int | slice) -> Row | list[Row]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        return _made(self._ids[index], self._outcomes[index], self._values[index])
+
+    def __iter__(self) -> Iterator[Row]:
+        for row_id, outcome, value in zip(self._ids, self._outcomes, self._values, strict=True):
+            yield _made(row_id, outcome, value)
+
+
+def _made(row_id: int, outcome: Outcome, value: bytes | Row) -> Row:
+    if value.__class__ is bytes:
+        return _row(Row, (row_id, outcome._stream, outcome._partition_key, None, value))
+    row: Row = value  # type: ignore[assignment]
+    return row if row[0] == row_id else _row(Row, (row_id, *row[1:]))
+
+
 class Commit(NamedTuple):
     """One transaction for the store: rows to insert, ids to delete (``freed``: their
     bytes), and the id the spool goes on from."""
 
     gen: int
-    inserts: list[Row]
+    inserts: Sequence[Row]
     deletes: list[int]
     next_id: int
     freed: int = 0
@@ -136,7 +177,7 @@ class SpoolBook:
         self.max_bytes = max_bytes
         self.sync_on_put = sync == "put"
         self.interval = interval
-        #: the id the next record gets (ids order the spool: put order)
+        #: the id the next record written gets (ids order the spool: put order)
         self.next_id = next_id
         #: bytes of the records in the spool (on disk, to be written, to be deleted)
         self.bytes = on_disk
@@ -144,7 +185,7 @@ class SpoolBook:
         #: size is the outcome's)
         self._rows: dict[Outcome, int] = {}
         #: accepted, not written yet (in put order)
-        self._unwritten: dict[Outcome, Row] = {}
+        self._unwritten: dict[Outcome, bytes | Row] = {}
         #: ids of records to delete in the next commit, and their bytes
         self._deletes: list[int] = []
         self._freed = 0
@@ -194,10 +235,15 @@ class SpoolBook:
         size: int,
         now: float,
     ) -> None:
-        """An accepted record: written in the next commit unless resolved before."""
-        row = _row(Row, (self.next_id, stream, partition_key, explicit_hash_key, data))
-        self.next_id += 1
-        self._unwritten[outcome] = row
+        """An accepted record: written in the next commit unless resolved before (its id,
+        the next in put order, is given then)."""
+        if stream == outcome._stream and partition_key is not None and explicit_hash_key is None:
+            # the common record: its data alone (no object per record until it is written)
+            self._unwritten[outcome] = data
+        else:  # by ARN, without a key (one may be given later), or an explicit hash key
+            self._unwritten[outcome] = _row(
+                Row, (0, stream, partition_key, explicit_hash_key, data)
+            )
         self.bytes += size
         if self._first_wait == _INF:
             self._first_wait = now
@@ -278,11 +324,19 @@ class SpoolBook:
         resolved since): only a commit that succeeds lets new records in again."""
         if not self._unwritten and not self._deletes and self.error is None:
             return None
-        rows = self._rows
-        inserts = []
-        for outcome, row in self._unwritten.items():
-            rows[outcome] = row[0]
-            inserts.append(row)
+        rows, unwritten = self._rows, self._unwritten
+        ids: list[int] = []
+        next_id = self.next_id
+        for outcome, value in unwritten.items():
+            if value.__class__ is bytes or value[0] == 0:  # new: the next id in put order
+                row_id = next_id
+                next_id += 1
+            else:  # written again after a failed commit: its id
+                row_id = value[0]
+            rows[outcome] = row_id
+            ids.append(row_id)
+        self.next_id = next_id
+        inserts = Inserts(ids, list(unwritten), list(unwritten.values()))
         self._unwritten = {}
         deletes, freed = self._deletes, self._freed
         self._deletes, self._freed = [], 0
@@ -309,7 +363,7 @@ class SpoolBook:
         self.in_flight = 0
         self.error = error
         rows = self._rows
-        again: dict[Outcome, Row] = {}
+        again: dict[Outcome, bytes | Row] = {}
         by_id = {row.id: row for row in commit.inserts}
         for outcome, row_id in list(rows.items()):
             row = by_id.get(row_id)

@@ -32,7 +32,7 @@ import threading
 import time
 import urllib.parse
 import zlib
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
 from typing import NamedTuple
 
 from .._core._spool import Commit, Row
@@ -353,7 +353,7 @@ class SpoolStore:
     @staticmethod
     def _insert(
         db: sqlite3.Connection,
-        rows: list[Row],
+        rows: Sequence[Row],
         next_id: int,
         deletes: list[int] = (),  # type: ignore[assignment]
     ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -12,6 +13,7 @@ from kinesis_trio._outcome import Outcome
 from tests.support.engine import outcome
 
 INF = math.inf
+ARN = "arn:aws:kinesis:us-east-1:123456789012:stream/s"
 
 
 def book(sync: str = "interval", max_bytes: int = 1000, interval: float = 0.2) -> SpoolBook:
@@ -24,7 +26,7 @@ def add(b: SpoolBook, data: bytes, key: str = "k", now: float = 0.0) -> Outcome:
     return o
 
 
-def ids(rows: list[Row]) -> list[int]:
+def ids(rows: Iterable[Row]) -> list[int]:
     return [row.id for row in rows]
 
 
@@ -43,14 +45,14 @@ def test_a_record_resolved_before_the_commit_is_never_written() -> None:
     assert b.bytes == 6 + 4
     b.done([first], ok=True)
     assert b.bytes == 4  # its room is free at once: nothing to delete
-    commit = take(b)
-    assert ids(commit.inserts) == [2] and commit.deletes == []
-    assert commit.inserts[0] == Row(2, "s", "k", None, b"abc")
-    assert commit.next_id == 3
+    commit = take(b)  # ids are given as records are written: the first has none
+    assert ids(commit.inserts) == [1] and commit.deletes == []
+    assert list(commit.inserts) == [Row(1, "s", "k", None, b"abc")]
+    assert commit.next_id == 2
     b.committed(commit)
     b.done([second], ok=False)  # written: now it must be deleted
     commit = take(b)
-    assert commit.inserts == [] and (commit.deletes, commit.freed) == ([2], 4)
+    assert list(commit.inserts) == [] and (commit.deletes, commit.freed) == ([1], 4)
     assert b.bytes == 4  # until the delete is on disk
     b.committed(commit)
     assert b.bytes == 0 and not b.waiting() and b.take(1.0) is None
@@ -248,7 +250,7 @@ def test_after_a_failed_commit_whose_rows_all_resolved_an_empty_commit_lets_reco
     assert b.refusal(1) == "disk I/O error"
     assert b.waiting()  # a commit must succeed before new records come in
     retry = take(b)
-    assert retry.inserts == [] and retry.deletes == []
+    assert list(retry.inserts) == [] and retry.deletes == []
     b.committed(retry)
     assert b.refusal(1) is None and not b.waiting() and b.take(0.0) is None
 
@@ -275,7 +277,7 @@ def test_recovery_counts_what_became_of_the_records_read_back() -> None:
     b.kept({kept})  # the producer closes: neither ok nor failed, recovered next time
     assert b.report() == RecoveryReport(3, 1, 1, 3, False)  # not done: one has no outcome
     commit = take(b)
-    assert commit.inserts == [] and (commit.deletes, commit.freed) == ([2, 1, 4], 300)
+    assert list(commit.inserts) == [] and (commit.deletes, commit.freed) == ([2, 1, 4], 300)
     assert commit.next_id == 10  # new records go on after the old ones
     b.committed(commit)
     assert b.bytes == 0
@@ -306,36 +308,49 @@ class BookMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.book = SpoolBook(10**9, "interval", 0.2)
-        self.live: dict[Outcome, int] = {}  # unresolved: its id
-        self.rows: dict[int, Row] = {}  # every row ever made, by id
+        self.live: dict[Outcome, int] = {}  # unresolved and given an id (taken)
+        self.waiting: list[Outcome] = []  # unresolved, to be written: in put order
+        self.fields: dict[Outcome, tuple[str, str | None, str | None, bytes]] = {}
+        self.next_id = 1  # ids are given as records are taken, in put order
+        self.rows: dict[int, Row] = {}  # every row ever taken, by id
         self.sizes: dict[int, int] = {}
         self.taken: set[int] = set()  # in a commit, or on disk
-        self.resolved: set[int] = set()
         self.deletes: list[int] = []  # waiting for the next commit
         self.disk: dict[int, Row] = {}
         self.running: Commit | None = None
         self.now = 0.0
 
-    @rule(data=st.binary(max_size=20), key=st.sampled_from(["k", "ключ", "🙂"]))
-    def put(self, data: bytes, key: str) -> None:
-        if self.book.refusal(len(data) + len(key.encode())) is not None:
+    @rule(
+        data=st.binary(max_size=20),
+        key=st.sampled_from(["k", "ключ", "🙂"]),
+        shape=st.sampled_from(["plain", "plain", "by ARN", "no key", "hash key"]),
+    )
+    def put(self, data: bytes, key: str, shape: str) -> None:
+        stream = ARN if shape == "by ARN" else "s"
+        pk = None if shape == "no key" else key
+        ehk = "12345" if shape == "hash key" else None
+        size = len(data) + (0 if pk is None else len(pk.encode()))
+        if self.book.refusal(size) is not None:
             return
-        o = add(self.book, data, key, self.now)
-        row_id = self.book.next_id - 1
-        self.live[o] = row_id
-        self.rows[row_id] = Row(row_id, "s", key, None, data)
-        self.sizes[row_id] = o._size
+        o = Outcome(data, pk, ehk, 0, size, self.now, "s", 0)
+        self.book.add(o, stream, data, pk, ehk, size, self.now)
+        if pk is None:
+            o._keyed("given-later", 0)  # the book keeps the key it was put with
+        self.waiting.append(o)
+        self.fields[o] = (stream, pk, ehk, data)
 
-    @precondition(lambda self: self.live)
+    @precondition(lambda self: self.live or self.waiting)
     @rule(pick=st.integers(0, 10**6), count=st.integers(1, 3), ok=st.booleans())
     def resolve(self, pick: int, count: int, ok: bool) -> None:
-        members = list(self.live)
+        members = list(dict.fromkeys([*self.live, *self.waiting]))
         chosen = [members[(pick + i) % len(members)] for i in range(count)]
         self.book.done(chosen, ok)
         for o in chosen:
-            if o in self.live:
+            if o in self.waiting:  # never written: nothing to delete
+                self.waiting.remove(o)
+                self.live.pop(o, None)  # (its commit failed)
+            elif o in self.live:
                 row_id = self.live.pop(o)
-                self.resolved.add(row_id)
                 if row_id in self.taken:
                     self.deletes.append(row_id)
 
@@ -345,16 +360,23 @@ class BookMachine(RuleBasedStateMachine):
         self.now += 0.1
         commit = self.book.take(self.now)
         if commit is None:
-            assert not self.deletes and self.taken >= set(self.live.values())
+            assert not self.deletes and not self.waiting
             return
-        for row in commit.inserts:
-            assert row.id not in self.resolved  # resolved before its commit: never written
-            assert row == self.rows[row.id]
-        assert ids(commit.inserts) == sorted(ids(commit.inserts))  # put order
-        assert set(ids(commit.inserts)) == set(self.live.values()) - self.taken
+        expected = []
+        for o in self.waiting:  # a row written again keeps its id; a new one gets the next
+            row_id = self.live.get(o)
+            if row_id is None:
+                row_id = self.live[o] = self.next_id
+                self.next_id += 1
+                self.rows[row_id] = Row(row_id, *self.fields[o])
+                self.sizes[row_id] = o._size
+            expected.append(self.rows[row_id])
+        assert list(commit.inserts) == expected  # put order, resolved ones never written
+        assert commit.next_id == self.next_id
         assert commit.deletes == self.deletes
         assert commit.freed == sum(self.sizes[d] for d in commit.deletes)
         self.taken.update(ids(commit.inserts))
+        self.waiting = []
         self.deletes = []
         self.running = commit
 
@@ -372,7 +394,10 @@ class BookMachine(RuleBasedStateMachine):
             self.book.committed(commit)
             return
         self.book.commit_failed(commit, "disk I/O error")
-        self.taken.difference_update(row.id for row in commit.inserts)
+        self.taken.difference_update(ids(commit.inserts))
+        failed = set(ids(commit.inserts))
+        again = [o for o, row_id in self.live.items() if row_id in failed]
+        self.waiting = again + self.waiting  # written again first: they were put first
         self.deletes = commit.deletes + self.deletes
 
     @invariant()
@@ -380,19 +405,19 @@ class BookMachine(RuleBasedStateMachine):
         held = list(self.deletes)
         if self.running is not None:
             held += self.running.deletes
-        expected = sum(o._size for o in self.live) + sum(self.sizes[d] for d in held)
+        unresolved = {*self.live, *self.waiting}
+        expected = sum(o._size for o in unresolved) + sum(self.sizes[d] for d in held)
         assert self.book.bytes == expected
 
     def teardown(self) -> None:
         b = self.book
         if self.running is not None:
             self.finish(True)
-        b.kept(set(self.live))
+        b.kept({*self.live, *self.waiting})
         for _ in range(3):
-            commit = b.take(self.now)
-            if commit is None:
+            self.take()
+            if self.running is None:
                 break
-            self.running = commit
             self.finish(True)
         assert not b.waiting()
         assert self.disk == {i: self.rows[i] for i in self.live.values()}
