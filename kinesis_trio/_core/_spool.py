@@ -273,19 +273,19 @@ class SpoolBook:
     def done(self, members: Sequence[Outcome], ok: bool) -> None:
         """``members`` have their final outcome: they leave the spool (a record not written
         yet is never written)."""
-        unwritten, rows = self._unwritten, self._rows
+        unwritten, written, deletes = self._unwritten, self._rows.pop, self._deletes
+        freed = 0
         for outcome in members:
-            row = unwritten.pop(outcome, None)
-            if row is not None:
-                self.bytes -= outcome._size
+            row_id = written(outcome, None)
+            if row_id is None:  # not written yet (never to be), or not in the spool
+                if unwritten.pop(outcome, None) is not None:
+                    self.bytes -= outcome._size
                 continue
-            row_id = rows.pop(outcome, None)
-            if row_id is None:
-                continue
-            self._deletes.append(row_id)
-            self._freed += outcome._size
+            deletes.append(row_id)
+            freed += outcome._size
             if self._recovering:
                 self._recovered_done(outcome, ok)
+        self._freed += freed
 
     def _recovered_done(self, outcome: Outcome, ok: bool) -> None:
         if outcome in self._recovering:
