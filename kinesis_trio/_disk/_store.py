@@ -35,7 +35,7 @@ import zlib
 from collections.abc import Generator, Iterator, Sequence
 from typing import NamedTuple
 
-from .._core._spool import Commit, Row
+from .._core._spool import Commit, Row, columns
 from .._errors import SpoolError, SpoolFormatError, SpoolLockedError
 from .._logging import get_logger
 
@@ -357,16 +357,13 @@ class SpoolStore:
         next_id: int,
         deletes: list[int] = (),  # type: ignore[assignment]
     ) -> None:
-        crc32, head = zlib.crc32, _head_crc
         try:
             db.execute("BEGIN IMMEDIATE")
             if rows:
                 db.executemany(
                     "INSERT OR REPLACE INTO records (id, stream, pk, ehk, data, crc)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
-                    # one row at a time (a list of them all would live through collections
-                    # of the garbage collector, and make it run more often)
-                    ((*row, crc32(row[4], head(row[1], row[2], row[3]))) for row in rows),
+                    _params(rows),
                 )
                 db.execute("INSERT OR REPLACE INTO meta (k, v) VALUES ('next_id', ?)", (next_id,))
             if deletes:
@@ -510,6 +507,16 @@ def _repaired(path: str, page_size: int) -> str | None:
     except OSError:
         return None
     return copy
+
+
+def _params(rows: Sequence[Row]) -> Iterator[tuple[object, ...]]:
+    """The rows' parameters for the insert, made one at a time as SQLite binds them, by C
+    code (zip, map and a cached key checksum): a list of them all would live through the
+    garbage collector's passes, and Python code per row costs about as much as SQLite's
+    own insert."""
+    fields, again = columns(rows), columns(rows)
+    crcs = map(zlib.crc32, again[4], map(_head_crc, again[1], again[2], again[3]))
+    return zip(*fields, crcs, strict=True)
 
 
 def _runs(ids: list[int]) -> list[tuple[int, int]]:

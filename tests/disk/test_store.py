@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from kinesis_trio._core._spool import Commit, Row
+from kinesis_trio._core._spool import Commit, Row, SpoolBook
 from kinesis_trio._disk._store import APPLICATION_ID, DB_NAME, FORMAT_VERSION, Damage, SpoolStore
 from kinesis_trio._errors import SpoolError, SpoolFormatError, SpoolLockedError
+from kinesis_trio._outcome import Outcome
 
 MIB = 1024 * 1024
 
@@ -71,6 +72,32 @@ def test_commit_deletes_and_replaces_in_one_transaction(tmp_path: Path) -> None:
     assert read_all(store) == [ROWS[1], ROWS[3]]
     store.commit(commit(3, [ROWS[1]._replace(data=b"again")]))  # a failed commit's rows
     assert read_all(store)[0].data == b"again"
+    store.close()
+
+
+@pytest.mark.parametrize("common", [True, False], ids=["common records", "mixed records"])
+def test_a_books_commit_round_trips_through_the_store(tmp_path: Path, common: bool) -> None:
+    """The rows a book's commit makes as SQLite binds them (column by column when every
+    record is a common one) read back as the records put, checksums intact."""
+    book = SpoolBook(10**9, "interval", 0.2)
+    arn = "arn:aws:kinesis:us-east-1:123456789012:stream/s"
+    puts: list[tuple[str, str | None, str | None, bytes]] = [
+        ("s", f"k{i}", None, b"%d" % i * i) for i in range(50)
+    ]
+    if not common:
+        puts[10:10] = [(arn, "k", None, b"by ARN"), ("s", None, None, b"no key")]
+        puts += [("s", "k", "12345", b"hash key"), ("s", "ключ-🙂", None, b"")]
+    for stream, pk, ehk, data in puts:
+        size = len(data) + (0 if pk is None else len(pk.encode()))
+        o = Outcome(data, pk, ehk, 0, size, 0.0, "s", 0)
+        book.add(o, stream, data, pk, ehk, size, 0.0)
+    taken = book.take(0.0)
+    assert taken is not None
+    store = SpoolStore(tmp_path)
+    store.open()
+    store.commit(taken)
+    expected = [Row(i, *put) for i, put in enumerate(puts, 1)]
+    assert read_all(store) == list(taken.inserts) == expected
     store.close()
 
 
