@@ -79,7 +79,7 @@ class Inserts(Sequence[Row]):
 
     def __init__(
         self,
-        ids: list[int],
+        ids: Sequence[int],
         outcomes: list[Outcome],
         values: list[bytes | Row],
         common: bool = False,
@@ -199,6 +199,7 @@ class SpoolBook:
         "_first_wait",
         "_freed",
         "_last_take",
+        "_mixed",
         "_recovering",
         "_rows",
         "_unwritten",
@@ -239,6 +240,8 @@ class SpoolBook:
         self._rows: dict[Outcome, int] = {}
         #: accepted, not written yet (in put order)
         self._unwritten: dict[Outcome, bytes | Row] = {}
+        #: some of them are not common records, or keep their id (see ``take``)
+        self._mixed = False
         #: ids of records to delete in the next commit, and their bytes
         self._deletes: list[int] = []
         self._freed = 0
@@ -294,6 +297,7 @@ class SpoolBook:
             # the common record: its data alone (no object per record until it is written)
             self._unwritten[outcome] = data
         else:  # by ARN, without a key (one may be given later), or an explicit hash key
+            self._mixed = True
             self._unwritten[outcome] = _row(
                 Row, (0, stream, partition_key, explicit_hash_key, data)
             )
@@ -378,24 +382,25 @@ class SpoolBook:
         if not self._unwritten and not self._deletes and self.error is None:
             return None
         rows, unwritten = self._rows, self._unwritten
-        ids: list[int] = []
         next_id = self.next_id
-        common = True
-        for outcome, value in unwritten.items():
-            if value.__class__ is bytes:  # new: the next id in put order
-                row_id = next_id
-                next_id += 1
-            elif value[0] == 0:  # new, and not a common record
-                common = False
-                row_id = next_id
-                next_id += 1
-            else:  # written again after a failed commit: its id
-                common = False
-                row_id = value[0]
-            rows[outcome] = row_id
-            ids.append(row_id)
+        ids: Sequence[int]
+        if not self._mixed:  # common records only: the next ids in put order
+            ids = range(next_id, next_id + len(unwritten))
+            rows.update(zip(unwritten, ids, strict=True))
+            next_id += len(ids)
+        else:
+            ids = []
+            for outcome, value in unwritten.items():
+                if value.__class__ is bytes or value[0] == 0:  # new: the next id
+                    row_id = next_id
+                    next_id += 1
+                else:  # written again after a failed commit: its id
+                    row_id = value[0]
+                rows[outcome] = row_id
+                ids.append(row_id)
         self.next_id = next_id
-        inserts = Inserts(ids, list(unwritten), list(unwritten.values()), common)
+        inserts = Inserts(ids, list(unwritten), list(unwritten.values()), not self._mixed)
+        self._mixed = False
         self._unwritten = {}
         deletes, freed = self._deletes, self._freed
         self._deletes, self._freed = [], 0
@@ -431,6 +436,7 @@ class SpoolBook:
                 again[outcome] = row
         again.update(self._unwritten)
         self._unwritten = again
+        self._mixed = True  # rows with their ids
         # a record of the failed commit resolved since: its delete is pointless but harmless
         self._deletes = commit.deletes + self._deletes
         self._freed += commit.freed
