@@ -250,7 +250,7 @@ def test_an_empty_database_file_becomes_a_spool(tmp_path: Path) -> None:
 
 
 def test_a_full_disk_fails_the_commit_and_keeps_the_earlier_ones(tmp_path: Path) -> None:
-    store = SpoolStore(tmp_path, max_page_count=40)  # 40 pages of 4 KiB: a small disk
+    store = SpoolStore(tmp_path, max_page_count=40)  # 40 pages of 16 KiB: a small disk
     store.open()
     rng = random.Random(7)
     written: list[Row] = []
@@ -273,6 +273,60 @@ def test_a_full_disk_fails_the_commit_and_keeps_the_earlier_ones(tmp_path: Path)
     assert stats.damaged == 0 and stats.set_aside is None
     assert [r.id for r in read_all(again)] == [r.id for r in written[8:]] + [next_id, next_id + 1]
     again.close()
+
+
+REFUSED_WRITE = """
+import os, resource, signal, sqlite3, sys
+from kinesis_trio._core._spool import Commit, Row
+from kinesis_trio._disk._store import DB_NAME, SpoolStore
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+store = SpoolStore(sys.argv[1])
+store.open()
+store.commit(Commit(1, [Row(i, "s", "k", None, b"%d" % i * 3000) for i in range(1, 5)], [], 5))
+db = os.path.join(sys.argv[1], DB_NAME)
+limit = max(os.path.getsize(db), os.path.getsize(db + "-wal")) + 1000
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+big = Commit(2, [Row(5, "s", "k", None, b"b" * 200_000)], [1], 6)
+try:
+    store.commit(big)
+except sqlite3.Error as exc:
+    print("refused:", type(exc).__name__, exc)
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+print("ids:", [item[0].id for item in store.read(0, 100)])
+store.commit(big)
+print("ids:", [item[0].id for item in store.read(0, 100)])
+store.close()
+"""
+
+
+@pytest.mark.subprocess
+def test_a_write_the_kernel_refuses_fails_the_commit_and_the_store_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A real refused write, not SQLite's page limit: the file-size limit
+    (``RLIMIT_FSIZE``, in a child process) makes the kernel fail the WAL's write, as a
+    full disk would. The commit fails whole with a ``sqlite3.Error`` (the spooler's
+    ``SpoolWriteError``), the records written before stay, and the same commit succeeds
+    once the disk takes writes again."""
+    done = subprocess.run(
+        [sys.executable, "-c", REFUSED_WRITE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    assert lines[0] in (
+        "refused: OperationalError disk I/O error",
+        "refused: OperationalError database or disk is full",
+    ), done.stdout
+    assert lines[1:] == ["ids: [1, 2, 3, 4]", "ids: [2, 3, 4, 5]"]
+    store = SpoolStore(tmp_path)
+    stats = store.open()
+    assert stats.damaged == 0 and stats.set_aside is None
+    assert [row.id for row in read_all(store)] == [2, 3, 4, 5]
+    store.close()
 
 
 def test_reading_back_stops_at_a_byte_bound_so_large_records_are_not_read_500_at_once(
