@@ -8,8 +8,6 @@ import json
 import math
 from typing import Any
 
-import anyio
-
 from ._checks import (
     _EHK,
     _PAGE_CAP,
@@ -129,7 +127,7 @@ class _Control(_Streams):
         the first request's members with it)."""
         limit = min(_check_limit(body, "Limit", _PAGE_CAP), _PAGE_CAP)
         after = _check_name(body, "ExclusiveStartStreamName")
-        now = anyio.current_time()
+        now = self._now()
         token = body.get("NextToken")
         if token is not None:
             try:
@@ -164,7 +162,7 @@ class _Control(_Streams):
         max_results = body.get("MaxResults", 1000)
         if not isinstance(max_results, int) or not 1 <= max_results <= 10_000:
             raise _Fail(400, "ValidationException", "MaxResults must be from 1 to 10000")
-        now = anyio.current_time()
+        now = self._now()
         token = body.get("NextToken")
         if token is not None:
             if _stream_name(body) is not None or "ExclusiveStartShardId" in body:

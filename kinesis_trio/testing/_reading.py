@@ -8,8 +8,6 @@ import json
 import re
 from typing import Any
 
-import anyio
-
 from ._model import _MIB, FakeRecord, _arrival, _Fail, _hash_range, _seq, _seq_counter
 from ._streams import _Streams
 
@@ -31,7 +29,7 @@ class _Reading(_Streams):
     def _op_GetShardIterator(self, body: dict[str, Any]) -> dict[str, Any]:
         stream = self._stream(body)
         shard = stream.shard(body["ShardId"])
-        self._expire(stream, anyio.current_time())
+        self._expire(stream, self._now())
         kind = body["ShardIteratorType"]
         records = shard.records
         if kind == "TRIM_HORIZON":
@@ -70,7 +68,7 @@ class _Reading(_Streams):
         name, shard_id, counter = _iterator(body["ShardIterator"])
         stream = self._get(name)
         shard = stream.shard(shard_id)
-        now = anyio.current_time()
+        now = self._now()
         self._expire(stream, now)
         limit = body.get("Limit") or 10_000
         records = shard.records

@@ -108,11 +108,12 @@ class FakeKinesis(_Writing, _Control, _Reading):
         self.server = server
         self._speed_changed: anyio.Event | None = None
         if server is not None:
-            server._attach(anyio.current_time, self._wake_queue)
+            server._attach(self._now, self._wake_queue)
         self._request_ids = 0
-        #: Seconds added to ``anyio.current_time()`` for the timestamps clients see
-        #: (GetRecords' ``ApproximateArrivalTimestamp``, ``AT_TIMESTAMP`` iterators, saved
-        #: state): 0 by default (virtual time); the served engine sets wall-clock time.
+        #: Seconds added to the fake's clock (``anyio.current_time()``, see ``_now``) for
+        #: the timestamps clients see (GetRecords' ``ApproximateArrivalTimestamp``,
+        #: ``AT_TIMESTAMP`` iterators, saved state): 0 by default (virtual time); the
+        #: served engine sets wall-clock time.
         self.clock_offset: float = 0.0
         #: While set, PutRecords and PutRecord are answered ``503 ServiceUnavailable`` with
         #: this message, nothing stored (reads are served): the served engine sets it while
@@ -121,7 +122,7 @@ class FakeKinesis(_Writing, _Control, _Reading):
 
     def use_wall_clock(self) -> None:
         """Give clients wall-clock timestamps from now on (sets ``clock_offset``)."""
-        self.clock_offset = time.time() - anyio.current_time()
+        self.clock_offset = time.time() - self._now()
 
     def refuse_writes(self, reason: str | None) -> None:
         """Answer writes ``503 ServiceUnavailable`` with ``reason`` (``write_block``) until
@@ -208,10 +209,10 @@ class FakeKinesis(_Writing, _Control, _Reading):
         """Wait for a worker of the server model and for the request's service time."""
         server = self.server
         assert server is not None
-        done_at = server.admit(anyio.current_time(), nbytes)
+        done_at = server.admit(self._now(), nbytes)
         try:
             # Until the work clock reaches it; a change of speed wakes the wait to recompute.
-            while (wait := server.remaining(done_at, anyio.current_time())) > 0:
+            while (wait := server.remaining(done_at, self._now())) > 0:
                 changed = self._speed_changed
                 if changed is None:
                     changed = self._speed_changed = anyio.Event()

@@ -3,12 +3,16 @@ retention, stored records, the sequence counter and the per-shard write limits (
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import math
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from ._checks import _check_channels, _check_record_kib, _check_strategy, _stream_ref
 from ._model import (
@@ -160,6 +164,27 @@ class _Streams:
         self._buckets = {}
         self._last_seq = 0
         self.changes = 0
+        #: each event loop that served the fake, and what its clock is shifted by
+        self._clock_shifts: dict[object, float] = {}
+        self._clock_last = -math.inf
+
+    def _now(self) -> float:
+        """The fake's clock: ``anyio.current_time()`` of the event loop serving it, shifted
+        for a loop other than the first so that it goes on from the latest time the fake
+        has seen. Each trio run has a clock of its own, started at a random offset (10,000
+        to 200,000 s): a fake served by two runs in turn (two sync producers, a forked
+        child's) would otherwise see time jump by up to 53 hours, trim the records stored
+        from the first as past their retention, or have a busy server wait for days."""
+        loop = _running_loop()
+        now = anyio.current_time()
+        shift = self._clock_shifts.get(loop)
+        if shift is None:
+            shift = 0.0 if not self._clock_shifts else self._clock_last - now
+            self._clock_shifts[loop] = shift
+        now += shift
+        if now > self._clock_last:
+            self._clock_last = now
+        return now
 
     # -- set-up and inspection ------------------------------------------------------------
 
@@ -501,3 +526,15 @@ def _set_strategy(stream: _Stream, strategy: str) -> None:
 def _even_ranges(count: int) -> list[tuple[int, int]]:
     step = (_MAX_HASH + 1) // count
     return [(i * step, _MAX_HASH if i == count - 1 else (i + 1) * step - 1) for i in range(count)]
+
+
+def _running_loop() -> object:
+    """The event loop running this task: trio's run (its token), or asyncio's loop (trio
+    is not imported for an asyncio application: a run of it has imported it)."""
+    trio = sys.modules.get("trio")
+    if trio is not None:
+        try:
+            return trio.lowlevel.current_trio_token()
+        except RuntimeError:
+            pass
+    return asyncio.get_running_loop()

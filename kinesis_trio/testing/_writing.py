@@ -159,7 +159,7 @@ class _Writing(_Streams, _FaultInjection):
     ) -> dict[str, Any]:
         """Serve a write (as PutRecords, one slot per entry); ``stored`` gets its records."""
         stream, parsed = self._check_write(operation, body)
-        now = anyio.current_time()
+        now = self._now()
         self._expire(stream, now)
         faults, stats, rng = self._faults, self.stats, self.rng
         open_shards = stream.open_shards()

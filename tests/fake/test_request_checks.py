@@ -414,6 +414,44 @@ async def test_records_older_than_the_retention_period_are_trimmed() -> None:
         assert summary["RetentionPeriodHours"] == 24
 
 
+@pytest.mark.parametrize(
+    "first, then",
+    [("trio", "trio"), ("asyncio", "trio"), ("trio", "asyncio")],
+    ids=["trio then trio", "asyncio then trio", "trio then asyncio"],
+)
+def test_a_fake_served_by_one_event_loop_then_another_keeps_its_time(first: str, then: str) -> None:
+    """Each trio run has a clock of its own at a random offset (10,000 to 200,000 s): a
+    fake served by one run and then another (two SyncProducers, a forked child's) saw its
+    time jump by up to 53 hours, and trimmed the first run's records as past retention.
+    Here the second loop's clock reads 100 hours later (a trio MockClock) or earlier (the
+    first run's clock jumped 100 hours ahead): records stay, in arrival order."""
+    fake = FakeKinesis()
+    fake.create_stream("s")
+
+    async def put(data: bytes) -> None:
+        async with connect(fake) as client:
+            await client.put_records("s", [entry(data)])
+
+    async def read() -> list[bytes]:
+        async with connect(fake) as client:
+            it = await client.get_shard_iterator("s", "shardId-000000000000", "TRIM_HORIZON")
+            page = await client.get_records(it)
+        return [base64.b64decode(r["Data"]) for r in page["Records"]]
+
+    def run(backend: str, func: Any, *args: Any, hours: float) -> Any:
+        if backend == "asyncio":  # its clock: the monotonic one, wherever it stands
+            return anyio.run(func, *args, backend="asyncio")
+        clock = MockClock()
+        clock.jump(hours * 3600)
+        return anyio.run(func, *args, backend="trio", backend_options={"clock": clock})
+
+    run(first, put, b"first", hours=200 if then == "asyncio" else 0)
+    run(then, put, b"then", hours=100)
+    assert run(then, read, hours=100) == [b"first", b"then"]
+    arrivals = [r.arrival for r in fake.records("s")]
+    assert arrivals == sorted(arrivals)
+
+
 async def test_retention_is_increased_and_decreased_as_the_service_allows() -> None:
     """IncreaseStreamRetentionPeriod / DecreaseStreamRetentionPeriod (were
     UnknownOperationException): 24 to 8760 hours, up only by Increase, down only by
