@@ -296,14 +296,20 @@ class Engine:
 
     def no_key(self, stream: StreamState) -> tuple[int, int, int]:
         """A record without a partition key: only an ``AUTO`` stream takes it."""
+        self.check_keyless(stream)
+        stream.took_keyless()
+        return (0, 0, 0)
+
+    @staticmethod
+    def check_keyless(stream: StreamState) -> None:
+        """``ValueError`` unless ``stream`` takes records without a partition key (reads
+        only: a ``SyncProducer`` checks from its caller's thread)."""
         if not stream.auto:
             raise ValueError(
                 f"partition_key is required: stream {stream.name!r} places records by their "
                 "partition key (RecordDistributionStrategy USER_PARTITION_KEY); only a stream "
                 "whose strategy is AUTO takes records without one"
             )
-        stream.took_keyless()
-        return (0, 0, 0)
 
     def too_large(self, stream: StreamState, n: int, pk_len: int) -> str:
         """The error of a record over the stream's limit or ``max_outstanding_bytes``."""

@@ -401,7 +401,7 @@ class SyncProducer:
             stream = engine.streams.get(stream_name or self._default_stream or "")
         if stream is not None:
             if partition_key is None:
-                engine.no_key(stream)  # type: ignore[union-attr]  # raises on a keyed stream
+                engine.check_keyless(stream)  # type: ignore[union-attr]
             if size > stream.accept_max:
                 raise ValueError(engine.too_large(stream, len(data), pk_len))  # type: ignore[union-attr]
         elif size > self._max_record_size:

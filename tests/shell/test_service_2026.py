@@ -19,6 +19,7 @@ from kinesis_trio import (
     AccessDeniedError,
     Outcome,
     Producer,
+    ProducerConfig,
     ResourceNotFoundError,
     deaggregate,
 )
@@ -295,6 +296,34 @@ def test_sync_producer_puts_without_keys_to_an_auto_stream_only(backend: str) ->
                     producer.put(b"x")
                 assert producer.put(b"y", "k").result(timeout=30).ok
     assert len(fake.records("auto")) == 1 and len(fake.records("keyed")) == 1
+
+
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
+def test_sync_producer_checks_a_keyless_record_without_touching_the_engine(backend: str) -> None:
+    """``SyncProducer.put`` checks a record in its caller's thread, against the stream's
+    facts: it reads them and writes nothing there (it marked the stream as holding
+    keyless records, a field of the engine's loop, even for a record it then refused)."""
+    from kinesis_trio import SyncProducer
+
+    fake = FakeKinesis()
+    fake.create_stream("auto", 2, on_demand=True, record_distribution_strategy="AUTO")
+    with SyncProducer(
+        "auto",
+        region_name="us-east-1",
+        endpoint_url="http://fake.local",
+        credentials=CREDS,
+        transport=fake.transport(),
+        backend=backend,
+        config=ProducerConfig(max_record_size=1024),
+    ) as producer:
+        engine = producer._producer._engine
+        assert engine is not None
+        stream = engine.streams["auto"]
+        with pytest.raises(ValueError, match="record too large"):
+            producer.put(b"x" * 2000)  # no key, and refused: nothing accepted
+        assert not stream.keyless
+        assert producer.put(b"x").result(timeout=30).ok
+        assert stream.keyless  # set by the loop, as it accepted one
 
 
 async def test_keyless_records_of_a_stream_switched_back_before_a_refresh_get_keys() -> None:
