@@ -85,10 +85,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--count", type=int, default=100_000)
     parser.add_argument("--shards", type=int, default=4)
-    parser.add_argument("--only", default="", help="comma-separated case names")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="CASE",
+        help="run this case only (its whole name, which holds commas; repeat for more)",
+    )
     parser.add_argument("--name", default="ordering", help="results/<name>.md and .json")
     args = parser.parse_args()
-    cases = [c for c in CASES if not args.only or c[0] in args.only.split(",")]
+    names = [name for name, _ in CASES]
+    unknown = [name for name in args.only if name not in names]
+    if unknown:
+        parser.error(f"--only: no case {unknown[0]!r}; the cases: {'; '.join(names)}")
+    cases = [c for c in CASES if not args.only or c[0] in args.only]
     info = machine_info()
     print(f"machine: {machine_line(info)}", flush=True)
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
