@@ -201,9 +201,9 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=50_000, help="records per burst")
     parser.add_argument("--rate", type=float, default=5000.0, help="steady records/s")
     parser.add_argument("--duration", type=float, default=8.0, help="steady run, seconds")
-    parser.add_argument("--repeat", type=int, default=3, help="rounds")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds")
     parser.add_argument("--put-tasks", type=int, default=256, help="putter tasks per run")
-    parser.add_argument("--backends", default="trio", help="trio and/or asyncio")
+    parser.add_argument("--backends", default="trio,asyncio", help="trio and/or asyncio")
     parser.add_argument(
         "--spool-dir",
         type=Path,
