@@ -182,8 +182,9 @@ class _Streams:
             shift = 0.0 if not self._clock_shifts else self._clock_last - now
             self._clock_shifts[loop] = shift
         now += shift
-        if now > self._clock_last:
-            self._clock_last = now
+        if now < self._clock_last:  # never back, even by a rounding of the shift
+            return self._clock_last
+        self._clock_last = now
         return now
 
     # -- set-up and inspection ------------------------------------------------------------

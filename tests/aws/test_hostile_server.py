@@ -646,12 +646,18 @@ async def test_a_well_behaved_server_confirms_every_record_on_one_connection() -
 async def test_a_hostile_put_records_answer(case: Case, mode: str) -> None:
     always = mode == ALWAYS
     # when every answer is hostile the records must end soon; else they wait for the retry
-    ttl = 0.3 if always and case.kind == "ambiguous" else 3.0
-    async with serve() as server:
-        server.script(case, None if always else 1)
-        # no retry follows a usable answer or a refusal: one more record shows the connection
-        run = await run_producer(server, probe=case.kind != "ambiguous", record_ttl=ttl)
-    results = check_nothing_escaped(run, server)
+    short = always and case.kind == "ambiguous"
+    for ttl in (0.3, 3.0) if short else (3.0,):
+        async with serve() as server:
+            server.script(case, None if always else 1)
+            # no retry follows a usable answer or a refusal: one more record shows the
+            # connection
+            run = await run_producer(server, probe=case.kind != "ambiguous", record_ttl=ttl)
+        results = check_nothing_escaped(run, server)
+        if server.puts:
+            break
+        # a loaded machine kept the records from going out within the short TTL (they
+        # expired, failed, unsent): again with the long one, so the case is exercised
     assert server.puts and server.puts[0].hostile, "no PutRecords got the hostile answer"
     received = server.received()
     first = set(server.puts[0].data)  # the records the first hostile answer was for
