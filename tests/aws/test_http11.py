@@ -325,8 +325,10 @@ async def test_a_full_pool_times_out_as_a_pool_timeout() -> None:
 async def test_a_cancelled_exchange_closes_its_connection() -> None:
     answers = iter([b"hang", OK])
     async with serve(lambda i, j: next(answers)) as server, Http11Pool() as pool:
-        with anyio.move_on_after(0.05):
-            await post(pool, server.origin, {}, b"")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(post, pool, server.origin, {}, b"")
+            await wait_until(lambda: len(server.requests) == 1)  # sent, and hanging
+            tg.cancel_scope.cancel()
         assert pool._idle == []
         assert (await post(pool, server.origin, {}, b""))[0] == 200
     assert server.connections == 2
