@@ -43,6 +43,7 @@ from kinesis_trio._disk._store import (
 from kinesis_trio._errors import SpoolFormatError
 from kinesis_trio.testing import FakeKinesis
 from tests.support.helpers import fake_producer
+from tests.support.spool import left_behind
 
 PAGE = PAGE_SIZE
 FRAME = 24 + PAGE  # a WAL frame: its header, then the page
@@ -627,10 +628,7 @@ async def test_a_producer_recovers_around_a_damaged_record_and_reports_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     rows = [Row(i, "s", f"k{i}", None, b"record-%04d-" % i + bytes(200)) for i in range(1, 21)]
-    store = SpoolStore(tmp_path)
-    store.open()
-    store.commit(Commit(1, rows, [], 21))
-    store.close()
+    left_behind(tmp_path, rows)
     data = (tmp_path / DB_NAME).read_bytes()
     flip(DB_NAME, data.index(b"record-0007-") + 3, 0)(tmp_path)
     fake = FakeKinesis()
@@ -655,10 +653,7 @@ async def test_a_producer_recovers_what_a_torn_spool_still_holds_and_counts_the_
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     rows = [Row(i, "s", f"k{i}", None, b"record-%04d-" % i + bytes(3000)) for i in range(1, 41)]
-    store = SpoolStore(tmp_path)
-    store.open()
-    store.commit(Commit(1, rows, [], 41))
-    store.close()
+    left_behind(tmp_path, rows)
     truncate(DB_NAME, (tmp_path / DB_NAME).stat().st_size * 2 // 3)(tmp_path)
     fake = FakeKinesis()
     fake.create_stream("s", 1)

@@ -44,7 +44,7 @@ from kinesis_trio import (
     deaggregate,
 )
 from kinesis_trio._core import _ledger
-from kinesis_trio._core._spool import Commit, Row
+from kinesis_trio._core._spool import Row
 from kinesis_trio._disk._store import SpoolStore
 from kinesis_trio._outcome import CLOSE_TIMEOUT
 from kinesis_trio.testing import FakeKinesis
@@ -56,6 +56,7 @@ from tests.support.spool import (
     Stores,
     count_stores,
     data_on_disk,
+    left_behind,
     on_disk,
 )
 
@@ -499,11 +500,8 @@ async def test_recovery_streams_a_large_backlog_from_disk(
 ) -> None:
     spool = tmp_path / "spool"
     backlog = 20_000
-    store = SpoolStore(spool)
-    store.open()
     rows = [Row(i + 1, "s", f"k{i % 97}", None, b"%06d" % i) for i in range(backlog)]
-    store.commit(Commit(1, rows, [], backlog + 1))
-    store.close()
+    left_behind(spool, rows)
 
     peak = 0
     accept = _ledger.Ledger.accept
@@ -566,24 +564,23 @@ async def test_a_full_disk_under_put_raises_with_the_outcome_and_recovers(
     fake = new_fake()
     spool = tmp_path / "spool"
     stores.full_disk = FRESH_PAGES
-    big = BIG
     async with spooled(fake, spool, spool_sync="put", spool_interval=0.05, **HOLD) as producer:
         store = stores[0]
         async with frozen_clock():
             with pytest.raises(SpoolWriteError, match="not durable") as info:
-                await producer.put(b"a" * big, "k")
+                await producer.put(b"a" * BIG, "k")
             first = info.value.outcome
             assert isinstance(first, Outcome)  # accepted all the same: it is sent
             with pytest.raises(SpoolWriteError, match="not accepted") as refused:
-                await producer.put(b"b" * big, "k")
+                await producer.put(b"b" * BIG, "k")
             assert refused.value.outcome is None
         store.make_room()
         # the failed commit's record, written again
-        await eventually(lambda: data_on_disk(spool) == [b"a" * big], 0.05)
+        await eventually(lambda: data_on_disk(spool) == [b"a" * BIG], 0.05)
         async with frozen_clock():
             await producer.wait_durable()  # that commit is seen through
-            third = await producer.put(b"c" * big, "k")
-            assert data_on_disk(spool) == [b"a" * big, b"c" * big]
+            third = await producer.put(b"c" * BIG, "k")
+            assert data_on_disk(spool) == [b"a" * BIG, b"c" * BIG]
             await producer.flush()
         assert first.result().ok and third.result().ok
     assert sorted(d[:1] for _, d in stored(fake)) == [b"a", b"c"]
@@ -596,27 +593,26 @@ async def test_a_full_disk_under_interval_refuses_new_records_and_keeps_the_acce
     fake = new_fake()
     spool = tmp_path / "spool"
     stores.full_disk = FRESH_PAGES
-    big = BIG
     async with spooled(fake, spool, spool_interval=0.05, **HOLD) as p:
         store = stores[0]
-        first = await p.put(b"a" * big, "k")  # accepted: the write comes later
+        first = await p.put(b"a" * BIG, "k")  # accepted: the write comes later
         await eventually(lambda: len(store.failed) >= 1, 0.05)  # the interval's commit
         async with frozen_clock():
             with pytest.raises(SpoolWriteError, match="failed"):
                 await p.wait_durable()
         for tries in (3, 4):  # refused while the writes fail (each interval tries again)
             with pytest.raises(SpoolWriteError, match="not accepted") as refused:
-                await p.put(b"b" * big, "k")
+                await p.put(b"b" * BIG, "k")
             assert refused.value.outcome is None
             await eventually(lambda: len(store.failed) >= tries, 0.05)  # noqa: B023
         store.make_room()
         # kept, and written at the next commit
-        await eventually(lambda: data_on_disk(spool) == [b"a" * big], 0.05)
+        await eventually(lambda: data_on_disk(spool) == [b"a" * BIG], 0.05)
         async with frozen_clock():
             await p.wait_durable()  # that commit is seen through
-            third = await p.put(b"c" * big, "k")  # the producer goes on
+            third = await p.put(b"c" * BIG, "k")  # the producer goes on
             await p.wait_durable()
-            assert data_on_disk(spool) == [b"a" * big, b"c" * big]
+            assert data_on_disk(spool) == [b"a" * BIG, b"c" * BIG]
             await p.flush()
         assert first.result().ok and third.result().ok
     assert sorted(d[:1] for _, d in stored(fake)) == [b"a", b"c"]

@@ -17,23 +17,15 @@ from kinesis_trio import (
     RecoveryReport,
     StaticCredentials,
 )
-from kinesis_trio._core._spool import RECOVERED, Commit, Row
-from kinesis_trio._disk._store import SpoolStore
+from kinesis_trio._core._spool import RECOVERED, Row
 from kinesis_trio.testing import FakeKinesis
 from tests.support.helpers import fake_producer, fake_rows
+from tests.support.spool import left_behind
 
 # Real time on both backends: the spool's reads and commits run in worker threads, and trio's
 # MockClock jumps ahead while a task waits on a thread (autojump), expiring deadlines and
 # timeouts that real time would not reach.
 pytestmark = pytest.mark.anyio
-
-
-def left_behind(directory: Path, rows: list[Row]) -> None:
-    """A spool as a producer killed before any outcome leaves it."""
-    store = SpoolStore(directory)
-    store.open()
-    store.commit(Commit(1, rows, [], rows[-1].id + 1))
-    store.close()
 
 
 async def test_recovered_records_are_sent_and_failed_without_a_put(tmp_path: Path) -> None:

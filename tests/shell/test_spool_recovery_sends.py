@@ -14,20 +14,12 @@ import anyio
 import pytest
 
 from kinesis_trio import deaggregate
-from kinesis_trio._core._spool import Commit, Row
-from kinesis_trio._disk._store import SpoolStore
+from kinesis_trio._core._spool import Row
 from kinesis_trio.testing import FakeKinesis
 from tests.support.helpers import fake_producer, fake_rows
+from tests.support.spool import left_behind
 
 pytestmark = pytest.mark.anyio
-
-
-def _leave_in_spool(spool: Path, rows: list[Row]) -> None:
-    """What a process killed before any outcome leaves: the rows, on disk."""
-    store = SpoolStore(spool)
-    store.open()
-    store.commit(Commit(1, rows, [], rows[-1].id + 1))
-    store.close()
 
 
 @pytest.mark.parametrize("n", [3, 2500])  # 2500: past max_outstanding_records, it waits
@@ -35,7 +27,7 @@ async def test_a_producer_that_only_recovers_sends_the_records(tmp_path: Path, n
     fake = FakeKinesis()
     fake.create_stream("s", 2)
     rows = [Row(i, "s", f"k{i % 7}", None, b"left-%d" % i) for i in range(1, n + 1)]
-    _leave_in_spool(tmp_path, rows)
+    left_behind(tmp_path, rows)
     async with fake_producer(fake, spool_dir=tmp_path, max_outstanding_records=1000) as producer:
         with anyio.fail_after(10):
             report = await producer.recovered()

@@ -241,32 +241,31 @@ def test_a_full_disk_under_spool_sync_put(tmp_path: Path, backend: str, stores: 
     fake.create_stream("other", shard_count=1)
     spool = tmp_path / "spool"
     stores.full_disk = FRESH_PAGES
-    big = BIG
     with spooled(fake, backend, spool, spool_sync="put", spool_interval=0.05, **HOLD) as p:
         store = stores[0]
         with pytest.raises(SpoolWriteError, match="accepted and will be sent") as info:
             # a stream not loaded yet: the producer's thread waits to load it first
-            p.put(b"a" * big, "k", stream_name="other")
+            p.put(b"a" * BIG, "k", stream_name="other")
         first = info.value.outcome
         assert isinstance(first, concurrent.futures.Future)  # the record's future
-        refused = p.put(b"b" * big, "k")  # refused on the loop: its future says why
+        refused = p.put(b"b" * BIG, "k")  # refused on the loop: its future says why
         error = refused.exception(timeout=10)
         assert isinstance(error, SpoolWriteError) and error.outcome is None
         assert "not accepted" in str(error)
         store.make_room()
-        wait_until(lambda: data_on_disk(spool) == [b"a" * big])  # written again
+        wait_until(lambda: data_on_disk(spool) == [b"a" * BIG])  # written again
 
         def accepted() -> bool:  # once the book has seen that commit
             probe = p.put(b"probe", "k")
             return not (probe.done() and probe.exception() is not None)
 
         wait_until(accepted)
-        third = p.put(b"c" * big, "k")
-        assert data_on_disk(spool)[-1] == b"c" * big
+        third = p.put(b"c" * BIG, "k")
+        assert data_on_disk(spool)[-1] == b"c" * BIG
         p.flush(timeout=10)
         assert first.result().ok and third.result().ok
-    assert b"b" * big not in stored(fake)
-    assert stored(fake, "other") == [b"a" * big]
+    assert b"b" * BIG not in stored(fake)
+    assert stored(fake, "other") == [b"a" * BIG]
     assert on_disk(spool) == []
 
 
@@ -276,24 +275,23 @@ def test_a_full_disk_under_spool_sync_interval(
     fake = new_fake()
     spool = tmp_path / "spool"
     stores.full_disk = FRESH_PAGES
-    big = BIG
     with spooled(fake, backend, spool, spool_interval=0.05, **HOLD) as producer:
         store = stores[0]
-        first = producer.put(b"a" * big, "k")
+        first = producer.put(b"a" * BIG, "k")
         wait_until(lambda: store.failed)
         with pytest.raises(SpoolWriteError, match="writing to the spool failed"):
             producer.wait_durable(timeout=10)
-        refused = producer.put(b"b" * big, "k")
+        refused = producer.put(b"b" * BIG, "k")
         assert isinstance(refused.exception(timeout=10), SpoolWriteError)
         store.make_room()
         producer.wait_durable(timeout=10)
-        assert data_on_disk(spool) == [b"a" * big]  # kept, and written once there is room
-        third = producer.put(b"c" * big, "k")
+        assert data_on_disk(spool) == [b"a" * BIG]  # kept, and written once there is room
+        third = producer.put(b"c" * BIG, "k")
         producer.wait_durable(timeout=10)
-        assert data_on_disk(spool) == [b"a" * big, b"c" * big]
+        assert data_on_disk(spool) == [b"a" * BIG, b"c" * BIG]
         producer.flush(timeout=10)
         assert first.result().ok and third.result().ok
-    assert b"b" * big not in stored(fake)
+    assert b"b" * BIG not in stored(fake)
 
 
 # -- close and recovery --------------------------------------------------------------------

@@ -81,6 +81,14 @@ def count_stores(monkeypatch: pytest.MonkeyPatch) -> Stores:
     return made
 
 
+def left_behind(directory: str | os.PathLike[str], rows: list[Row]) -> None:
+    """A spool as a producer killed before any outcome leaves it: ``rows``, on disk."""
+    store = SpoolStore(directory)
+    store.open()
+    store.commit(Commit(1, rows, [], rows[-1].id + 1))
+    store.close()
+
+
 #: pages of a fresh spool: a record that needs a page more finds the disk full
 FRESH_PAGES = 4
 #: a record that needs pages of its own (larger than a page)
