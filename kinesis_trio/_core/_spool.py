@@ -107,10 +107,15 @@ class Inserts(Sequence[Row]):
         for row_id, outcome, value in zip(self._ids, self._outcomes, self._values, strict=True):
             yield _made(row_id, outcome, value)
 
+    @property
+    def common(self) -> bool:
+        """Every record is a common one (by stream name, with a key, no explicit hash
+        key): :meth:`columns` runs no Python code per row."""
+        return self._common
+
     def columns(self) -> Columns:
         """The rows' fields column by column (id, stream, partition key, explicit hash key,
-        data), as iterators that C code runs (no Python call per row) when every record
-        is a common one: by stream name, with a key and no explicit hash key."""
+        data), as iterators that C code runs when every record is a common one."""
         if not self._common:
             return _columns(list(self))
         outcomes = self._outcomes

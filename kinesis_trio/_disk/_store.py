@@ -36,7 +36,7 @@ from collections.abc import Generator, Iterator, Sequence
 from itertools import chain, islice
 from typing import NamedTuple
 
-from .._core._spool import Commit, Row, columns
+from .._core._spool import Commit, Inserts, Row, columns
 from .._errors import SpoolError, SpoolFormatError, SpoolLockedError
 from .._logging import get_logger
 
@@ -535,6 +535,8 @@ def _params(rows: Sequence[Row]) -> Iterator[tuple[object, ...]]:
     code (zip, map and a cached key checksum): a list of them all would live through the
     garbage collector's passes, and Python code per row costs about as much as SQLite's
     own insert."""
+    if not isinstance(rows, Inserts) or not rows.common:
+        rows = list(rows)  # made once, read twice below (by C code)
     fields, again = columns(rows), columns(rows)
     crcs = map(zlib.crc32, again[4], map(_head_crc, again[1], again[2], again[3]))
     return zip(*fields, crcs, strict=True)
