@@ -7,7 +7,9 @@ request and the answer is framed by ``h11.Connection``, which refuses what RFC 9
 refuses (bad chunk sizes, conflicting lengths, control bytes in header values, a status
 outside 100-999, ...). The pool adds what h11 leaves to its caller:
 
-- caps: an answer's head (``max_incomplete_event_size``) and its body (:data:`MAX_BODY`);
+- caps: an answer's head (64 KiB, whether it arrives in pieces, which h11's
+  ``max_incomplete_event_size`` refuses, or whole in one read, which the pool measures) and
+  its body (:data:`MAX_BODY`);
 - the answer is read through the caller's ``read`` function, inside the exchange: a
   connection is put back for reuse only when both sides are done (h11's
   ``start_next_cycle``), no byte follows the answer, and ``read`` accepted it. An error,
@@ -92,6 +94,19 @@ class _Connection:
             return bool(poller.poll(0))
         except (OSError, ValueError):
             return True
+
+
+def _check_head(reason: bytes, fields: Fields) -> None:
+    """Refuse a head over :data:`_MAX_HEAD` that arrived whole (h11 refuses one only while
+    it is incomplete): its status line and fields as parsed, which the raw head is at least."""
+    size = 15 + len(reason)  # "HTTP/1.1 200 " + reason + CRLF, and the blank line
+    for name, value in fields:
+        size += len(name) + len(value) + 4  # ": " and CRLF
+    if size > _MAX_HEAD:
+        raise httpx.RemoteProtocolError(
+            f"an answer head of more than {_MAX_HEAD} bytes ({size} bytes of status line "
+            "and header fields)"
+        )
 
 
 def _describe(exc: BaseException) -> str:
@@ -277,6 +292,7 @@ class Http11Pool(httpx.AsyncBaseTransport):
                 parts.append(event.data)
             elif type(event) is h11.Response:
                 status, fields = event.status_code, list(event.headers)
+                _check_head(event.reason, fields)
                 for name, value in fields:
                     # h11 took it as digits; one that cannot fit is refused before its body
                     if name == b"content-length" and (
@@ -289,7 +305,8 @@ class Http11Pool(httpx.AsyncBaseTransport):
             elif type(event) is h11.EndOfMessage:
                 break
             elif type(event) is h11.InformationalResponse:
-                continue  # 100 Continue, 103 Early Hints: the final answer follows
+                # 100 Continue, 103 Early Hints: the final answer follows
+                _check_head(event.reason, list(event.headers))
             else:  # ConnectionClosed: h11 raises for a close within an answer
                 raise httpx.RemoteProtocolError(  # pragma: no cover
                     "the server closed the connection without an answer"
