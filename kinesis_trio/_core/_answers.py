@@ -22,7 +22,13 @@ from ._effects import Outbox, Refresh, RefreshCredentials, SendApart
 from ._measure import measure_answer
 from ._reshard import ShardMaps
 from ._resolver import Resolver
-from ._responses import interpret_answer, interpret_error, resent_in_halves, resent_without
+from ._responses import (
+    interpret_answer,
+    interpret_error,
+    resent_in_halves,
+    resent_smaller,
+    resent_without,
+)
 from ._retries import Retries
 from ._retry import Action, overload_cost
 from ._state import KRecord, StreamState
@@ -210,12 +216,13 @@ class Answers:
                 self.retries.schedule(stream, again, end)
             return
         if verdict.bisect:
-            note = resent_in_halves(attempt)
+            note = resent_smaller(attempt) if verdict.too_large else resent_in_halves(attempt)
             for krec in krecs:
                 for outcome in krec.live():
                     outcome._attempted(note)
+            event = "put_records_too_large_split" if verdict.too_large else None
             _log.info(
-                "put_records_rejected_split",
+                event or "put_records_rejected_split",
                 stream=stream.name,
                 error_code=code,
                 records=sum(len(k.members) for k in krecs),

@@ -132,7 +132,8 @@ class RequestFailure(NamedTuple):
 
     ``action``: retry, fail, or refresh the credentials and retry. ``named``: the indexes
     of the entries a validation error named (only those fail). ``bisect``: the request was
-    rejected for a record it does not name, so it is sent again in halves.
+    rejected for a record it does not name, or (``too_large``) refused as too large before
+    anything was written, so it is sent again in halves.
     """
 
     action: Action
@@ -140,6 +141,7 @@ class RequestFailure(NamedTuple):
     attempt: Attempt
     named: list[int] | None = None
     bisect: bool = False
+    too_large: bool = False
 
 
 def interpret_error(
@@ -158,6 +160,20 @@ def interpret_error(
     attempt = Attempt(start, 0.0, end - start, False, code, message, decision.ambiguous)
     if decision.action is Action.REFRESH_CREDENTIALS and not refreshable:
         decision = Decision(Action.FAIL)  # static credentials cannot be refreshed
+    if decision.too_large:
+        # Refused by something in front of the endpoint (a proxy, a load balancer, a
+        # gateway): nothing written, not ambiguous. Halves may pass; one record cannot.
+        several = len(krecs) > 1
+        size = sum(k.size for k in krecs)
+        said = str(getattr(error, "message", "") or "")
+        message = (
+            f"HTTP 413 without an error of the service's: something in front of the endpoint "
+            f"refused the request ({size:,} bytes of records) as too large, and nothing was "
+            + ("written" if several else "written; the record cannot pass it")
+            + (f" (it said: {said})" if said else "")
+        )[:500]
+        attempt = Attempt(start, 0.0, end - start, False, code, message, False)
+        return RequestFailure(Action.FAIL, False, attempt, bisect=several, too_large=True)
     if decision.action is Action.FAIL and code in (
         "ValidationException",
         "InvalidArgumentException",
@@ -234,6 +250,12 @@ def resent_without(attempt: Attempt) -> Attempt:
         f"the request was rejected for another record in it ({_cause(attempt)}); "
         "sent again without it",
     )
+
+
+def resent_smaller(attempt: Attempt) -> Attempt:
+    """The history entry of a record whose request, refused as too large, is sent again in
+    halves (nothing was written: not ambiguous)."""
+    return _failed_as(attempt, f"{_cause(attempt)}: sent again in halves")
 
 
 def resent_in_halves(attempt: Attempt) -> Attempt:

@@ -50,11 +50,14 @@ class Action(enum.Enum):
 
 class Decision(NamedTuple):
     """A classification: the action, whether it was throttling, whether it is ambiguous
-    (the request may have been processed: a retry can duplicate records)."""
+    (the request may have been processed: a retry can duplicate records), whether the
+    request was refused as too large before anything was written (``too_large``: split it,
+    or fail its one record)."""
 
     action: Action
     throttled: bool = False
     ambiguous: bool = False
+    too_large: bool = False
 
 
 #: Throttling as AWS services at large name it (CloudWatch's PutMetricData too).
@@ -108,6 +111,7 @@ _THROTTLED = Decision(Action.RETRY, throttled=True)
 _THROTTLED_AMBIGUOUS = Decision(Action.RETRY, throttled=True, ambiguous=True)
 _THROTTLED_FAIL = Decision(Action.FAIL, throttled=True)
 _FAIL = Decision(Action.FAIL)
+_TOO_LARGE = Decision(Action.FAIL, too_large=True)
 
 
 def classify_code(code: str, status: int = 200, *, fail_if_throttled: bool = False) -> Decision:
@@ -141,7 +145,12 @@ def classify_exception(exc: BaseException, *, fail_if_throttled: bool = False) -
             # Not an error the service sent: a success status with a body that cannot be
             # read, a 1xx or 3xx, an error page from something in between. The request may
             # well have been processed, so a retry can duplicate records; it is never a
-            # reason to fail them for good.
+            # reason to fail them for good. But a 413: whoever answered it refused to
+            # process the request for its size (RFC 9110, 15.5.14), so nothing was written
+            # and the same request would be refused again: it is split, or its one record
+            # fails, at once.
+            if exc.status_code == 413:
+                return _TOO_LARGE
             return _THROTTLED_AMBIGUOUS if exc.status_code == 429 else _RETRY_AMBIGUOUS
         return classify_code(exc.code, exc.status_code, fail_if_throttled=fail_if_throttled)
     if isinstance(exc, TransportError):

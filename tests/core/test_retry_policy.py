@@ -90,7 +90,9 @@ REQUEST_TABLE: list[tuple[int, str, Decision]] = [
     (504, "", Decision(Action.RETRY, ambiguous=True)),
     (500, "SomethingNew", RETRY),
     (400, "SomethingNew", FAIL),
-    (413, "", Decision(Action.RETRY, ambiguous=True)),
+    # an intermediary refused it as too large: nothing written, split or failed at once
+    (413, "", Decision(Action.FAIL, too_large=True)),
+    (413, "ValidationException", FAIL),
 ]
 
 

@@ -1,0 +1,82 @@
+"""What the path between the producer and the endpoint does to records: an intermediary
+that refuses a request as too large (413), a slow endpoint storing a large record, a slow
+uplink. Each on the in-memory fake; on trio in virtual time, on asyncio scaled down."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from kinesis_trio.testing import FakeKinesis
+from tests.support.helpers import fake_producer
+
+pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
+
+
+@pytest.fixture
+def virtual(anyio_backend: Any) -> bool:
+    """trio on ``MockClock``; asyncio runs on the real clock, its times scaled down."""
+    return isinstance(anyio_backend, tuple)
+
+
+def _proxy(limit: int, refused: list[int]) -> Any:
+    """A hook answering a PutRecords whose records' base64 passes ``limit`` characters as a
+    proxy in front of the endpoint would: 413 with no body (``refused`` counts them)."""
+
+    async def hook(operation: str, body: dict[str, Any]) -> httpx.Response | None:
+        if operation != "PutRecords":
+            return None
+        size = sum(len(r["Data"]) for r in body["Records"])
+        if size > limit:
+            refused.append(len(body["Records"]))
+            return httpx.Response(413, content=b"")
+        return None
+
+    return hook
+
+
+async def test_an_intermediary_413_splits_the_request_until_its_halves_pass(
+    virtual: bool,
+) -> None:
+    """A 413 without the service's error shape: nothing was written, so the request is sent
+    again in halves at once (not retried whole, not ambiguous), and every record is written
+    once, none flagged as a possible duplicate."""
+    refused: list[int] = []
+    fake = FakeKinesis(hook=_proxy(700_000, refused))
+    fake.create_stream("s", 1)
+    async with fake_producer(
+        fake, aggregation_enabled=False, record_ttl=30.0 if virtual else 5.0
+    ) as producer:
+        outcomes = [await producer.put(bytes([65 + i]) * 300_000, f"k{i}") for i in range(4)]
+        await producer.flush()
+    results = [await o.wait() for o in outcomes]
+    assert all(r.ok for r in results), [r.error_code for r in results]
+    assert not any(r.possible_duplicate for r in results)
+    assert refused and all(n > 1 for n in refused)  # only requests of several were refused
+    split = [a for r in results for a in r.attempts if a.error_code == "413"]
+    assert split and not any(a.ambiguous for a in split)
+    assert sorted(r.data[0] for r in fake.records("s")) == [65, 66, 67, 68]
+
+
+async def test_an_intermediary_413_fails_a_lone_record_for_good_at_once(virtual: bool) -> None:
+    """A record the intermediary refuses alone fails on its first attempt, with the status
+    as its code and a message saying what happened: not retried until ``record_ttl``, and
+    not a possible duplicate (nothing was written)."""
+    refused: list[int] = []
+    fake = FakeKinesis(hook=_proxy(100_000, refused))
+    fake.create_stream("s", 1)
+    async with fake_producer(fake, record_ttl=30.0 if virtual else 5.0) as producer:
+        outcome = await producer.put(b"x" * 300_000, "k")
+        await producer.flush()
+        small = await producer.put(b"small", "k2")
+        await producer.flush()
+    result = await outcome.wait()
+    assert not result.ok
+    assert result.error_code == "413"
+    assert "too large" in (result.error_message or "")
+    assert len(result.attempts) == 1 and not result.attempts[0].ambiguous
+    assert not result.possible_duplicate
+    assert (await small.wait()).ok
+    assert [r.data for r in fake.records("s")] == [b"small"]
