@@ -87,10 +87,13 @@ def default_share() -> float | None:
     return share if isinstance(share, float) else None
 
 
-def producer_config(admission: bool, ttl: float, share: float | None = None) -> ProducerConfig:
-    """The defaults with ``record_ttl=ttl``, admission by time on (``share``, else the
-    default share) or off (``None``). Without the setting, off is the producer as it is."""
-    kwargs: dict[str, Any] = {"record_ttl": ttl}
+def producer_config(
+    admission: bool, ttl: float, share: float | None = None, **settings: Any
+) -> ProducerConfig:
+    """The defaults (but ``settings``) with ``record_ttl=ttl``, admission by time on
+    (``share``, else the default share) or off (``None``). Without the setting, off is the
+    producer as it is."""
+    kwargs: dict[str, Any] = {**settings, "record_ttl": ttl}
     if "admission_ttl_share" in _config_fields():
         kwargs["admission_ttl_share"] = (share or default_share() or 0.5) if admission else None
     elif admission:
@@ -504,10 +507,11 @@ def run_case(
     sizes: Sizes,
     share: float | None,
     emulator_url: str | None,
+    settings: dict[str, Any] | None = None,
 ) -> Run:
     """One run in its own event loop; a Python engine in its own process, fresh."""
     try:
-        config = producer_config(admission, case.ttl(sizes), share)
+        config = producer_config(admission, case.ttl(sizes), share, **(settings or {}))
     except AdmissionUnavailable as exc:
         return Run(error=str(exc))
     limit = run_limit(case, sizes)
@@ -618,6 +622,13 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=None, help="paced cases' records/s")
     parser.add_argument("--link-rate", type=float, default=None, help="slow link, bytes/s")
     parser.add_argument("--link-records", type=int, default=None)
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a ProducerConfig setting for every run (VALUE as JSON), e.g. shard_queue_size=4096",
+    )
     parser.add_argument("--json", default="", help="also write every run's figures here")
     parser.add_argument("--engine", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -637,6 +648,15 @@ def main() -> None:
     ):
         if value is not None:
             setattr(sizes, name, value)
+    settings: dict[str, Any] = {}
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        if not sep or name not in _config_fields():
+            parser.error(f"--set {item!r}: expected NAME=VALUE, NAME a ProducerConfig setting")
+        try:
+            settings[name] = json.loads(value)
+        except ValueError:
+            settings[name] = value
     names = [n for n in args.cases.split(",") if n]
     unknown = [n for n in names if n not in CASE_NAMES]
     if unknown:
@@ -653,7 +673,7 @@ def main() -> None:
     print(
         f"admission by time: on = admission_ttl_share {share}, off = None; record_ttl "
         f"{sizes.ttl:g} s (overload, slow-link: {sizes.burst_ttl:g} s); backends "
-        f"{', '.join(backends)}; load average "
+        f"{', '.join(backends)}; settings {settings or 'the defaults'}; load average "
         f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores",
         flush=True,
     )
@@ -673,7 +693,7 @@ def main() -> None:
                 # off first on one backend, on first on the next: neither always goes first
                 for admission in (False, True) if b % 2 == 0 else (True, False):
                     t = time.perf_counter()
-                    run = run_case(case, backend, admission, sizes, share, emulator_url)
+                    run = run_case(case, backend, admission, sizes, share, emulator_url, settings)
                     runs[admission] = run
                     label = "on" if admission else "off"
                     print(
@@ -697,7 +717,14 @@ def main() -> None:
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(
-                {"sizes": dataclasses.asdict(sizes), "share": share, "runs": dump}, f, indent=1
+                {
+                    "sizes": dataclasses.asdict(sizes),
+                    "share": share,
+                    "settings": settings,
+                    "runs": dump,
+                },
+                f,
+                indent=1,
             )
 
 
