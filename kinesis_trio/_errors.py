@@ -242,7 +242,37 @@ class ConnectError(TransportError):
 
 
 class RequestTimeoutError(TransportError):
-    """Timed out writing the request or waiting for the response: ambiguous."""
+    """Timed out writing the request or waiting for the response: ambiguous, unless
+    ``sent`` is False (its last byte was never handed to the connection).
+
+    ``stalled``: True when nothing moved for ``request_timeout`` (the path or the peer is
+    gone); False when the time a request of its size has ran out while it was still moving
+    or being processed (the path carries less than the request needs)."""
+
+    stalled: bool = True
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        operation: str = "",
+        sent: bool | None = None,
+        stalled: bool = True,
+    ) -> None:
+        super().__init__(message, operation=operation, sent=sent)
+        self.stalled = stalled
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild_timeout,
+            (type(self), self.message, self.operation, self.sent, self.stalled),
+        )
+
+
+def _rebuild_timeout(
+    cls: type[RequestTimeoutError], message: str, operation: str, sent: bool, stalled: bool
+) -> RequestTimeoutError:
+    return cls(message, operation=operation, sent=sent, stalled=stalled)
 
 
 class ConnectionLostError(TransportError):

@@ -234,8 +234,11 @@ class KinesisClient(SignedService):
         """Call a Kinesis operation with an already JSON-encoded body; return the response.
 
         The whole call (hashing the body, getting credentials, the exchange and a retry
-        after an expired token) has one deadline: ``within`` seconds, by default the
-        client's ``request_timeout + connect_timeout``. Past it: ``RequestTimeoutError``.
+        after an expired token) has one deadline: ``within`` seconds, or by default one
+        that follows its bytes: ``connect_timeout + request_timeout`` plus
+        ``request_timeout`` per MiB of body and answer, and ``request_timeout`` without a
+        byte moving while sending or reading is a stall (``_core._deadline``). Past it:
+        ``RequestTimeoutError``.
         ``entries`` (PutRecords): the number of records sent; an answer whose ``Records``
         is not a list that long is refused (``ServiceError`` ``MalformedResponse``).
 

@@ -45,7 +45,7 @@ import anyio.abc
 import h11
 import httpx
 
-__all__ = ["MAX_BODY", "Fields", "Http11Pool", "Origin", "StreamOpener", "origin_of"]
+__all__ = ["MAX_BODY", "Fields", "Http11Pool", "Origin", "StreamOpener", "Watch", "origin_of"]
 
 #: (scheme, host, port)
 Origin = tuple[str, str, int]
@@ -57,6 +57,9 @@ _MAX_HEAD = 64 * 1024  # status line and header fields of one answer (and of an 
 MAX_BODY = 64 * 1024 * 1024
 _RECEIVE = 256 * 1024
 _JOIN_MAX = 64 * 1024  # bodies up to this size go out in one write with the head
+#: a larger body goes out in pieces of this size, each a sign of life for the deadline (one
+#: is under a second even at 100 kB/s)
+_PIECE = 64 * 1024
 
 _T = TypeVar("_T")
 
@@ -74,14 +77,28 @@ class StreamOpener(Protocol):
         ...
 
 
+class Watch(Protocol):
+    """Who follows an exchange's bytes (the client's deadline, ``_core._deadline``)."""
+
+    def sent(self, nbytes: int, last: bool) -> None:
+        """``nbytes`` of the request are being handed to the connection (``last``: the
+        rest of it)."""
+        ...
+
+    def received(self, nbytes: int) -> None:
+        """``nbytes`` of the answer arrived (0: the connection ended)."""
+        ...
+
+
 class _Connection:
-    __slots__ = ("h11", "origin", "sock", "stream")
+    __slots__ = ("h11", "origin", "sock", "stream", "watch")
 
     def __init__(self, stream: anyio.abc.ByteStream, origin: Origin) -> None:
         self.stream = stream
         self.origin = origin
         self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
         self.sock: socket.socket | None = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+        self.watch: Watch | None = None
 
     def stale(self) -> bool:
         """True if the server closed this idle connection or wrote to it unasked."""
@@ -163,8 +180,11 @@ class Http11Pool(httpx.AsyncBaseTransport):
         headers: Mapping[str, str],
         body: bytes,
         read: Reader[_T],
+        watch: Watch | None = None,
     ) -> _T:
-        """POST ``body`` to ``target`` at ``origin``; what ``read`` makes of the answer."""
+        """POST ``body`` to ``target`` at ``origin``; what ``read`` makes of the answer.
+        ``watch`` is told of each piece of the request handed to the connection and each
+        read of the answer."""
         if self._closed:
             raise RuntimeError("the connection pool is closed")
         fields = [*headers.items(), ("Content-Length", str(len(body)))]
@@ -187,6 +207,7 @@ class Http11Pool(httpx.AsyncBaseTransport):
                 ) from None
         try:
             conn = await self._take(origin)
+            conn.watch = watch
             try:
                 result = await self._exchange(conn, request, body, read)
             except BaseException:
@@ -265,15 +286,27 @@ class Http11Pool(httpx.AsyncBaseTransport):
             tail = state.send(h11.EndOfMessage())
         except h11.LocalProtocolError as exc:  # pragma: no cover - a fresh cycle takes any POST
             raise httpx.LocalProtocolError(str(exc)) from None
+        watch = conn.watch
         try:
             if len(body) <= _JOIN_MAX:
-                await stream.send(b"".join([head or b"", *pieces, tail or b""]))
+                data = b"".join([head or b"", *pieces, tail or b""])
+                if watch is not None:
+                    watch.sent(len(data), True)
+                await stream.send(data)
             else:
-                await stream.send(head or b"")
+                # in pieces: each is a sign of life (the deadline follows them); the last
+                # is announced before it goes, so a cut in it counts as maybe sent
+                out: list[bytes | memoryview] = [head or b""]
                 for piece in pieces:
-                    await stream.send(piece)
+                    view = memoryview(piece)
+                    out += [view[i : i + _PIECE] for i in range(0, len(view), _PIECE)]
                 if tail:
-                    await stream.send(tail)
+                    out.append(tail)
+                last = len(out) - 1
+                for i, part in enumerate(out):
+                    if watch is not None:
+                        watch.sent(len(part), i == last)
+                    await stream.send(part)  # type: ignore[arg-type]
         except (OSError, ssl.SSLError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             raise httpx.WriteError(_describe(exc)) from exc
         status = 0
@@ -339,6 +372,8 @@ class Http11Pool(httpx.AsyncBaseTransport):
             chunk = b""
         except (OSError, ssl.SSLError, anyio.BrokenResourceError) as exc:
             raise httpx.ReadError(_describe(exc)) from exc
+        if conn.watch is not None:
+            conn.watch.received(len(chunk))
         try:
             conn.h11.receive_data(chunk)
         except h11.RemoteProtocolError as exc:

@@ -24,6 +24,7 @@ import anyio.to_thread
 import botocore.session
 import httpx
 
+from .._core._deadline import RequestClock
 from .._core._retry import EXPIRED_TOKEN_CODES
 from .._errors import (
     ConnectError,
@@ -130,6 +131,26 @@ class _Headers(Mapping[str, str]):
         return len(self._get_map())
 
 
+class _Watch:
+    """Follows an exchange's bytes for its call: each piece out or in moves the call's
+    deadline to what its :class:`RequestClock` says."""
+
+    __slots__ = ("clock", "scope")
+
+    def __init__(self, clock: RequestClock, scope: anyio.CancelScope) -> None:
+        self.clock = clock
+        self.scope = scope
+
+    def begin(self) -> None:
+        self.scope.deadline = self.clock.begin(anyio.current_time())
+
+    def sent(self, nbytes: int, last: bool) -> None:
+        self.scope.deadline = self.clock.sent(anyio.current_time(), nbytes, last)
+
+    def received(self, nbytes: int) -> None:
+        self.scope.deadline = self.clock.received(anyio.current_time(), nbytes)
+
+
 class SignedService:
     """An AWS endpoint reached with SigV4-signed POSTs through one connection pool.
 
@@ -178,8 +199,8 @@ class SignedService:
         self._user_agent = user_agent
         #: the debug event each call logs
         self._event = f"{service}.call"
-        #: a call's default deadline: hashing, credentials and the exchange, answer included
-        self._deadline = request_timeout + connect_timeout
+        #: a call's deadline follows its bytes (``_core._deadline``)
+        self._limits = (request_timeout, connect_timeout)
         self._origin = origin_of(self._url)
         # The client owns the transport's lifetime.
         self._transport: httpx.AsyncBaseTransport | None = None
@@ -238,36 +259,57 @@ class SignedService:
     ) -> _T:
         """Sign and send ``body``; what ``read`` makes of the answer.
 
-        One deadline over the whole call (hashing, credentials, the exchange and the one
-        retry after an expired token): ``within`` seconds, by default the service's
-        ``request_timeout + connect_timeout``; past it, :class:`RequestTimeoutError`. Per-read
-        timeouts would let a server trickling its answer a byte at a time pass them all.
-        An error ``read`` returns is raised; one with an expired-token code first refreshes
-        the credentials and sends once more (an auth rejection means nothing was processed).
+        The call (hashing, credentials, the exchange and the one retry after an expired
+        token) has a deadline that follows its bytes (:class:`_core._deadline.RequestClock`):
+        ``connect_timeout + request_timeout``, plus ``request_timeout`` per MiB of its body
+        and answer, whatever moves (a server trickling its answer a byte at a time would
+        pass any per-read timeout); and no more than ``request_timeout`` without a byte
+        moving while the request goes out or the answer comes in. ``within`` seconds
+        instead: one fixed deadline. Past it, :class:`RequestTimeoutError` (``sent`` False
+        when the request's last byte never went; ``stalled`` False when its size's time ran
+        out while it moved). An error ``read`` returns is raised; one with an expired-token
+        code first refreshes the credentials and sends once more (an auth rejection means
+        nothing was processed).
         """
         self._check_open()
-        limit = self._deadline if within is None else within
-        with anyio.CancelScope(deadline=anyio.current_time() + limit) as scope:
+        now = anyio.current_time()
+        clock: RequestClock | None = None
+        if within is None:
+            clock = RequestClock(now, len(body), *self._limits)
+            deadline = clock.deadline()
+        else:
+            deadline = now + within
+        with anyio.CancelScope(deadline=deadline) as scope:
+            watch = None if clock is None else _Watch(clock, scope)
             if len(body) >= _HASH_IN_THREAD_MIN and not _virtual_clock():
                 digest = await anyio.to_thread.run_sync(_sha256_hex, body)
             else:
                 digest = _sha256_hex(body)
             creds = await self._credentials.get()
-            result = await self._send_once(operation, body, digest, creds, headers, read)
+            result = await self._send_once(operation, body, digest, creds, headers, read, watch)
             if isinstance(result, Exception):
                 if getattr(result, "code", None) in EXPIRED_TOKEN_CODES:
                     fresh = await self._credentials.force_refresh(creds)
                     if fresh != creds:
                         _log.debug("expired_token_retry", operation=operation)
+                        if watch is not None:
+                            watch.begin()
                         result = await self._send_once(
-                            operation, body, digest, fresh, headers, read
+                            operation, body, digest, fresh, headers, read, watch
                         )
                 if isinstance(result, Exception):
                     raise result
             return result
         assert scope.cancelled_caught
+        if clock is None:
+            raise RequestTimeoutError(
+                f"{operation} did not complete within {within:g} s", operation=operation
+            )
         raise RequestTimeoutError(
-            f"{operation} did not complete within {limit:g} s", operation=operation
+            clock.describe(operation),
+            operation=operation,
+            sent=clock.out,
+            stalled=clock.stalled(),
         )
 
     async def _send_once(
@@ -278,6 +320,7 @@ class SignedService:
         creds: Any,
         headers: dict[str, str],
         read: AnswerReader[_T],
+        watch: _Watch | None = None,
     ) -> _T | Exception:
         signed = self._signer.sign(body, digest, creds, headers)
         signed["User-Agent"] = self._user_agent
@@ -292,9 +335,11 @@ class SignedService:
         try:
             pool = self._pool
             if pool is not None:
-                result = await pool.post(self._origin, "/", signed, body, framed)
+                result = await pool.post(self._origin, "/", signed, body, framed, watch)
             else:
                 assert self._transport is not None
+                if watch is not None:  # what the transport does is not seen: sent at once
+                    watch.sent(len(body), True)
                 request = httpx.Request(
                     "POST",
                     self._url,

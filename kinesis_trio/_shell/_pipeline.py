@@ -572,12 +572,10 @@ class Pipeline:
         try:
             data = body(stream.json_head, krecs)
             start = self.now()
-            # one deadline for the whole call: past it, the client raises RequestTimeoutError
-            limit = self.config.request_timeout + self.config.connect_timeout
+            # the call's deadline follows its bytes (_core._deadline); past it, the client
+            # raises RequestTimeoutError
             try:
-                response = await self.client.call_raw(
-                    "PutRecords", data, within=limit, entries=len(krecs)
-                )
+                response = await self.client.call_raw("PutRecords", data, entries=len(krecs))
             except KinesisTrioError as exc:
                 engine.on_error(stream, krecs, exc, start, self.now(), size)
             except Exception as exc:  # a bug reading an answer: the records may be written

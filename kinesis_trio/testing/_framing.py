@@ -59,6 +59,10 @@ class Served(Protocol):
 
     async def _handle(self, request: httpx.Request) -> httpx.Response: ...
 
+    def _upload_delay(self, nbytes: int) -> float:
+        """How long ``nbytes`` sent now take to reach the fake (a slow uplink)."""
+        ...
+
     def _error(self, status: int, code: str, message: str) -> httpx.Response: ...
 
 
@@ -292,7 +296,11 @@ class _MemoryConnection(anyio.abc.ByteStream):
         self._closed = False  # the client closed it
 
     async def send(self, item: bytes) -> None:
-        await anyio.lowlevel.checkpoint()
+        delay = self._fake._upload_delay(len(item))
+        if delay > 0:
+            await anyio.sleep(delay)  # the uplink carries it (returns as a socket would)
+        else:
+            await anyio.lowlevel.checkpoint()
         if self._closed:
             raise anyio.ClosedResourceError
         if self._reset or self._eof:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -60,6 +61,9 @@ class FakeKinesis(_Writing, _Control, _Reading):
     created without one of their own; ``max_request_size`` bounds a whole PutRecords
     request (larger ones: HTTP 400). ``server`` (a :class:`ServerModel`): requests queue
     for a number of workers and take a service time each, as in a busy server.
+    ``upload_rate`` (bytes per second, ``None``: no limit): a slow uplink in front of the
+    fake, shared by every in-memory connection of :meth:`transport`: the request bytes
+    reach the fake at that pace, first come first served (answers are not slowed).
     ``honor_dry_run`` (default True): answer a write with ``DryRun: true`` with
     ``DryRunOperationException`` once it passes every check; False serves it as a normal
     write, like endpoints that ignore DryRun.
@@ -82,6 +86,7 @@ class FakeKinesis(_Writing, _Control, _Reading):
         max_record_size: int = _MIB,
         max_request_size: int = 10 * _MIB,
         server: ServerModel | None = None,
+        upload_rate: float | None = None,
         honor_dry_run: bool = True,
         shard_limit: int = 20_000,
         request_log: int = REQUEST_LOG,
@@ -106,6 +111,9 @@ class FakeKinesis(_Writing, _Control, _Reading):
         self.requests: list[tuple[str, dict[str, Any]]] = _Log(request_log)
         #: a busy server's queue and service times (``None``: every request served at once)
         self.server = server
+        #: the uplink's pace in bytes per second (``None``: no limit)
+        self.upload_rate = upload_rate
+        self._uplink_free = -math.inf  # when the uplink has carried what it was given
         self._speed_changed: anyio.Event | None = None
         if server is not None:
             server._attach(self._now, self._wake_queue)
@@ -119,6 +127,15 @@ class FakeKinesis(_Writing, _Control, _Reading):
         #: this message, nothing stored (reads are served): the served engine sets it while
         #: it cannot save its state.
         self.write_block: str | None = None
+
+    def _upload_delay(self, nbytes: int) -> float:
+        """How long ``nbytes`` handed to the uplink now take to reach the fake."""
+        rate = self.upload_rate
+        if not rate:
+            return 0.0
+        now = self._now()
+        self._uplink_free = max(now, self._uplink_free) + nbytes / rate
+        return self._uplink_free - now
 
     def use_wall_clock(self) -> None:
         """Give clients wall-clock timestamps from now on (sets ``clock_offset``)."""

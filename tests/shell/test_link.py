@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from kinesis_trio.testing import FakeKinesis
+from kinesis_trio.testing import FakeKinesis, ServerModel
 from tests.support.helpers import fake_producer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
@@ -80,3 +80,55 @@ async def test_an_intermediary_413_fails_a_lone_record_for_good_at_once(virtual:
     assert not result.possible_duplicate
     assert (await small.wait()).ok
     assert [r.data for r in fake.records("s")] == [b"small"]
+
+
+MIB = 1024 * 1024
+
+
+async def test_a_large_record_on_a_slow_endpoint_is_written_once(virtual: bool) -> None:
+    """Issue 50: a 9.9 MiB record on an endpoint that takes tens of seconds to store it
+    (kinesis-local on a 2-core machine) timed out twice at 12 s and expired as a possible
+    duplicate, though it had landed. Its deadline now grows with its size: it is written on
+    the first attempt, once. On asyncio, the same with every time scaled down."""
+    timeout = 6.0 if virtual else 0.25
+    storing = 30.0 if virtual else 1.5  # the endpoint's time for the request: > 2 timeouts
+    body = 10 * MIB * 4 // 3
+    fake = FakeKinesis(server=ServerModel(per_request=0.0, per_byte=storing / body))
+    fake.create_stream("s", 1, max_record_size_kib=10240)
+    async with fake_producer(
+        fake, request_timeout=timeout, connect_timeout=timeout, record_ttl=60.0
+    ) as producer:
+        outcome = await producer.put(b"r" * int(9.9 * MIB), "big")
+        result = await outcome.wait()
+    assert result.ok, result.attempts
+    assert len(result.attempts) == 1 and not result.possible_duplicate
+    assert len(fake.records("s")) == 1
+    assert result.attempts[0].duration > 2 * timeout  # past the old fixed deadline
+
+
+async def test_a_request_still_going_up_a_slow_link_is_not_a_black_hole(virtual: bool) -> None:
+    """Issue 50: behind a slow uplink a request of several MiB needs longer than one fixed
+    deadline (12 s) to go up, and each retry sent it all again. While its bytes move it is
+    not given up: four 1 MB records, 5.3 MB of body at 400 kB/s (13 s), each written on the
+    first attempt. On asyncio, the same with every time scaled down."""
+    timeout = 6.0 if virtual else 0.5
+    rate = 400_000 if virtual else 2_700_000  # the body takes 13 s (asyncio: 2 s)
+    fake = FakeKinesis(upload_rate=rate)
+    fake.create_stream("s", 8)
+    step = 2**128 // 8
+    async with fake_producer(
+        fake,
+        aggregation_enabled=False,
+        request_timeout=timeout,
+        connect_timeout=timeout,
+        record_ttl=60.0,
+    ) as producer:
+        outcomes = [
+            await producer.put(bytes([65 + i]) * 1_000_000, "k", str(i * step + 1))
+            for i in range(4)
+        ]
+        results = [await o.wait() for o in outcomes]
+    assert all(r.ok for r in results), [r.attempts for r in results]
+    assert all(len(r.attempts) == 1 for r in results)
+    assert len(fake.records("s")) == 4
+    assert max(r.attempts[0].duration for r in results) > 2 * timeout

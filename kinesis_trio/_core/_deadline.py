@@ -1,0 +1,126 @@
+"""When a request is a black hole: its deadline follows what the connection is doing (pure,
+no awaits, the time passed in).
+
+A request that still moves bytes is not a black hole, and neither is one whose size explains
+its time: a 5 MiB PutRecords behind a 400 kB/s uplink needs 13 s to go up, and an endpoint
+may take tens of seconds to store a 10 MiB record. One fixed deadline cuts both off, and
+each retry sends the whole request again. :class:`RequestClock` holds three rules, with
+``timeout`` (``request_timeout``) and ``connect`` (``connect_timeout``):
+
+- **A bound that grows with the size.** A request has ``connect + timeout`` plus
+  ``timeout`` for each MiB it carries (its body, and the answer's bytes as they arrive)
+  from its start, whatever moves: ``12 s + 6 s/MiB`` by default, so the slowest path
+  carried at full size is one MiB per ``timeout`` (175 kB/s). A server trickling a byte at
+  a time cannot hold a request longer than that; per-read timeouts alone would let it pass
+  every one of them.
+- **A stall is a black hole.** While the request goes out, and while the answer comes in,
+  no more than ``timeout`` may pass without a byte moving.
+- **Waiting for the answer**, once the whole request is out: the bound alone. The server
+  is storing the records, and the kernel may still be sending the request's last bytes
+  from its buffers, which the client cannot see.
+
+Before its first byte (credentials, a free connection, connecting) a request has
+``connect + timeout``, as every request had before. A request whose time runs out before
+its last byte was handed to the connection was not processed (the server cannot read a
+body it did not get whole): :attr:`RequestClock.out` says so. :meth:`RequestClock.stalled`
+tells a stall (the path or the peer is gone) from a request too slow for its size (the
+path carries less than it: requests are made smaller, ``_congestion``).
+"""
+
+from __future__ import annotations
+
+__all__ = ["MIB", "RequestClock"]
+
+#: the unit of size the bound grows by (``timeout`` per MiB)
+MIB = 1024 * 1024
+
+# what the request is doing
+_BEFORE = 0  # no byte out yet: credentials, a free connection, connecting
+_SENDING = 1
+_WAITING = 2  # all of it out, no byte of the answer yet
+_READING = 3
+
+_PHASES = ("before its first byte", "sending", "waiting for the answer", "reading the answer")
+
+
+class RequestClock:
+    """The deadline of one call (and its one retry after an expired token); see the module.
+    Each method returns the deadline from then on."""
+
+    __slots__ = (
+        "_bound",
+        "_connect",
+        "_last",
+        "_phase",
+        "_received",
+        "_start",
+        "out",
+        "size",
+        "timeout",
+    )
+
+    def __init__(self, start: float, size: int, timeout: float, connect: float) -> None:
+        self.timeout = timeout
+        self.size = size
+        self._connect = connect
+        self._start = start
+        self._received = 0
+        self._bound = start + connect + timeout * (1.0 + size / MIB)
+        self._phase = _BEFORE
+        self._last = start + connect  # before the first byte: connecting may take that
+        #: every byte of the request was handed to the connection (False: not processed)
+        self.out = False
+
+    @property
+    def bound(self) -> float:
+        """When the request ends whatever moves."""
+        return self._bound
+
+    def deadline(self) -> float:
+        """When the request is given up, as things stand."""
+        if self._phase == _WAITING:
+            return self._bound
+        return min(self._last + self.timeout, self._bound)
+
+    def begin(self, now: float) -> float:
+        """An exchange begins (the first, or the one after an expired token)."""
+        self._phase = _BEFORE
+        self._last = now + self._connect
+        self.out = False
+        return self.deadline()
+
+    def sent(self, now: float, nbytes: int, last: bool) -> float:
+        """``nbytes`` of the request are being handed to the connection at ``now``
+        (``last``: the rest of it; the request may then be processed)."""
+        self._last = now
+        if last:
+            self._phase = _WAITING
+            self.out = True
+        else:
+            self._phase = _SENDING
+        return self.deadline()
+
+    def received(self, now: float, nbytes: int) -> float:
+        """``nbytes`` of the answer arrived at ``now`` (0: the connection ended)."""
+        self._last = now
+        self._phase = _READING
+        if nbytes:
+            self._received += nbytes
+            self._bound += self.timeout * nbytes / MIB
+        return self.deadline()
+
+    def stalled(self) -> bool:
+        """At the deadline: was it a stall (no byte moved for ``timeout``, or none out
+        within ``connect + timeout``), not the bound of the request's size?"""
+        return self._phase != _WAITING and self._last + self.timeout < self._bound
+
+    def describe(self, operation: str) -> str:
+        """What happened, for the timeout's message (read at the deadline)."""
+        if self.stalled():
+            return f"{operation}: nothing moved for {self.timeout:g} s while {_PHASES[self._phase]}"
+        moved = self.size + self._received
+        return (
+            f"{operation} did not complete within {self._bound - self._start:.3g} s, the time "
+            f"a request of {moved:,} bytes has ({self._connect:g} s, then {self.timeout:g} s "
+            f"and {self.timeout:g} s per MiB); it was {_PHASES[self._phase]}"
+        )

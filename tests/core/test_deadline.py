@@ -1,0 +1,111 @@
+"""When a request is a black hole (``_core._deadline.RequestClock``): the arithmetic, with
+the time passed in."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kinesis_trio._core._deadline import MIB, RequestClock
+
+T = 6.0  # request_timeout
+C = 6.0  # connect_timeout
+
+
+def test_before_the_first_byte_a_request_has_connect_and_request_timeout() -> None:
+    clock = RequestClock(100.0, 1000, T, C)
+    assert clock.deadline() == 100.0 + C + T
+    assert clock.stalled() and not clock.out
+
+
+def test_the_bound_grows_by_request_timeout_per_mib() -> None:
+    clock = RequestClock(0.0, 10 * MIB, T, C)
+    assert clock.bound == C + T + 10 * T
+
+
+def test_bytes_moving_keep_a_request_alive_up_to_its_bound() -> None:
+    """A 5 MiB request going up at 400 kB/s (13 s) is not a black hole: each piece moves
+    the deadline; it would have been cut at 12 s by one fixed deadline."""
+    size = 5 * MIB
+    clock = RequestClock(0.0, size, T, C)
+    now, piece = 0.0, 64 * 1024
+    for sent in range(0, size, piece):
+        last = sent + piece >= size
+        deadline = clock.sent(now, piece, last)
+        assert deadline > now + 1.0 or deadline == clock.bound
+        now += piece / 400_000
+    assert now > C + T  # past the old fixed deadline
+    assert clock.out and clock.deadline() == clock.bound > now
+
+
+def test_a_stall_while_sending_is_a_black_hole() -> None:
+    clock = RequestClock(0.0, 5 * MIB, T, C)
+    clock.sent(1.0, 64 * 1024, False)
+    assert clock.deadline() == 1.0 + T
+    assert clock.stalled()
+    assert not clock.out  # its last byte never went: nothing was processed
+    assert "nothing moved" in clock.describe("PutRecords")
+
+
+def test_waiting_for_the_answer_has_the_bound_alone() -> None:
+    """A 9.9 MiB record sent at once, stored by the endpoint in tens of seconds."""
+    size = int(9.9 * MIB * 4 / 3)  # its base64 body
+    clock = RequestClock(0.0, size, T, C)
+    assert clock.sent(0.1, size, True) == clock.bound
+    assert clock.bound > 80.0
+    assert not clock.stalled() and clock.out
+    assert "did not complete within" in clock.describe("PutRecords")
+
+
+def test_a_trickled_answer_is_cut_at_the_bound() -> None:
+    """One byte every 5 s passes the stall rule each time, never the bound."""
+    clock = RequestClock(0.0, 1000, T, C)
+    clock.sent(0.0, 1000, True)
+    now = 0.0
+    while True:
+        now += 5.0
+        if now >= clock.deadline():
+            break
+        clock.received(now, 1)
+    assert now < C + T + T * 1.01  # a few bytes buy microseconds
+    assert not clock.stalled()
+
+
+def test_an_answer_that_stops_is_a_stall() -> None:
+    clock = RequestClock(0.0, 1000, T, C)
+    clock.sent(0.0, 1000, True)
+    assert clock.received(1.0, 500) == 1.0 + T
+
+
+def test_the_retry_after_an_expired_token_begins_again() -> None:
+    clock = RequestClock(0.0, 1000, T, C)
+    clock.sent(0.0, 1000, True)
+    clock.received(0.5, 300)
+    assert clock.begin(1.0) == min(1.0 + C + T, clock.bound)
+    assert not clock.out
+
+
+@given(
+    size=st.integers(0, 20 * MIB),
+    steps=st.lists(
+        st.tuples(st.floats(0.0, 10.0), st.sampled_from(["sent", "last", "received"])),
+        max_size=40,
+    ),
+)
+def test_no_request_outlives_its_bound(size: int, steps: list[tuple[float, str]]) -> None:
+    """Whatever moves and when, the deadline never passes the bound, and the bound grows
+    only with the answer's bytes."""
+    clock = RequestClock(0.0, size, T, C)
+    bound = clock.bound
+    now = 0.0
+    for gap, kind in steps:
+        now += gap
+        if now >= clock.deadline():
+            break
+        if kind == "received":
+            clock.received(now, 100)
+            bound += T * 100 / MIB
+        else:
+            clock.sent(now, 100, kind == "last")
+        assert clock.deadline() <= clock.bound == pytest.approx(bound)
