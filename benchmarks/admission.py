@@ -553,15 +553,22 @@ HEADER = [
     "put max s",
     "elapsed s",
     "on/off rec/s",
-    "link: run / link time",
+    "slow link: run / link busy",
 ]
 
 
 def _link_cell(run: Run) -> str:
+    """The run's time against the link's: the time the bytes it carried up need at its
+    rate (every attempt's, retries included), and the least the records offered need
+    (their data base64-encoded, once)."""
     e = run.engine
     if "link_seconds" not in e:
         return ""
-    return f"{run.elapsed_s:.0f} s / {e['link_seconds']:.0f} s ({e['up_bytes'] / 1e6:.1f} MB up)"
+    least = run.offered * RECORD * BODY_PER_BYTE / e["up_rate"]
+    return (
+        f"{run.elapsed_s:.0f} s / {e['link_seconds']:.0f} s "
+        f"({e['up_bytes'] / 1e6:.1f} MB up; the records need >= {least:.0f} s)"
+    )
 
 
 def table_row(case: str, backend: str, label: str, run: Run, ratio: str = "") -> list[str]:
