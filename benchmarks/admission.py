@@ -46,6 +46,7 @@ import functools
 import json
 import math
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -537,6 +538,32 @@ def run_case(
     return run
 
 
+@contextlib.contextmanager
+def client_send_buffer(size: int) -> Iterator[None]:
+    """Every TCP connection this process opens (``anyio.connect_tcp``, the producer's
+    included) gets ``SO_SNDBUF`` = ``size``. On loopback Linux lets a socket's send buffer
+    grow to ``tcp_wmem``'s maximum (4 MiB here): a client's write then returns at once
+    while the shaping proxy still has megabytes to carry, where a real slow path's sender
+    (its window bounded by the path) holds far less. Off by default."""
+    from anyio.abc import SocketAttribute
+
+    original = anyio.connect_tcp
+
+    async def connect(*args: Any, **kwargs: Any) -> Any:
+        stream = await original(*args, **kwargs)
+        raw = stream.extra(SocketAttribute.raw_socket, None)
+        if raw is not None:
+            with contextlib.suppress(OSError):
+                raw.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
+        return stream
+
+    anyio.connect_tcp = connect
+    try:
+        yield
+    finally:
+        anyio.connect_tcp = original
+
+
 HEADER = [
     "case",
     "backend",
@@ -636,6 +663,12 @@ def main() -> None:
         metavar="NAME=VALUE",
         help="a ProducerConfig setting for every run (VALUE as JSON), e.g. shard_queue_size=4096",
     )
+    parser.add_argument(
+        "--client-sndbuf",
+        type=int,
+        default=0,
+        help="SO_SNDBUF of the producer's connections (0: the OS's autotuning)",
+    )
     parser.add_argument("--json", default="", help="also write every run's figures here")
     parser.add_argument("--engine", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -680,7 +713,9 @@ def main() -> None:
     print(
         f"admission by time: on = admission_ttl_share {share}, off = None; record_ttl "
         f"{sizes.ttl:g} s (overload, slow-link: {sizes.burst_ttl:g} s); backends "
-        f"{', '.join(backends)}; settings {settings or 'the defaults'}; load average "
+        f"{', '.join(backends)}; settings {settings or 'the defaults'}"
+        + (f"; client SO_SNDBUF {args.client_sndbuf:,}" if args.client_sndbuf else "")
+        + "; load average "
         f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores",
         flush=True,
     )
@@ -690,6 +725,8 @@ def main() -> None:
     dump: list[dict[str, Any]] = []
     started = time.perf_counter()
     with contextlib.ExitStack() as stack:
+        if args.client_sndbuf:
+            stack.enter_context(client_send_buffer(args.client_sndbuf))
         emulator_url = None
         if any(c.engine is None for c in chosen):
             emulator = stack.enter_context(LocalKinesis(emulator_kind))

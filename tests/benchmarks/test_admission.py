@@ -151,3 +151,19 @@ async def test_the_proxy_paces_the_upload_and_passes_the_answers() -> None:
             assert proxy.link.bytes == 20_000 and proxy.down_bytes == 20_000
             assert proxy.connections == 1
         tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_the_client_send_buffer_option_sets_each_new_connections_buffer() -> None:
+    import socket
+
+    original = anyio.connect_tcp
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    async with listener:
+        with admission.client_send_buffer(256 * 1024):
+            stream = await anyio.connect_tcp("127.0.0.1", port)
+        async with stream:
+            raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+            assert raw.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) >= 256 * 1024
+    assert anyio.connect_tcp is original
