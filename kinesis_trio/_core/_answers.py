@@ -13,7 +13,7 @@ import random
 from typing import Any
 
 from .._config import ProducerConfig
-from .._errors import ConnectionLostError
+from .._errors import ConnectionLostError, RequestTimeoutError
 from .._logging import get_logger
 from .._outcome import failed
 from ..metrics._recorder import Metrics
@@ -155,7 +155,10 @@ class Answers:
     ) -> None:
         """Apply a request's failure (no usable answer) to its records."""
         cost = overload_cost(error)
-        self.gate.observe(end, start, nbytes, Signal.OVERLOAD if cost else Signal.NEUTRAL)
+        gate = self.gate
+        gate.observe(end, start, nbytes, Signal.OVERLOAD if cost else Signal.NEUTRAL)
+        if type(error) is RequestTimeoutError and not error.stalled:
+            gate.too_slow(nbytes)  # it moved, but the path carries less than it needs
         self._log_notices()
         verdict = interpret_error(
             krecs,
@@ -167,6 +170,8 @@ class Answers:
         )
         attempt = verdict.attempt
         code = attempt.error_code or ""
+        if verdict.too_large:
+            gate.refused(nbytes)
         _log.info(
             "put_records_failed",
             stream=stream.name,

@@ -46,6 +46,25 @@ limiters of Netflix's concurrency-limits and Palantir's Dialogue:
   limit of 1) are no queue of ours: the endpoint itself got slower, the floor is learned
   again from them and the cuts are undone.
 
+**Request size.** :meth:`ConcurrencyLimit.request_bytes` is the largest request to make
+now (bytes of records), so that each completes well within its deadline on the path as it
+is: a 5 MiB request behind a 400 kB/s uplink needs 13 s to go up, and one of 1.2 MB 3 s.
+Three measures bound it, each from what came back, never from a guess:
+
+- the learned floor: the size an idle path carries within half the timeout (the same half
+  the gate fills with requests), read off the hull where it crosses that time. Only when a
+  size learned takes longer: a floor that says nothing about large requests sets no bound.
+  Twice the largest request answered within a quarter of the timeout is carried too (a
+  probe upward: the floor keeps the least round trip of each size class, and a slow
+  sample of a large size would otherwise hold requests back after the path got faster);
+- a request whose time ran out while it moved (its deadline grows with its size:
+  ``_deadline``): the path carries less than that; at most half of it from then on, and
+  twice the size of each answer back within half the timeout (a probe upward);
+- a 413 from something in front of the endpoint: at most half the refused size, for good.
+
+A record larger than the bound goes in a request of its own, as one larger than
+``collection_max_size`` does; the bound is never under :data:`MIN_REQUEST`.
+
 **Retries.** :class:`RetryBudget` is the AWS SDKs' retry quota (standard mode): retries after
 a timeout cost 10, after a 5xx or a lost connection 5; a successful request gives back
 what its retried records cost, or 1. Time refills it too (``refill_per_s``), so a retry is
@@ -60,9 +79,11 @@ import enum
 import math
 from collections import deque
 
-__all__ = ["ConcurrencyLimit", "RetryBudget", "Signal"]
+__all__ = ["MIN_REQUEST", "ConcurrencyLimit", "RetryBudget", "Signal"]
 
 _INF = math.inf
+#: the smallest bound :meth:`ConcurrencyLimit.request_bytes` sets on a request (bytes)
+MIN_REQUEST = 64 * 1024
 #: at most one log line per state change kind per this many seconds
 _NOTICE_INTERVAL = 60.0
 
@@ -125,6 +146,23 @@ class _Floor:
                 hull.pop()  # above the line from hull[-2] to this point
             hull.append((x, y))
         self._hull = hull
+
+    def carries(self, seconds: float) -> float:
+        """The largest request an idle endpoint answers within ``seconds``, where the floor
+        crosses it (``inf``: the largest size learned takes less: nothing says where).
+        Below the first point learned, in proportion to size (a fixed part makes smaller
+        requests faster than that: on the safe side)."""
+        hull = self._hull
+        if not hull or hull[-1][1] <= seconds:
+            return _INF
+        x0, y0 = 0, 0.0
+        for x, y in hull:
+            if y > seconds:
+                if x0 == 0:
+                    return x * seconds / y
+                return x0 + (x - x0) * (seconds - y0) / (y - y0)
+            x0, y0 = x, y
+        return _INF  # pragma: no cover - the last point is over ``seconds``
 
     def knows(self, nbytes: int) -> bool:
         """Has a request of this size class been learned?"""
@@ -214,6 +252,37 @@ class ConcurrencyLimit:
         self._notices = _Notices(("request_concurrency_recovered", "request_concurrency_at_floor"))
         #: (log event, limit) lines for the engine to log
         self.notices: list[tuple[str, float]] = []
+        # the request size: what the floor carries in half the timeout (cached), what a
+        # request too slow for its deadline left (probed upward), what a 413 refused
+        self._carried: float | None = None
+        self._fit = 0  # the largest request answered within a quarter of the timeout
+        self._slow_cap = _INF
+        self._refused_cap = _INF
+
+    def request_bytes(self, max_size: int) -> int:
+        """The largest request (bytes of records) to make now, at most ``max_size``: what
+        the path carries within half the timeout, as measured; see the module."""
+        carried = self._carried
+        if carried is None:
+            carried = self._carried = self._floor.carries(self.timeout / 2)
+        # a size answered within a quarter of the timeout: twice it fits in half (a probe
+        # upward past a slow sample the floor keeps)
+        cap = min(max(carried, 2.0 * self._fit), self._slow_cap, self._refused_cap)
+        if cap >= max_size:
+            return max_size
+        return max(int(cap), min(MIN_REQUEST, max_size))
+
+    def too_slow(self, nbytes: int) -> None:
+        """A request of ``nbytes`` ran out of the time its size has while it moved: the
+        path carries less; requests of at most half of it from now."""
+        if nbytes > 0:
+            self._slow_cap = min(self._slow_cap, nbytes / 2)
+
+    def refused(self, nbytes: int) -> None:
+        """Something in front of the endpoint refused a request of ``nbytes`` as too large
+        (a 413 without the service's error shape): at most half of it from now."""
+        if nbytes > 0:
+            self._refused_cap = min(self._refused_cap, nbytes / 2)
 
     @property
     def allowed(self) -> int:
@@ -288,6 +357,12 @@ class ConcurrencyLimit:
 
     def observe(self, now: float, start: float, nbytes: int, signal: Signal) -> None:
         """Learn from a request sent at ``start`` that ended at ``now``."""
+        if signal is Signal.ANSWER and now - start <= self.timeout / 2:
+            # carried in time: the request size probes upward
+            if self._slow_cap < _INF:
+                self._slow_cap = max(self._slow_cap, 2.0 * nbytes)
+            if nbytes > self._fit and now - start <= self.timeout / 4:
+                self._fit = nbytes
         if signal is Signal.NEUTRAL or not self.adaptive:
             return
         if signal is Signal.OVERLOAD:
@@ -305,6 +380,8 @@ class ConcurrencyLimit:
         # floor says already (it queued less than that: the floor is never above a sample).
         if known or self._stuck_since is None or rtt < floor(nbytes):
             floor.learn(nbytes, rtt)
+            self._carried = None
+
         if known and rtt < known * 0.8:
             # a proof in units of the old floor: a floor learned lower makes it smaller
             self.workers = max(1.0, self.workers * rtt / known)
@@ -406,6 +483,7 @@ class ConcurrencyLimit:
         at_floor = self.allowed == 1 and self.in_flight <= 1
         if self._stuck_cuts >= 3 or (at_floor and now - self._stuck_since >= self.rebase_after):
             self._floor = self._stuck_floor  # learned again from here
+            self._carried = None
             self.workers = 1.0  # proven in units of the old floor
             self._stuck_since = None
             self.limit = max(self.limit, self._before)

@@ -53,15 +53,18 @@ class RequestCollector:
         """The records of the request in formation (not removed)."""
         return self._pending
 
-    def decide(self, now: float, flushing: bool, connection_free: bool) -> Due:
-        """Fill the request from what was offered; should it go now?"""
+    def decide(
+        self, now: float, flushing: bool, connection_free: bool, max_size: int | None = None
+    ) -> Due:
+        """Fill the request from what was offered; should it go now? ``max_size``: the
+        largest request the path carries now (``ConcurrencyLimit.request_bytes``), when
+        it is under the collector's own."""
         pending = self._pending
         incoming = self._incoming
+        limit = self.max_size if max_size is None else min(max_size, self.max_size)
         while incoming:
             krec = incoming[0]
-            if pending and (
-                len(pending) >= self.max_count or self._size + krec.size > self.max_size
-            ):
+            if pending and (len(pending) >= self.max_count or self._size + krec.size > limit):
                 break  # full: the rest waits for the next request
             pending.append(incoming.popleft())
             self._size += krec.size

@@ -505,12 +505,15 @@ class Pipeline:
         recv = tasks.coll_recv
         collector = tasks.collector
         engine = self.engine
+        gate = engine.gate
         while True:
-            due = collector.decide(self.now(), engine.flushing, engine.has_slot())
+            # the largest request the path carries now (measured; _congestion)
+            size_cap = gate.request_bytes(collector.max_size)
+            due = collector.decide(self.now(), engine.flushing, engine.has_slot(), size_cap)
             if due.send:
                 krecs = engine.request(stream, collector.take(), self.now())
                 self.apply()
-                for chunk in chunks(krecs, collector.max_count, collector.max_size):
+                for chunk in chunks(krecs, collector.max_count, size_cap):
                     size = sum(k.size for k in chunk)
                     await self._slot(size)
                     self.tg.start_soon(self._send, stream, chunk, size)

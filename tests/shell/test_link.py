@@ -132,3 +132,37 @@ async def test_a_request_still_going_up_a_slow_link_is_not_a_black_hole(virtual:
     assert all(len(r.attempts) == 1 for r in results)
     assert len(fake.records("s")) == 4
     assert max(r.attempts[0].duration for r in results) > 2 * timeout
+
+
+async def test_requests_up_a_slow_link_shrink_to_what_it_carries(virtual: bool) -> None:
+    """Issue 50, item 6: behind a 400 kB/s uplink, a burst sent in full 5 MiB requests
+    needed 17 s per request (the default deadline was 12 s), each sent again and again.
+    Once an answer shows that a size takes longer than half the timeout, requests are made
+    of what the link carries in that time (3 s, 1.2 MB), each completes well within its
+    deadline, and every record is written once, on its first attempt. On asyncio, the same
+    with every time scaled down."""
+    timeout = 6.0 if virtual else 1.0
+    rate = 400_000 * 6.0 / timeout
+    sizes: list[int] = []
+
+    async def hook(operation: str, body: dict[str, Any]) -> httpx.Response | None:
+        if operation == "PutRecords":
+            sizes.append(sum(len(r["Data"]) for r in body["Records"]))
+        return None
+
+    fake = FakeKinesis(hook=hook, upload_rate=rate)
+    fake.create_stream("s", 4)
+    async with fake_producer(
+        fake, request_timeout=timeout, connect_timeout=timeout, record_ttl=300.0
+    ) as producer:
+        outcomes = [await producer.put(b"%05d" % i * 2000, f"k{i}") for i in range(1200)]
+        results = [await o.wait() for o in outcomes]
+    assert all(r.ok for r in results)
+    assert not any(a.error_code for r in results for a in r.attempts)
+    carried = rate * timeout / 2
+    # one request may be larger (full, before any answer showed what the link carries);
+    # every one after it is what the link carries in half the timeout
+    over = [i for i, size in enumerate(sizes) if size > carried]
+    assert len(over) <= 1, sizes
+    durations = sorted({r.attempts[0].duration for r in results})
+    assert durations[-2] <= timeout  # all but the first request: well within it
