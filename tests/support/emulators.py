@@ -6,6 +6,10 @@
 running one instead. ``emulator`` runs a test against each of them. Without Node.js the two
 npm emulators are skipped (with that reason); the Python engine always runs. Tests using any
 of these fixtures are marked ``integration``.
+
+``KINESIS_TRIO_EMULATOR_CPUS`` (e.g. ``0`` or ``0,1``) pins the engines this session starts
+to those CPUs (every thread of the process and of its children): a slow emulator on a busy
+machine, without slowing the tests themselves as ``taskset`` around pytest would.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -53,6 +58,50 @@ class EmulatorEndpoint:
     process: LocalKinesis | None = None
 
 
+_CPUS_ENV = "KINESIS_TRIO_EMULATOR_CPUS"
+
+
+def emulator_cpus() -> set[int] | None:
+    """The CPUs ``KINESIS_TRIO_EMULATOR_CPUS`` names (``0,1``; ranges as ``0-1``), or None."""
+    spec = os.environ.get(_CPUS_ENV, "").strip()
+    if not spec:
+        return None
+    cpus: set[int] = set()
+    for part in spec.split(","):
+        first, _, last = part.strip().partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+def _descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it (from /proc: Linux only, as the pinning is)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        found.append(todo.pop())
+        todo += children.get(found[-1], [])
+    return found
+
+
+def pin(pid: int, cpus: set[int]) -> int:
+    """Pin every thread of ``pid`` and of its descendants to ``cpus``; how many were."""
+    pinned = 0
+    for proc in _descendants(pid):
+        for task in Path(f"/proc/{proc}/task").glob("[0-9]*"):
+            try:
+                os.sched_setaffinity(int(task.name), cpus)
+            except (ProcessLookupError, FileNotFoundError):  # ended meanwhile
+                continue
+            pinned += 1
+    return pinned
+
+
 def _run_emulator(
     kind: EmulatorKind, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[EmulatorEndpoint]:
@@ -64,6 +113,9 @@ def _run_emulator(
         pytest.skip(f"{kind} is an npm package and needs Node.js 18+ (node and npm on PATH)")
     log_file = tmp_path_factory.mktemp("emulators") / f"{kind}.log"
     with LocalKinesis(kind, log_file=log_file) as emu:
+        cpus = emulator_cpus()
+        if cpus is not None and emu.pid is not None:
+            assert pin(emu.pid, cpus), f"{kind} (pid {emu.pid}): no thread pinned"
         yield EmulatorEndpoint(kind, emu.endpoint_url, emu)
 
 
