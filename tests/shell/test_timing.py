@@ -1,7 +1,11 @@
 """Time-dependent behaviour: linger, TTL, close timeout, request timeouts.
 
 On trio these run under ``MockClock(autojump_threshold=0)`` with the KPL's real defaults (a
-30 s TTL takes milliseconds); on asyncio the same scenarios run on a scaled-down real clock.
+30 s TTL takes milliseconds), and the timings are asserted exactly. On asyncio the same
+scenarios run on a scaled-down real clock, where a loaded machine makes every wait last
+longer than asked: there they assert what that cannot change (nothing sent before its time,
+nothing expired before its TTL, the outcomes), with durations long enough that the steps a
+scenario needs to take together (a window's puts) still fall together.
 """
 
 from __future__ import annotations
@@ -26,6 +30,17 @@ def scale(anyio_backend: Any) -> float:
     return 1.0 if isinstance(anyio_backend, tuple) else 0.02
 
 
+def _window(scale: float) -> float:
+    """A linger window whose puts (a few dozen) all fall in it: on asyncio's real clock a
+    loaded machine took more than 50 ms for them, and they went in two windows."""
+    return 0.1 if scale == 1.0 else 1.0
+
+
+#: How much earlier than its deadline a timer may fire (asyncio runs the callbacks due
+#: within the clock's resolution).
+_EARLY = 1e-3
+
+
 async def window_start(linger: float) -> None:
     """Sleep until just after a linger window opens (linger deadlines fall on the clock's
     multiples of the linger): a record put now lingers ~0.99 of it."""
@@ -36,7 +51,8 @@ async def window_start(linger: float) -> None:
 async def test_linger_sends_a_lone_record_at_its_deadline(scale: float) -> None:
     """A record waits at most the linger: until the end of its linger window (deadlines fall
     on the clock's multiples of the linger, so every shard's containers seal together)."""
-    linger = 0.1 if scale == 1.0 else 0.05
+    virtual = scale == 1.0
+    linger = _window(scale)
     fake = FakeKinesis()
     fake.create_stream("s", 2)
     async with fake_producer(fake, record_max_buffered_time=linger) as producer:
@@ -45,18 +61,23 @@ async def test_linger_sends_a_lone_record_at_its_deadline(scale: float) -> None:
         window_end = (math.floor(start / linger) + 1) * linger
         outcome = await producer.put(b"v", "k")
         await anyio.sleep(linger * 0.5)
-        assert not outcome.done()  # still lingering
+        if virtual:  # (on a real clock the sleep may end after the window)
+            assert not outcome.done()  # still lingering
         result = await outcome.wait()
         elapsed = anyio.current_time() - start
     assert result.ok
-    assert window_end - start <= elapsed < linger + (0.01 if scale == 1.0 else 0.25)
+    assert result.attempts[0].start >= window_end - _EARLY  # not sent before its deadline
+    assert window_end - start <= elapsed
+    if virtual:  # sent at its deadline, not after it
+        assert elapsed < linger + 0.01
     assert result.attempts[0].delay >= (window_end - start) * 0.99
 
 
 async def test_a_window_that_fills_early_goes_before_its_end(scale: float) -> None:
     """``linger_window_bytes``: records that fill a window's byte budget go at once,
     without waiting for the window's end; a record after them waits for it."""
-    linger = 10.0 * scale
+    virtual = scale == 1.0
+    linger = 10.0 if virtual else 2.0
     fake = FakeKinesis()
     fake.create_stream("s", 4)
     async with fake_producer(
@@ -64,15 +85,23 @@ async def test_a_window_that_fills_early_goes_before_its_end(scale: float) -> No
     ) as producer:
         await window_start(linger)
         start = anyio.current_time()
+        window_end = (math.floor(start / linger) + 1) * linger
         first = [await producer.put(b"x" * 1000, f"k{i}") for i in range(25)]
         results = [await o.wait() for o in first]
         early = anyio.current_time() - start
         late = await producer.put(b"y", "late")
+        late_end = (math.floor(anyio.current_time() / linger) + 1) * linger
         await anyio.sleep(linger * 0.5)
-        assert not late.done()  # below the budget: it lingers
-        assert (await late.wait()).ok
+        if virtual:  # (on a real clock the sleep may end after the window)
+            assert not late.done()  # below the budget: it lingers
+        late_result = await late.wait()
     assert all(r.ok for r in results)
-    assert early < linger * 0.2
+    # the window's budget filled: its records went before the window's end
+    assert max(r.attempts[0].start for r in results) < window_end
+    if virtual:
+        assert early < linger * 0.2
+    # below the budget: the late record lingered to its window's end
+    assert late_result.ok and late_result.attempts[0].start >= late_end - _EARLY
 
 
 async def test_a_windows_shards_are_sealed_by_the_timer_in_order_past_a_limiter(
@@ -92,7 +121,7 @@ async def test_a_windows_shards_are_sealed_by_the_timer_in_order_past_a_limiter(
         nudge(self)
 
     monkeypatch.setattr(_shell._Worker, "nudge", counted)
-    linger = 0.1 if scale == 1.0 else 0.05
+    linger = _window(scale)
     fake = FakeKinesis()
     fake.create_stream("s", 4)
     # 2 % of a shard's 1,000 records/s: a bucket of 20 records
@@ -148,7 +177,7 @@ async def test_the_timer_hands_a_windows_shards_to_the_collector_in_one_message(
 ) -> None:
     """The batches the timer seals in one pass go to the collector as one message (one
     channel send, one wake-up of the collector), in the order of the shards."""
-    linger = 0.1 if scale == 1.0 else 0.05
+    linger = _window(scale)
     fake = FakeKinesis()
     fake.create_stream("s", 4)
     async with fake_producer(
@@ -172,7 +201,7 @@ async def test_with_the_collectors_channel_full_the_timer_leaves_the_batches_to_
     """When the collector's channel has no room, the timer's pass seals each due shard and
     queues its batch for the shard's worker, which sends it when the channel has room;
     every record is written, each key's in put order."""
-    linger = 0.1 if scale == 1.0 else 0.05
+    linger = _window(scale)
     fake = FakeKinesis()
     fake.create_stream("s", 4)
     async with fake_producer(
@@ -205,6 +234,8 @@ async def test_with_the_collectors_channel_full_the_timer_leaves_the_batches_to_
 
 
 async def test_always_throttled_records_expire_after_the_ttl(scale: float) -> None:
+    virtual = scale == 1.0
+    scale = scale if virtual else 0.1  # a TTL of 3 s: at least 3 attempts on a busy machine
     ttl = 30.0 * scale
 
     async def hook(operation: str, body: dict[str, Any]) -> httpx.Response | None:
@@ -232,8 +263,12 @@ async def test_always_throttled_records_expire_after_the_ttl(scale: float) -> No
     )
     assert "record_ttl" in (results[0].error_message or "")
     # A record fails when its next retry would come after its TTL: within one maximal
-    # backoff step before the TTL, and never after it (plus scheduling slack).
-    assert ttl - 5.0 * scale <= elapsed <= ttl + 0.25
+    # backoff step before the TTL, and never after it (on the virtual clock, where no
+    # machine's slowness adds to the time).
+    assert all(r.resolved_at - r.accepted_at >= ttl - 5.0 * scale for r in results)
+    assert ttl - 5.0 * scale <= elapsed
+    if virtual:
+        assert elapsed <= ttl + 0.25
 
 
 async def test_close_timeout_fails_what_is_left(scale: float) -> None:
@@ -254,7 +289,8 @@ async def test_close_timeout_fails_what_is_left(scale: float) -> None:
     elapsed = anyio.current_time() - start
     result = outcomes[0].result()
     assert not result.ok and result.error_code == "ProducerCloseTimeout"
-    assert close_timeout * 0.999 <= elapsed < close_timeout + 1.0
+    # at the close timeout, not at the request's (1,000 s): exactly so on the virtual clock
+    assert close_timeout * 0.999 <= elapsed < close_timeout + (1.0 if scale == 1.0 else 10.0)
 
 
 async def test_timed_out_request_is_retried_never_reported_ok(scale: float) -> None:
@@ -270,7 +306,8 @@ async def test_timed_out_request_is_retried_never_reported_ok(scale: float) -> N
 
     fake = FakeKinesis(hook=hook)
     fake.create_stream("s", 1)
-    timeout = 6.0 * scale
+    # (on asyncio 1 s: the second request must be answered within it on a busy machine)
+    timeout = 6.0 * scale if scale == 1.0 else 1.0
     async with fake_producer(
         fake, request_timeout=timeout, connect_timeout=timeout, record_max_buffered_time=0.01
     ) as producer:
@@ -292,6 +329,7 @@ async def test_request_timeout_until_ttl_fails_with_history(scale: float) -> Non
 
     fake = FakeKinesis(hook=hook)
     fake.create_stream("s", 1)
+    scale = max(scale, 0.1)  # on asyncio a 3 s TTL: room for two attempts on a busy machine
     async with fake_producer(
         fake,
         request_timeout=2.0 * scale,
@@ -308,11 +346,12 @@ async def test_request_timeout_until_ttl_fails_with_history(scale: float) -> Non
 # -- aggregates whose members are of different ages --------------------------------------------
 # Sealing hands a record's bytes to its aggregate; when only some members expire, the others
 # get their bytes back from the aggregate and go on alone. Timings are in "units": seconds on
-# trio's virtual clock, 0.05 s on asyncio's real one (margins of >= 150 ms there).
+# trio's virtual clock, 0.25 s on asyncio's real one (margins of >= 750 ms there: at 0.05 s,
+# 150 ms, a busy machine's late wake-up could move a put into the next window).
 
 
 def _unit(scale: float) -> float:
-    return 1.0 if scale == 1.0 else 0.05
+    return 1.0 if scale == 1.0 else 0.25
 
 
 def _stored(fake: FakeKinesis) -> dict[str, bytes]:
