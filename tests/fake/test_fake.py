@@ -340,7 +340,8 @@ async def test_each_fault_kind_once(kind: str, virtual: bool) -> None:
     entries = [entry(b"%d" % i, f"k{i}") for i in range(5)]
     async with connect(fake) as api:
         seen: Any = None
-        with anyio.move_on_after(6.0 if virtual else 0.5) as scope:
+        # (on a real clock long enough for a busy machine to answer the kinds that answer)
+        with anyio.move_on_after(6.0 if virtual else 3.0) as scope:
             try:
                 response = await api.raw("PutRecords", {"StreamName": "s", "Records": entries})
                 seen = (response.status_code, response.json())
@@ -493,8 +494,9 @@ async def test_latency_delays_every_request(virtual: bool, scale: float) -> None
             start = anyio.current_time()
             await api.ok(operation, body)
             durations.append(anyio.current_time() - start)
-    slack = 0.0 if virtual else 1.0
-    assert all(latency <= d <= latency + jitter + slack for d in durations), durations
+    assert all(latency <= d for d in durations), durations
+    if virtual:  # (on a real clock a busy machine adds its own delay to each)
+        assert all(d <= latency + jitter for d in durations), durations
     assert len({round(d, 9) for d in durations}) > 1  # jittered
 
 
@@ -724,7 +726,9 @@ async def test_an_hour_of_bursts_with_limits_faults_and_a_reshard(virtual: bool)
                 await anyio.sleep(10.0)
     elapsed = anyio.current_time() - start
     assert 3600.0 <= elapsed < 3600.0 + 60.0
-    assert time.monotonic() - real_start < 30.0  # an hour in seconds of real time
+    # an hour in seconds of real time (a real wait per request or retry would take hours;
+    # a busy machine's slowness is minutes at most)
+    assert time.monotonic() - real_start < 300.0
     datas = sorted(r.data for r in fake.records("s"))
     assert datas == sorted(b"%d.%d" % (b, i) for b in range(360) for i in range(150))
     stats = fake.stats
