@@ -163,11 +163,14 @@ async def test_records_failed_by_a_cancellation_arrive() -> None:
     fake.faults = Faults(hang_before=1.0)
     producer = fake_producer(fake, request_timeout=600.0, record_max_buffered_time=5.0)
     sent: Sent = {}
-    with anyio.move_on_after(1.0):
+    with anyio.CancelScope() as scope:
         async with producer:
             for i in range(20):
                 data = b"%d" % i
                 sent[data] = (f"k{i}", None, await producer.put(data, f"k{i}"))
+            # cancelled once every put is in (a deadline set before them could pass first
+            # on a busy machine), while the records still linger
+            scope.deadline = anyio.current_time() + 1.0
             await anyio.sleep_forever()
     got = [r async for r in producer.failures()]  # after the close: what is left, then ends
     assert check_failures(sent, got) == 20
