@@ -52,6 +52,12 @@ class ProducerConfig:
     linger_window_bytes: int = 262_144
     #: KPL ``RecordTtl``: a record not confirmed within this time fails as expired.
     record_ttl: float = 30.0
+    #: Admission by time (not a KPL setting): ``put`` waits while the records queued ahead
+    #: of a new record on its shard, at the pace that shard has been confirming, plus a
+    #: round trip, would take more than this share of ``record_ttl``, so that a slow but
+    #: working endpoint slows ``put`` instead of expiring records in the producer's queue
+    #: (see docs/backpressure.md). ``None``: only the count and byte caps (the KPL's way).
+    admission_ttl_share: float | None = 0.5
     #: KPL ``MaxConnections``: the most PutRecords requests in flight at once. The number
     #: in flight adapts between 1 and this to what the endpoint takes without queueing
     #: (see ``adaptive_concurrency``). Two more connections serve shard-map refreshes, so
@@ -210,6 +216,12 @@ def _percentage(value: Any) -> str | None:
     return None
 
 
+def _share(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        return "a share of record_ttl, more than 0 and at most 1"
+    return None
+
+
 def _name(value: Any) -> str | None:
     return None if isinstance(value, str) and value else "a non-empty str"
 
@@ -246,6 +258,7 @@ _RULES: dict[str, _Check] = {
     "failures_buffer_bytes": _count(),
     "record_max_buffered_time": _seconds(zero=True),
     "record_ttl": _seconds(),
+    "admission_ttl_share": _optional(_share),
     "request_timeout": _seconds(),
     "connect_timeout": _seconds(),
     "close_timeout": _seconds(),

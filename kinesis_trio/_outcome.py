@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Awaitable
-from typing import Final, NamedTuple, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 import sniffio
 
@@ -206,6 +206,7 @@ class Outcome:
         "_event",
         "_explicit_hash_key",
         "_hash_key",
+        "_lane",
         "_partition_key",
         "_resolution",
         "_size",
@@ -236,9 +237,15 @@ class Outcome:
         self._resolution: Resolution | None = None
         self._sub = 0
         self._event: _Event | None = None
+        #: the admission lane it is charged to (``_core._admission.Lane``), once placed
+        self._lane: Any = None
         #: the aggregate holding its data while ``_data`` is None (sealed into it: the
         #: engine's ``KRecord``, which this module does not need to know)
         self._agg: object | None = None
+
+    def _charged(self, lane: Any) -> None:
+        """It is charged to admission lane ``lane`` (``_core._admission``)."""
+        self._lane = lane
 
     def _attempted(self, attempt: Attempt) -> None:
         """Add ``attempt`` to the record's history: the one way anything adds to it."""

@@ -30,6 +30,7 @@ from typing import Protocol
 import anyio
 
 from .._outcome import Outcome, sealed_into
+from ._admission import Lane
 from ._aggregation import (
     _LEN3_HEADERS,
     _PK_INDEX_PIECES,
@@ -139,6 +140,10 @@ class Accumulator:
             and hash_key <= shard_map.ends[index]
         ):
             shard = stream.shards[index]
+            lane = shard.lane
+            if lane.owed >= lane.allow:  # admission by time: nothing changed yet
+                lane.refused(now)
+                raise anyio.WouldBlock
             sizer = shard.sizer
             pks = sizer.pks
             found = pks.get(partition_key)
@@ -172,6 +177,7 @@ class Accumulator:
                         )
                     else:
                         parts += (record_header(key_index, n, inner), outcome._data)  # type: ignore[arg-type]
+                lane.charge(outcome, now)
                 stream.window_bytes += grow
                 if stream.window_bytes >= self.early_size:
                     self.send_early(stream, now)
@@ -184,22 +190,53 @@ class Accumulator:
         """Route an accepted (or re-routed) record into its shard's open containers.
         Returns the shard whose aggregate in formation holds it (``None``: it goes alone).
 
-        With ``check_room`` it raises ``anyio.WouldBlock`` *before changing anything* when a
-        seal would be needed and the shard's channel is full (re-routes never wait).
+        With ``check_room`` (a new record) it raises ``anyio.WouldBlock`` *before changing
+        anything* when a seal would be needed and the shard's channel is full, or when the
+        shard's lane does not admit it (admission by time, ``_admission``); else the record
+        is charged to the lane. Re-routes never wait and stay charged where they were.
         """
         shard_map = stream.map
         hash_key = outcome._hash_key
         index = bisect_right(shard_map.starts, hash_key) - 1
+        gap = index < 0 or hash_key > shard_map.ends[index]
+        shard = stream.shards[0 if gap else index]
+        if not check_room:
+            return self._place(stream, shard, gap, outcome, pk_len, now, False)
+        lane = shard.lane
+        if lane.owed >= lane.allow:  # admission by time: nothing changed yet
+            lane.refused(now)
+            raise anyio.WouldBlock
+        where = self._place(stream, shard, gap, outcome, pk_len, now, True)
+        lane.charge(outcome, now)
+        return where
+
+    def lane_for(self, stream: StreamState, outcome: Outcome) -> Lane:
+        """The lane of the shard ``outcome`` routes to (``place``'s routing)."""
+        shard_map = stream.map
+        hash_key = outcome._hash_key
+        index = bisect_right(shard_map.starts, hash_key) - 1
         if index < 0 or hash_key > shard_map.ends[index]:
-            # a gap in a stale map: send it alone, Kinesis routes it anyway
             index = 0
+        return stream.shards[index].lane
+
+    def _place(
+        self,
+        stream: StreamState,
+        shard: ShardBuffer,
+        gap: bool,
+        outcome: Outcome,
+        pk_len: int,
+        now: float,
+        check_room: bool,
+    ) -> ShardBuffer | None:
+        if gap:
+            # a gap in a stale map: send it alone, Kinesis routes it anyway
             can_aggregate = False
         else:
             # a record without a partition key (an AUTO stream's) goes alone
             can_aggregate = (
                 stream.aggregate and not stream.stale and outcome._partition_key is not None
             )
-        shard = stream.shards[index]
         data = outcome._data
         assert data is not None
         if can_aggregate:

@@ -29,6 +29,7 @@ from .._outcome import RECORD_TOO_LARGE, Attempt, Outcome, failed
 from ..metrics._names import MetricsSink
 from ..metrics._recorder import Metrics
 from ._accumulator import Accumulator, expired_in, prune, track, unaggregate
+from ._admission import Admission, delays
 from ._aggregation import _vlen
 from ._answers import Answers
 from ._congestion import ConcurrencyLimit
@@ -49,6 +50,8 @@ __all__ = ["Engine", "metrics_for"]
 _log = get_logger("kinesis_trio.producer")
 _INF = math.inf
 _KEY_CACHE_MAX = 1 << 16
+#: seconds between samples of the oldest record's age and the projected delay
+_SAMPLE_INTERVAL = 1.0
 
 
 class Status(NamedTuple):
@@ -107,6 +110,35 @@ def metrics_for(config: ProducerConfig, sinks: Sequence[MetricsSink] = ()) -> Me
     )
 
 
+def fail_too_large(
+    place: Accumulator | KeyOrder,
+    resolver: Resolver,
+    stream: StreamState,
+    krecs: list[KRecord],
+    now: float,
+) -> list[KRecord]:
+    """Fail the records over the stream's current limit (it was lowered after they
+    were accepted: Kinesis would reject the whole request)."""
+    limit = stream.max_record_size
+    if all(k.size <= limit for k in krecs):
+        return krecs
+    keep: list[KRecord] = []
+    for krec in krecs:
+        if krec.size <= limit:
+            keep.append(krec)
+            continue
+        if krec.aggregated:  # its members may fit on their own: placed anew
+            place.reroute(stream, [krec], now)
+            continue
+        message = (
+            f"the record ({krec.size} bytes with its partition key) is over the stream's "
+            f"record limit ({limit} bytes), lowered after it was accepted"
+        )
+        res = failed(RECORD_TOO_LARGE, message, now)
+        resolver.fail(krec.members, res, krec.shard.shard_id)
+    return keep
+
+
 class Engine:
     """The producer's decisions: accept, place, seal, interpret, retry, resolve."""
 
@@ -157,8 +189,10 @@ class Engine:
         )
         #: retries: backoff, the retry budget, when each is due
         self.retries = Retries(config, self.acc, self.place, self.resolver, outbox, self.rand)
+        #: admission by time: each shard's lane of it says whether ``put`` may add a record
+        self.admission = Admission(config.record_ttl, config.admission_ttl_share)
         #: shard maps, resharding and the KCL rule for aggregates that landed elsewhere
-        self.maps = ShardMaps(config, self.acc, self.place, self.resolver, outbox)
+        self.maps = ShardMaps(config, self.acc, self.place, self.resolver, outbox, self.admission)
         #: what answers and failed requests do to their records
         self.answers = Answers(
             config,
@@ -172,6 +206,7 @@ class Engine:
             refreshable=refreshable,
         )
         self._key_cache: dict[str, tuple[int, int, int]] = {}
+        self._sampled = -_INF  # when delays were last sampled for the metrics
         #: the spool's book (``spool_dir``), or None: records are kept in memory only
         self.spool: SpoolBook | None = None
 
@@ -372,7 +407,7 @@ class Engine:
         (a record over a limit lowered since it was accepted fails; one without a partition
         key, accepted while the stream was ``AUTO``, gets one if the stream is no more)."""
         if stream.limit_lowered:
-            krecs = self.fail_too_large(stream, krecs, now)
+            krecs = fail_too_large(self.place, self.resolver, stream, krecs, now)
         if stream.keyless and not stream.auto:
             for krec in krecs:
                 if krec.partition_key is None:
@@ -396,30 +431,6 @@ class Engine:
             return keep
         return krecs
 
-    def fail_too_large(
-        self, stream: StreamState, krecs: list[KRecord], now: float
-    ) -> list[KRecord]:
-        """Fail the records over the stream's current limit (it was lowered after they
-        were accepted: Kinesis would reject the whole request)."""
-        limit = stream.max_record_size
-        if all(k.size <= limit for k in krecs):
-            return krecs
-        keep: list[KRecord] = []
-        for krec in krecs:
-            if krec.size <= limit:
-                keep.append(krec)
-                continue
-            if krec.aggregated:  # its members may fit on their own: placed anew
-                self.place.reroute(stream, [krec], now)
-                continue
-            message = (
-                f"the record ({krec.size} bytes with its partition key) is over the stream's "
-                f"record limit ({limit} bytes), lowered after it was accepted"
-            )
-            res = failed(RECORD_TOO_LARGE, message, now)
-            self.resolver.fail(krec.members, res, krec.shard.shard_id)
-        return keep
-
     # -- answers --------------------------------------------------------------------------
 
     def on_answer(
@@ -432,9 +443,13 @@ class Engine:
         nbytes: int = 0,
     ) -> None:
         """Apply a PutRecords answer (to a request of ``nbytes``) to its records."""
+        self.admission.answered(end - start)
         self.answers.on_answer(stream, krecs, response, start, end, nbytes)
+        self._admission_news(krecs, end)
         if self.measure:
             self.count_received()
+            if end - self._sampled >= _SAMPLE_INTERVAL:
+                self.sample_delays(end)
 
     def on_error(
         self,
@@ -447,6 +462,23 @@ class Engine:
     ) -> None:
         """Apply a request's failure (no usable answer) to its records."""
         self.answers.on_error(stream, krecs, error, start, end, nbytes)
+        self._admission_news(krecs, end)
+
+    def _admission_news(self, krecs: list[KRecord], now: float) -> None:
+        """The lanes of records a request did not confirm (throttled, failed) count its
+        time as busy time that confirmed nothing; the lines of lanes that started or
+        stopped holding ``put`` are logged."""
+        self.admission.unconfirmed([k.shard.lane for k in krecs if k.live()], now)
+
+    def sample_delays(self, now: float) -> None:
+        """Sample ``OldestRecordAge`` and ``ProjectedDelay`` of every stream."""
+        self._sampled = now
+        for name, (oldest, projected) in delays(
+            self.ledger.unresolved_outcomes(), self.streams.values(), now
+        ).items():
+            self.metrics.stream_sample("OldestRecordAge", name, oldest)
+            if projected < _INF:
+                self.metrics.stream_sample("ProjectedDelay", name, projected)
 
     def count_received(self) -> None:
         """Report the records accepted since the last report (UserRecordsReceived)."""

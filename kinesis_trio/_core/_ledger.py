@@ -88,16 +88,27 @@ class Ledger:
         records = size = 0
         epoch = self.epoch
         discard = self._unresolved.discard
+        lane = None  # the admission lane being credited, and what it is owed back
+        owed = 0
         for sub, outcome in enumerate(members):
             if not outcome._resolve(res, sub):
                 continue
             records += 1
-            size += outcome._size
+            n = outcome._size
+            size += n
+            if outcome._lane is not lane:
+                if lane is not None:
+                    lane.drained(owed, res[R_OK], res[R_AT])
+                lane = outcome._lane
+                owed = 0
+            owed += n
             discard(outcome)
             if outcome._epoch == epoch:
                 self._epoch_count -= 1
             else:
                 self._forget_epoch(outcome._epoch)
+        if lane is not None:
+            lane.drained(owed, res[R_OK], res[R_AT])
         if records:
             self.records -= records
             self.bytes -= size
@@ -139,6 +150,10 @@ class Ledger:
     def unresolved(self) -> int:
         return len(self._unresolved)
 
+    def unresolved_outcomes(self) -> list[Outcome]:
+        """The outcomes not resolved yet (a copy)."""
+        return list(self._unresolved)
+
     def resolve_all(self, res: Resolution) -> int:
         """Resolve every unresolved outcome with ``res`` (close and abort); returns how many.
 
@@ -149,6 +164,9 @@ class Ledger:
             self.spool.kept(pending)
         elif self.dead_letters and not res[R_OK]:
             failing = _with_data(sorted(pending, key=_arrival))  # in the order of arrival
+        for outcome in pending:
+            if outcome._lane is not None:
+                outcome._lane.forget()
         count = sum(1 for outcome in pending if outcome._resolve(res))
         self.records = 0
         self.bytes = 0

@@ -36,6 +36,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
+import anyio
+
 from .._outcome import PRECEDING_FAILED, R_AT, R_ERROR_CODE, R_OK, Outcome, Resolution, failed
 from ._accumulator import Accumulator, key_length, plain, unpack
 from ._state import KRecord, ShardBuffer, StreamState
@@ -134,7 +136,12 @@ class KeyOrder:
         now: float,
     ) -> None:
         """Place a newly accepted record, or queue it behind its key's unconfirmed ones.
-        Raises ``anyio.WouldBlock`` (changing nothing) as ``Accumulator.add`` does."""
+        Raises ``anyio.WouldBlock`` (changing nothing) as ``Accumulator.add`` does, and
+        when the shard it routes to does not admit it (admission by time)."""
+        lane = self.acc.lane_for(stream, outcome)
+        if not lane.admits():
+            lane.refused(now)
+            raise anyio.WouldBlock
         table = self.tables.get(stream.name)
         if table is None:
             table = self.tables[stream.name] = {}
@@ -144,6 +151,7 @@ class KeyOrder:
             key = table[partition_key] = _Key(stream, outcome)
             key.at(shard)
             return
+        lane.charge(outcome, now)  # it waits behind its key, or joins its aggregate
         if not key.parked:
             shard = key.open_in()
             if shard is not None:

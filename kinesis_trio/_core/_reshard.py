@@ -16,6 +16,7 @@ from .._config import ProducerConfig
 from .._logging import get_logger
 from .._outcome import R_SHARD_ID, Resolution, resolution_attempt
 from ._accumulator import Accumulator, unpack
+from ._admission import OFF, Admission
 from ._effects import Outbox, Refresh, RetireShard, StartShard
 from ._limiter import SHARD_BYTES_PER_SECOND, SHARD_RECORDS_PER_SECOND, ShardLimiter
 from ._ordering import KeyOrder, refusal
@@ -43,8 +44,11 @@ class ShardMaps:
         place: Accumulator | KeyOrder,
         resolver: Resolver,
         outbox: Outbox,
+        admission: Admission = OFF,
     ) -> None:
         self.config = config
+        #: admission by time: each new shard buffer gets a lane of it
+        self.admission = admission
         self.ttl = config.record_ttl
         self.acc = acc
         #: where records are placed anew (the accumulator, or per-key ordering around it)
@@ -150,6 +154,10 @@ class ShardMaps:
     def apply_map(self, stream: StreamState, new_map: ShardMap, now: float) -> None:
         """Swap in a new shard map; re-route what was buffered for shards that changed."""
         old = {s.shard_id: s for s in stream.shards}
+        # a new shard's lane starts at the pace the stream's shards confirmed at, on average
+        # (a lane that never measured one would admit up to the caps)
+        paces = [s.lane.rate for s in stream.shards if s.lane.rate]
+        pace = sum(paces) / len(paces) if paces else 0.0
         states: list[ShardBuffer] = []
         for shard in new_map.shards:
             stream.learn(shard.shard_id, shard.start, shard.end)
@@ -158,7 +166,11 @@ class ShardMaps:
                 if state is not None:
                     old[shard.shard_id] = state  # same id, new range: retire the old state
                 state = ShardBuffer(
-                    shard.shard_id, shard.start, shard.end, self.limiter(stream, now)
+                    shard.shard_id,
+                    shard.start,
+                    shard.end,
+                    self.limiter(stream, now),
+                    self.admission.lane(stream.name, shard.shard_id, pace),
                 )
                 self.outbox.push(StartShard(stream, state))
             states.append(state)

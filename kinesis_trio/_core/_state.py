@@ -12,6 +12,7 @@ import json
 import math
 
 from .._outcome import Attempt, Outcome, Resolution
+from ._admission import OFF, Lane
 from ._aggregation import AggregateSizer
 from ._limiter import ShardLimiter
 from ._shards import ShardMap
@@ -107,6 +108,7 @@ class ShardBuffer:
         "anywhere",
         "end",
         "failures",
+        "lane",
         "limiter",
         "members",
         "open_deadline",
@@ -121,8 +123,17 @@ class ShardBuffer:
         "start",
     )
 
-    def __init__(self, shard_id: str, start: int, end: int, limiter: ShardLimiter) -> None:
+    def __init__(
+        self,
+        shard_id: str,
+        start: int,
+        end: int,
+        limiter: ShardLimiter,
+        lane: Lane | None = None,
+    ) -> None:
         self.shard_id = shard_id
+        #: its admission by time (``_admission``): the bytes it owes, the pace it confirms at
+        self.lane = lane if lane is not None else OFF.lane("", shard_id)
         self.start = start
         self.end = end
         self.sizer = AggregateSizer()

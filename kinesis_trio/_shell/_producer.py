@@ -347,18 +347,25 @@ class Producer(ProducerViews):
         explicit_hash_key: str | None,
         stream_name: str | None,
     ) -> Outcome:
-        """Accept the record, waiting for room or loading its stream as long as needed."""
+        """Accept the record, waiting for room or loading its stream as long as needed (the
+        wait for room is sampled as ``PutAdmissionWait``)."""
+        since = None
         while True:
             try:
-                return self.put_nowait(
+                outcome = self.put_nowait(
                     data, partition_key, explicit_hash_key, stream_name=stream_name
                 )
             except _StreamNotLoaded:
-                await self._load_stream(
-                    self._require_default() if stream_name is None else stream_name
-                )
+                await self._load_stream(stream_name or self._require_default())
             except anyio.WouldBlock:
+                since = self._now() if since is None else since
                 await self._wait_progress()
+            else:
+                if since is not None:
+                    self._metrics.stream_sample(
+                        "PutAdmissionWait", outcome._stream, self._now() - since
+                    )
+                return outcome
 
     def put_nowait(
         self,
@@ -407,9 +414,8 @@ class Producer(ProducerViews):
         return outcome
 
     def record_limit(self, stream_name: str | None = None) -> int:
-        """The largest record (data + partition key) ``put`` takes for a loaded stream: its
-        ``MaxRecordSizeInKiB``, lowered by ``max_record_size`` or ``max_outstanding_bytes``
-        if they are less. Raises ``KeyError`` for a stream not loaded yet."""
+        """The largest record (data + partition key) ``put`` takes for a loaded stream (its
+        ``MaxRecordSizeInKiB``, ``max_record_size``, ``max_outstanding_bytes``), or KeyError."""
         ref = self._require_default() if stream_name is None else stream_name
         if self._engine is None or ref not in self._engine.streams:
             raise KeyError(f"stream {ref!r} is not loaded (put to it first)")
@@ -441,16 +447,13 @@ class Producer(ProducerViews):
     # -- the spool ------------------------------------------------------------------------
 
     async def wait_durable(self) -> None:
-        """Return when every record accepted before the call is in the spool (or has its
-        outcome): how a caller of ``put_nowait`` (or of ``put`` under
-        ``spool_sync="interval"``) waits for durability. Raises ``SpoolWriteError`` if the
-        write failed; returns at once without a spool."""
+        """Return when every record accepted before is in the spool (or resolved): durability
+        for ``put_nowait`` or ``spool_sync="interval"``. ``SpoolWriteError`` if it failed."""
         if self._spooler is not None:
             await self._spooler.wait_durable()
 
     async def _stream(self, ref: str) -> StreamState:
-        """The loaded stream ``ref`` names (loaded now if it is not): for recovery."""
-        await self._load_stream(ref)
+        await self._load_stream(ref)  # the loaded stream ``ref`` names: for recovery
         assert self._engine is not None
         return self._engine.streams[ref]
 

@@ -65,6 +65,10 @@ _SPECS: dict[str, _Spec] = {
     "RequestConcurrencyLimit": _Spec(_D, "Count", 0),
     "RequestsWaitingForSlot": _Spec(_D, "Count", 0),
     "RetryBudgetLevel": _Spec(_D, "Count", 0),
+    # Not the KPL's: admission by time (admission_ttl_share), per stream.
+    "OldestRecordAge": _Spec(_S, "Milliseconds", 1),
+    "ProjectedDelay": _Spec(_S, "Milliseconds", 1),
+    "PutAdmissionWait": _Spec(_S, "Milliseconds", 1),
     # Not the KPL's: failed records dropped because Producer.failures()'s buffer was full.
     "FailedRecordsDropped": _Spec(_S, "Count", 1),
     # Not the KPL's: what a producer found in its spool at start (spool_dir), and how it ended.

@@ -252,6 +252,14 @@ class MetricWindow:
         if self._active and "BufferingTime" in self._enabled:
             self._samples("BufferingTime", self._scope(stream, shard, 2), count, seconds * 1000.0)
 
+    def stream_sample(self, name: str, stream: str, seconds: float) -> None:
+        """A sample in ms, per stream: ``OldestRecordAge`` (of its oldest unresolved
+        record), ``ProjectedDelay`` (of a record accepted now, on its slowest shard) or
+        ``PutAdmissionWait`` (how long one ``put`` waited for room)."""
+        if self._active and name in self._enabled:
+            ms = seconds * 1000.0
+            self._put(name, self._scope(stream, None, 1), 1, ms, ms, ms)
+
     def request_time(self, stream: str, seconds: float) -> None:
         """RequestTime (ms): the duration of one PutRecords request (detailed)."""
         if self._active and "RequestTime" in self._enabled:

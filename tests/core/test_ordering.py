@@ -322,6 +322,9 @@ def simulate(seed: int, steps: int = 400, ordering: str = "per_key") -> Run:
         ordering=ordering,
         shards=2,
         record_ttl=rand.choice([2.0, 30.0]),
+        # admission by time refuses what the simulated endpoint's pace would not confirm
+        # in time: with it on and off, whatever is accepted stays in order
+        admission_ttl_share=rand.choice([None, 0.5]),
         aggregation_enabled=rand.choice([True, False]),
         aggregation_max_count=rand.choice([2, 5, 1000]),
         collection_max_count=rand.choice([3, 500]),
@@ -494,7 +497,7 @@ def simulate(seed: int, steps: int = 400, ordering: str = "per_key") -> Run:
 @pytest.mark.parametrize("seed", range(60))
 def test_faults_and_reshards_keep_each_key_in_order(seed: int) -> None:
     run = simulate(seed)
-    assert run.records > 50 and run.written > 0
+    assert run.records > 20 and run.written > 0  # the run did something (admission may hold)
     assert run.disorder == [], (seed, run)
 
 

@@ -221,7 +221,9 @@ def test_a_keyless_record_gets_a_key_when_its_stream_leaves_auto() -> None:
 
 
 def test_a_record_over_a_limit_lowered_after_it_was_accepted_fails_clearly() -> None:
-    eng, _shell, stream = engine(StreamFacts("s", max_record_size=4 * MIB))
+    eng, _shell, stream = engine(
+        StreamFacts("s", max_record_size=4 * MIB), admission_ttl_share=None
+    )  # two records before any answer, past admission's first allowance (not the subject)
     big = eng.accept(stream, b"x" * (2 * MIB), "k", None, 0.0)
     small = eng.accept(stream, b"y", "k", None, 0.0)
     krecs = sealed(eng, stream)
@@ -244,7 +246,8 @@ def test_a_raised_limit_takes_effect_at_the_refresh() -> None:
 
 
 def test_aggregates_stay_within_the_streams_limit() -> None:
-    eng, _shell, stream = engine(aggregation_max_size=4 * MIB)
+    # 2 MB accepted before any answer: past admission's first allowance (not the subject)
+    eng, _shell, stream = engine(aggregation_max_size=4 * MIB, admission_ttl_share=None)
     assert stream.agg_max_size == MIB
     for i in range(40):
         eng.accept(stream, b"z" * 50_000, f"k{i}", None, 0.0)

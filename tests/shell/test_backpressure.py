@@ -224,6 +224,7 @@ async def test_sealed_records_are_held_once_in_memory() -> None:
         record_max_buffered_time=0.01,
         shard_queue_size=4096,
         rate_limit=1e8,  # no pacing: every aggregate goes straight to the next request
+        admission_ttl_share=None,  # the bytes cap holds, not time (nothing is answered)
     ) as producer:
         first = await producer.put(b"first", "first")
         with anyio.fail_after(10):  # a hang guard: the one connection is taken
