@@ -297,7 +297,7 @@ def test_close_flushes(backend: str) -> None:
     futures = [producer.put(b"c%d" % i, f"k{i}") for i in range(500)]
     started = time.monotonic()
     producer.close()
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 30  # not the linger's 60 s (a busy machine is slow)
     assert all(f.done() and f.result().ok for f in futures)
     assert landed(fake) == Counter(b"c%d" % i for i in range(500))
     producer.close()  # idempotent
@@ -331,7 +331,9 @@ def test_flush_timeout_when_backend_hangs(backend: str) -> None:
         started = time.monotonic()
         with pytest.raises(TimeoutError, match="10 records not resolved"):
             producer.flush(timeout=0.3)
-        assert 0.25 < time.monotonic() - started < 5
+        # at its timeout: not before it, and not held by the hung request (a busy machine
+        # adds its own slowness, seconds at worst)
+        assert 0.25 < time.monotonic() - started < 30
         assert not any(f.done() for f in futures)
         gate.opened.set()
         producer.flush(timeout=30)
@@ -346,7 +348,7 @@ def test_close_timeout_fails_what_is_unconfirmed(backend: str) -> None:
     wait_until(lambda: gate.held > 0)
     started = time.monotonic()
     producer.close()
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 30  # at its 0.5 s timeout, not held by the gate
     results = [f.result(timeout=0) for f in futures]
     assert all(r.error_code == "ProducerCloseTimeout" for r in results), results[0]
     gate.opened.set()
