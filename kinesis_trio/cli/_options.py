@@ -231,6 +231,18 @@ def _add_common(parser: argparse.ArgumentParser, *, progress_interval: float) ->
     )
     cfg.add_argument("--record-ttl", type=_seconds, metavar="SECONDS", help="record_ttl (30)")
     cfg.add_argument(
+        "--admission-ttl-share",
+        type=_number,
+        metavar="SHARE",
+        help="admission_ttl_share (0.5): put waits while a shard would not write a record "
+        "within this share of record_ttl",
+    )
+    cfg.add_argument(
+        "--no-admission-by-time",
+        action="store_true",
+        help="admission_ttl_share=None: only the count and byte caps hold (the KPL's way)",
+    )
+    cfg.add_argument(
         "--max-outstanding-records", type=_int, metavar="N", help="max_outstanding_records (100000)"
     )
     cfg.add_argument(
@@ -284,6 +296,10 @@ def _config_fields(args: argparse.Namespace) -> dict[str, Any]:
         fields["rate_limit"] = args.rate_limit
     if args.record_ttl is not None:
         fields["record_ttl"] = args.record_ttl
+    if args.admission_ttl_share is not None:
+        fields["admission_ttl_share"] = args.admission_ttl_share
+    if args.no_admission_by_time:
+        fields["admission_ttl_share"] = None
     if args.max_outstanding_records is not None:
         fields["max_outstanding_records"] = args.max_outstanding_records
     if args.max_outstanding_bytes is not None:
