@@ -22,9 +22,12 @@ CREDS = StaticCredentials("AKIDLOCAL", "local-secret")
 MIB = 1024 * 1024
 
 
-def client_for(emulator: EmulatorEndpoint) -> KinesisClient:
+def client_for(emulator: EmulatorEndpoint, request_timeout: float = 6.0) -> KinesisClient:
     return KinesisClient(
-        region_name="us-east-1", endpoint_url=emulator.endpoint_url, credentials=CREDS
+        region_name="us-east-1",
+        endpoint_url=emulator.endpoint_url,
+        credentials=CREDS,
+        request_timeout=request_timeout,
     )
 
 
@@ -43,7 +46,9 @@ async def new_stream(emulator: EmulatorEndpoint, shards: int, kib: int | None = 
 
 
 async def read_users(emulator: EmulatorEndpoint, name: str) -> list[bytes]:
-    async with client_for(emulator) as client:
+    # A long timeout: records of 9 MiB come back from a busy kinesis-local in more than the
+    # default's 12 s for a GetRecords (a busy machine's slowness, not the test's subject).
+    async with client_for(emulator, request_timeout=120.0) as client:
         shards = await client.read_all(name)
     return [
         u.data for records in shards.values() for r in records for u in deaggregate(r["Data"], "")

@@ -486,12 +486,17 @@ async def test_per_key_order_through_the_fault_proxy_a_split_and_a_merge(
     for key, where in by_key.items():
         assert all(a < b for a, b in pairwise(where)), key
     # every copy nobody confirmed came from a lost answer, or is an aggregate written across
-    # a reshard (the KCL drops it whole; check_landed_kcl saw its records sent again)
+    # a reshard (the KCL drops it whole; check_landed_kcl saw its records sent again), or
+    # holds only records flagged possible_duplicate: a request the producer's own timeout
+    # ended (1 s: on a busy machine, answers the proxy did pass on came later than that)
     confirmed = {(o.result().shard_id, o.result().sequence_number) for *_, o in sent}
+    flagged = {data for data, *_, o in sent if o.result().possible_duplicate}
     for shard_id, start, end, data, pk, ehk, seq in rows:
         if (shard_id, seq) in confirmed or (shard_id, seq) in lost:
             continue
         users = deaggregate(data, pk, explicit_hash_key=ehk, sequence_number=seq)
+        if all(u.data in flagged for u in users):
+            continue  # a request the producer gave up on itself: its records were flagged
         assert any(not start <= u.hash_key <= end for u in users), (shard_id, seq)
     print(
         f"\n{emulator.kind}: {summary}, proxy={dict(stats)}, lost-answer records={len(lost)}, "
