@@ -9,11 +9,13 @@ PutRecords) that throttles chosen entries: with ``--fail-if-throttled`` they fai
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import contextlib
 import hashlib
 import http.server
 import json
 import math
+import os
 import re
 import signal
 import socket
@@ -1034,24 +1036,24 @@ BAD_ARGUMENTS: list[tuple[list[str], str]] = [
 
 
 def test_bad_arguments_get_one_line_errors_and_exit_2() -> None:
-    procs = [
-        (
-            argv,
-            expected,
-            subprocess.Popen(
-                cli_command(*argv),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=cli_env(),
-            ),
+    def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            cli_command(*argv),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env=cli_env(),
+            timeout=120,
+            check=False,
         )
-        for argv, expected in BAD_ARGUMENTS
-    ]
+
+    # As many at once as there are CPUs: all of them at once (one interpreter each) left
+    # one on a busy 2-core machine without its answer after 120 s.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        done = list(pool.map(run, [argv for argv, _ in BAD_ARGUMENTS]))
     problems = []
-    for argv, expected, proc in procs:
-        stdout, stderr = proc.communicate(timeout=120)
+    for (argv, expected), proc in zip(BAD_ARGUMENTS, done, strict=True):
+        stdout, stderr = proc.stdout, proc.stderr
         lines = stderr.strip().splitlines()
         if (
             proc.returncode != 2

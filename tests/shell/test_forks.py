@@ -27,8 +27,9 @@ from tests.support.helpers import CREDS, fake_producer
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 
-#: how long a child may take to answer (it should answer at once; a hang is the bug)
-CHILD_BOUND = 10.0
+#: how long a child may take to answer (it should answer at once; a hang is the bug, and a
+#: busy machine's slowness is not: the bound is far above it)
+CHILD_BOUND = 60.0
 
 
 def in_child(calls: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -107,7 +108,7 @@ def test_a_sync_producer_used_in_a_forked_child_fails_at_once_and_the_parent_goe
             return {
                 "put": outcome_of(lambda: producer.put(b"child", "k")),
                 "put_many": outcome_of(lambda: producer.put_many([(b"child", "k")])),
-                "flush": outcome_of(lambda: producer.flush(timeout=5)),
+                "flush": outcome_of(lambda: producer.flush(timeout=30)),
                 "close": outcome_of(producer.close),
             }
 
@@ -118,8 +119,9 @@ def test_a_sync_producer_used_in_a_forked_child_fails_at_once_and_the_parent_goe
             assert got["error"] == "ProducerForkedError" and got["closed"], (name, got)
             assert f"opened in process {os.getpid()}" in got["message"]
             assert "post_fork" in got["message"] and "worker_process_init" in got["message"]
-            assert got["seconds"] < 1.0, (name, got)  # at once, not after a timeout
-        assert report["close"]["error"] is None and report["close"]["seconds"] < 1.0
+            # at once, not after the flush's 30 s timeout (with room for a busy machine)
+            assert got["seconds"] < 10.0, (name, got)
+        assert report["close"]["error"] is None and report["close"]["seconds"] < 10.0
         # the parent's producer is untouched
         assert producer.put(b"after", "k").result(timeout=10).ok
     data = sorted(r.data for r in fake.records("s"))
@@ -189,7 +191,7 @@ def test_a_preloaded_sync_producer_in_a_worker_that_exits_normally(backend: str)
         cwd=root,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=180,  # a hang guard: a busy machine took 45-60 s for this interpreter
         check=False,
     )
     assert out.returncode == 0, out.stderr[-3000:]
