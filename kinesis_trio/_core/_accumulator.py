@@ -200,7 +200,10 @@ class Accumulator:
         index = bisect_right(shard_map.starts, hash_key) - 1
         gap = index < 0 or hash_key > shard_map.ends[index]
         shard = stream.shards[0 if gap else index]
-        if not check_room:
+        if not check_room:  # placed anew: it owes its bytes where it goes now
+            lane = outcome._lane
+            if lane is not None and lane is not shard.lane:
+                lane.move(outcome, shard.lane, now)
             return self._place(stream, shard, gap, outcome, pk_len, now, False)
         lane = shard.lane
         if lane.owed >= lane.allow:  # admission by time: nothing changed yet

@@ -17,20 +17,26 @@ The estimator's rules, each against a trap a drain-rate estimator falls into:
   lane owes something: idle time is not slow draining, and a lane that waits for admission
   is busy (it owes its whole allowance), so waiting never lowers the pace that caused it.
 - **A window, not a sample.** The pace is the bytes confirmed over the last
-  :data:`WINDOW` seconds of busy time, over no less than :data:`MIN_SPAN`: a confirmation
-  two microseconds after the first record cannot make it "TB/s".
+  :data:`WINDOW` seconds of busy time (or four round trips, if longer: answers confirm a
+  request's records at once), over no less than :data:`MIN_SPAN`: a confirmation two
+  microseconds after the first record cannot make it "TB/s".
 - **Before any measurement, a first allowance.** A lane that has confirmed nothing yet
   admits :data:`FIRST` bytes (a record more when it owes nothing): a burst put before the
   first answer would otherwise fill the caps (128 MiB: minutes of a slow endpoint's work)
   with records doomed before a pace is known. The first confirmation, a round trip later,
   sets the pace; from a first allowance confirmed within ``MIN_SPAN`` the allowance grows
-  to ``horizon / MIN_SPAN`` (30) times it, so it cannot trap itself small. With
-  admission off, only the caps hold, as in the KPL.
+  to ``horizon / MIN_SPAN`` (30) times it, so it cannot trap itself small. (It assumes a
+  shard confirms at least ``FIRST`` per horizon, 17 kB/s at the defaults.) A shard new
+  after a reshard starts at the stream's pace instead, and records placed anew on it
+  owe their bytes there (:meth:`Lane.move`). With admission off, only the caps hold, as
+  in the KPL.
 - **Room back at once.** The window is recomputed at every resolution, so a shard that
   speeds up gets room as soon as its confirmations show it (while it waits for admission
   it owes its allowance, so it drains as fast as it can: its true pace, a probe upward).
-  A lane that owes nothing always admits one record: the allowance is never zero while
-  records flow.
+  A lane that owes nothing always admits one record, and the allowance is never below
+  :data:`FIRST`: a shard fed slowly (a putter held by another shard) measures its demand,
+  not its capacity, and an endpoint whose cost is per request confirms less when requests
+  are small; a floor keeps either from spiralling down.
 - **One slow answer is one gap in the window.** A stall lowers the pace only by the share
   of the window it takes; confirmations afterwards raise it again.
 - **Retries and throttles slow it.** Throttled or failed requests of a shard are marked in
@@ -123,10 +129,9 @@ class Admission:
         """A new shard's lane; ``pace``: the bytes per second it is taken to confirm until
         it measures its own (0: none, only the caps hold until its first confirmation)."""
         lane = Lane(self, stream, shard_id)
-        if pace > 0:
-            lane.rate = pace
         if self.on:
             lane.allow = max(pace * self.budget(), FIRST)
+        lane.rate = pace
         return lane
 
 
@@ -184,6 +189,18 @@ class Lane:
         self.owed += outcome._size
         outcome._charged(self)
 
+    def move(self, outcome: Outcome, to: Lane, now: float) -> None:
+        """``outcome``, charged here, is placed anew on ``to``'s shard (a reshard retired
+        this one): it owes its bytes there, where it will drain."""
+        if to is self:
+            return
+        busy = self.busy(now)
+        self.owed -= outcome._size
+        if self.owed <= 0:
+            self.owed = 0
+            self._busy = busy
+        to.charge(outcome, now)
+
     def busy(self, now: float) -> float:
         """Busy seconds so far (time while the lane owed something)."""
         if self.owed:
@@ -222,7 +239,8 @@ class Lane:
             marks.append((busy, confirmed))
         else:
             marks[-1] = (last_busy, confirmed)
-        start = busy - WINDOW
+        # at least four round trips: answers come in lumps (a request's records at once)
+        start = busy - max(WINDOW, 4.0 * self.policy.rtt)
         while len(marks) > 2 and marks[1][0] <= start:
             marks.popleft()
         base_busy, base_confirmed = marks[0]
@@ -233,8 +251,8 @@ class Lane:
         policy = self.policy
         if not policy.on:
             return
-        # a lane that owes nothing admits one record whatever the pace (``owed < allow``)
-        self.allow = max(rate * policy.budget(), 1.0)
+        # never below the first allowance; a lane that owes nothing admits one record
+        self.allow = max(rate * policy.budget(), FIRST)
         if self.holding and self.owed < self.allow:
             self.holding = False
             self._notice("admission_released", now)

@@ -311,6 +311,8 @@ class Run:
     copies: int = 0
     reshards: int = 0
     disorder: list[str] = field(default_factory=list)
+    #: admission by time was on (it may hold puts the simulated endpoint would not confirm)
+    admission: bool = False
 
 
 def simulate(seed: int, steps: int = 400, ordering: str = "per_key") -> Run:
@@ -333,6 +335,7 @@ def simulate(seed: int, steps: int = 400, ordering: str = "per_key") -> Run:
         retry_backoff_max=0.2,
     )
     eng.rand.seed(seed)
+    run.admission = eng.admission.on
     service = Service(rand, list(stream.map.shards))
     keys = [f"k{i}" for i in range(rand.choice([1, 3, 8]))]
     # some keys are routed by an explicit hash key of their own
@@ -497,7 +500,7 @@ def simulate(seed: int, steps: int = 400, ordering: str = "per_key") -> Run:
 @pytest.mark.parametrize("seed", range(60))
 def test_faults_and_reshards_keep_each_key_in_order(seed: int) -> None:
     run = simulate(seed)
-    assert run.records > 20 and run.written > 0  # the run did something (admission may hold)
+    assert run.records > (10 if run.admission else 50) and run.written > 0  # it did something
     assert run.disorder == [], (seed, run)
 
 
