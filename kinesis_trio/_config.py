@@ -66,9 +66,14 @@ class ProducerConfig:
     #: Adapt the requests in flight to the endpoint's round trips, timeouts and 5xx answers
     #: (``False``: always ``max_connections``, as the KPL does).
     adaptive_concurrency: bool = True
-    #: KPL ``RequestTimeout``.
+    #: KPL ``RequestTimeout``: the unit of a call's deadline, which follows its connection.
+    #: A call has ``connect_timeout + request_timeout``, plus ``request_timeout`` for each MiB
+    #: it carries (its body, and its answer as it arrives), to complete; while its request goes
+    #: out or its answer comes in, ``request_timeout`` without a byte moving ends it (a stall).
+    #: Requests are made no larger than what the path carries, measured, in half of it.
     request_timeout: float = 6.0
-    #: KPL ``ConnectTimeout``.
+    #: KPL ``ConnectTimeout``: opening a connection (TLS included); with ``request_timeout``,
+    #: also what a call has before its first byte goes.
     connect_timeout: float = 6.0
     #: KPL ``VerifyCertificate``; like httpx: a bool, a CA bundle path or an ``ssl.SSLContext``.
     verify: bool | str | ssl.SSLContext = True

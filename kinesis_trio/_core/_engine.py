@@ -584,3 +584,7 @@ class Engine:
     def has_slot(self) -> bool:
         """Would a request get a slot now?"""
         return self.gate.has_room()
+
+    def request_bytes(self, max_size: int) -> int:
+        """The largest request the path carries now (measured: ``ConcurrencyLimit``)."""
+        return self.gate.request_bytes(max_size)

@@ -505,10 +505,8 @@ class Pipeline:
         recv = tasks.coll_recv
         collector = tasks.collector
         engine = self.engine
-        gate = engine.gate
         while True:
-            # the largest request the path carries now (measured; _congestion)
-            size_cap = gate.request_bytes(collector.max_size)
+            size_cap = engine.request_bytes(collector.max_size)  # what the path carries
             due = collector.decide(self.now(), engine.flushing, engine.has_slot(), size_cap)
             if due.send:
                 krecs = engine.request(stream, collector.take(), self.now())
