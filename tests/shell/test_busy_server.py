@@ -147,16 +147,19 @@ async def test_defaults_finish_like_the_best_fixed_max_connections(size: str) ->
 @pytest.mark.parametrize("anyio_backend", [pytest.param(MOCK, id="trio-mockclock")])
 async def test_the_kpl_default_times_out_on_a_one_worker_server() -> None:
     """The issue's finding, in virtual time: 24 requests at once queue past their timeout
-    in a server that works one at a time; the defaults learn not to."""
+    in a server that works one at a time; the defaults learn not to. (A request's deadline
+    grows with its size now, 12 s and 6 s per MiB: a server taking 1 s per MB makes 24 of
+    them queue past it.)"""
     records = workload(COUNT, largest=32 * KIB)
     kpl = await run(
         records,
-        ServerModel(1, per_request=0.3, per_byte=3e-7),
+        ServerModel(1, per_request=0.3, per_byte=1e-6),
         adaptive_concurrency=False,
+        admission_ttl_share=None,  # the KPL admits by count and bytes only
     )
     check_truthful(kpl, len(records), failures=True)
     assert kpl.timeouts > 0 and kpl.flagged > 0
-    adaptive = await run(records, ServerModel(1, per_request=0.3, per_byte=3e-7))
+    adaptive = await run(records, ServerModel(1, per_request=0.3, per_byte=1e-6))
     check_truthful(adaptive, len(records))
     assert adaptive.timeouts == 0 and adaptive.flagged == 0
     assert adaptive.elapsed < kpl.elapsed
