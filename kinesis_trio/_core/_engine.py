@@ -468,9 +468,8 @@ class Engine:
         """The lanes of records a request did not confirm (throttled, failed) count its
         time as busy time that confirmed nothing; the lines of lanes that started or
         stopped holding ``put`` are logged."""
-        self.admission.unconfirmed(
-            [k.shard.lane for k in krecs if k.members[-1]._resolution is None], now
-        )
+        lanes = [k.shard.lane for k in krecs if k.members[-1]._resolution is None]
+        self.admission.unconfirmed(lanes, now)
 
     def sample_delays(self, now: float) -> None:
         """Sample ``OldestRecordAge`` and ``ProjectedDelay`` of every stream."""
