@@ -16,7 +16,8 @@ import pytest
 from kinesis_trio import KinesisClient, Producer, ProducerConfig, StaticCredentials, deaggregate
 from tests.support.emulators import EMULATOR_FIXTURES, EmulatorEndpoint
 
-pytestmark = pytest.mark.anyio
+# its engine comes through getfixturevalue, which the marking hook cannot see
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 CREDS = StaticCredentials("AKIDLOCAL", "local-secret")
 MIB = 1024 * 1024

@@ -183,7 +183,7 @@ def seeded(seed: int) -> Iterator[None]:
 
 
 #: the producer's random draws the slowdown scenario is run with, each a run of its own
-SEEDS = range(8)
+SEEDS = range(4)
 
 
 @pytest.mark.parametrize("anyio_backend", [pytest.param(MOCK, id="trio-mockclock")])
