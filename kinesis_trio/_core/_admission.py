@@ -7,9 +7,10 @@ and not resolved yet (``owed``), and the pace at which it has been confirming th
 (``rate``). A record is admitted while what is queued ahead of it, at that pace, plus a
 round trip, fits in ``horizon`` seconds (``admission_ttl_share`` of ``record_ttl``): the
 check is ``owed < allow``, where ``allow = rate * (horizon - round trip)`` is computed when
-the rate changes, not per record. Otherwise ``put`` waits (``put_nowait`` raises
-``anyio.WouldBlock``): a record the endpoint could not confirm within its TTL is not
-taken, instead of expiring in the producer's own queue.
+the rate changes, not per record. The round trip is an idle endpoint's (no time queued
+there: the pace counts that already, :meth:`Admission.answered`). Otherwise ``put`` waits
+(``put_nowait`` raises ``anyio.WouldBlock``): a record the endpoint could not confirm
+within its TTL is not taken, instead of expiring in the producer's own queue.
 
 The estimator's rules, each against a trap a drain-rate estimator falls into:
 
@@ -85,13 +86,20 @@ class Admission:
         self.on = share is not None
         #: a record must be confirmed within this many seconds of being accepted
         self.horizon = ttl * share if share is not None else _INF
-        #: the smoothed round trip of answered requests (seconds)
+        #: the smoothed round trip of answered requests, without time queued (seconds)
         self.rtt = 0.0
         #: ``(event, lane, now)`` log lines for the engine to write
         self.notices: list[tuple[str, Lane, float]] = []
 
-    def answered(self, seconds: float) -> None:
-        """A request was answered after ``seconds``: the round trip is smoothed in."""
+    def answered(self, seconds: float, idle: float = _INF) -> None:
+        """A request was answered after ``seconds``; ``idle``: the round trip a request of
+        its size takes when nothing queues (the concurrency gate's learned floor). The
+        smaller is smoothed in: time queued at the endpoint is time its backlog takes to
+        drain, which the pace already counts in what a lane owes (a lane that owes ``B``
+        at pace ``P`` confirms its last byte ``B / P`` from now, pipelined or not); taken
+        away again, it would hold ``put`` back from an endpoint that queues, with fewer
+        and smaller requests for it to take."""
+        seconds = min(seconds, idle)
         if self.rtt == 0.0:
             self.rtt = seconds
         else:

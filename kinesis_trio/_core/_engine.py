@@ -443,7 +443,7 @@ class Engine:
         nbytes: int = 0,
     ) -> None:
         """Apply a PutRecords answer (to a request of ``nbytes``) to its records."""
-        self.admission.answered(end - start)
+        self.admission.answered(end - start, self.gate.work(nbytes))
         self.answers.on_answer(stream, krecs, response, start, end, nbytes)
         self._admission_news(krecs, end)
         if self.measure:

@@ -358,3 +358,14 @@ def test_without_admission_the_same_shard_expires_records_in_its_queue() -> None
 
 def test_the_window_is_not_longer_than_the_horizon() -> None:
     assert WINDOW < 0.5 * TTL
+
+
+def test_time_queued_at_the_endpoint_is_not_taken_from_the_budget_twice() -> None:
+    """A request that waited 10 s in the endpoint's queue, on a path whose idle round trip
+    is 0.5 s: the budget loses the 0.5 s. The 9.5 s queued are the backlog's draining time,
+    which a lane's ``owed / rate`` counts already."""
+    adm = Admission(TTL, 0.5)
+    adm.answered(10.0, idle=0.5)
+    assert adm.budget() == pytest.approx(15.0 - 0.5)
+    adm.answered(0.2, idle=0.5)  # faster than the floor learned: the time seen
+    assert adm.rtt == pytest.approx(0.5 + (0.2 - 0.5) * 0.125)
