@@ -118,6 +118,9 @@ class Spooler:
         when a caller waits for durability; look again at least every ``spool_interval``."""
         book, interval = self.book, self.config.spool_interval
         while True:
+            # a cancel (the producer's exit) reaches it at every turn, even when a commit
+            # is due at once after another (each one's wait for the disk is shielded)
+            await anyio.lowlevel.checkpoint_if_cancelled()
             delay = min(max(book.due_at() - self.now(), 0.0), interval)
             asked = False
             if delay > 0:
