@@ -75,6 +75,8 @@ class Spooler:
         self._wake = anyio.Event()
         self._written = anyio.Event()
         self._open = False
+        #: the close's last commit has run and the store is closed: nothing is written now
+        self._closed = False
         #: recovery has said how it ended (its log line, its metrics), or there is none
         self._reported = True
 
@@ -192,6 +194,13 @@ class Spooler:
                     f"failed ({book.error}): it is not durable",
                     outcome,
                 )
+            if self._closed:  # no writer any more: what is unwritten stays so
+                why = f" ({book.error})" if book.error else ""
+                raise SpoolWriteError(
+                    "the producer is closed and its last commit did not write every record "
+                    f"to the spool{why}: they are not durable",
+                    outcome,
+                )
             written = self._written
             self._wake.set()
             await written.wait()
@@ -300,6 +309,8 @@ class Spooler:
                     if self.book.failed_gen != before:
                         break
             await anyio.to_thread.run_sync(self.store.close)
+        self._closed = True
+        self._signal()  # whoever still waits for durability: answered now
         if self.book.waiting():
             _log.error("spool_close_unwritten", path=self.store.path, error=self.book.error)
 

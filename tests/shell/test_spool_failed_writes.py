@@ -16,8 +16,16 @@ import anyio.lowlevel
 import pytest
 
 from kinesis_trio import SpoolWriteError
-from tests.shell.test_spool import HOLD, commit_done, frozen_clock, new_fake, on_trio, spooled
-from tests.support.spool import BIG, FRESH_PAGES, RoomLater, Stores, count_stores
+from tests.shell.test_spool import (
+    HOLD,
+    Gate,
+    commit_done,
+    frozen_clock,
+    new_fake,
+    on_trio,
+    spooled,
+)
+from tests.support.spool import BIG, FRESH_PAGES, RoomLater, Stores, count_stores, data_on_disk
 
 pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
 
@@ -63,3 +71,31 @@ async def test_a_failed_commit_under_put_is_retried_after_the_interval_and_the_e
             raise failed.value
     assert not watchdog.hung, "the exit waited for the disk to have room"
     assert store.failed  # the close tried once more
+
+
+# -- wait_durable after the close ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("full", [False, True])
+async def test_wait_durable_after_a_close_answers_at_once(
+    tmp_path: Path, stores: Stores, full: bool
+) -> None:
+    """Before, ``wait_durable()`` after a close that left records unwritten (its last
+    commit failed) waited for a writer that was gone: for ever."""
+    gate = Gate()
+    gate.never = True  # the record stays unresolved: the close keeps it
+    fake = new_fake(gate)
+    spool = tmp_path / "spool"
+    if full:
+        stores.full_disk = FRESH_PAGES
+    async with spooled(fake, spool, spool_interval=60, close_timeout=0.2, **HOLD) as producer:
+        await producer.put(b"a" * BIG, "k")
+    with anyio.fail_after(10):  # a hang guard
+        if full:
+            with pytest.raises(SpoolWriteError, match="closed") as info:
+                await producer.wait_durable()
+            assert info.value.outcome is None
+            assert "database or disk is full" in str(info.value)
+        else:  # the close's last commit wrote it
+            await producer.wait_durable()
+    assert data_on_disk(spool) == ([] if full else [b"a" * BIG])
