@@ -184,26 +184,43 @@ class Spooler:
         await self._wait(self.book.target(), None)
 
     async def _wait(self, target: int, outcome: Outcome | None) -> None:
-        book = self.book
-        while not book.durable(target) and not (outcome is not None and outcome.done()):
-            if book.failed(target):
-                if outcome is None:
-                    raise SpoolWriteError(f"writing to the spool failed ({book.error})")
-                raise SpoolWriteError(
-                    "the record was accepted and will be sent, but writing it to the spool "
-                    f"failed ({book.error}): it is not durable",
-                    outcome,
-                )
-            if self._closed:  # no writer any more: what is unwritten stays so
-                why = f" ({book.error})" if book.error else ""
-                raise SpoolWriteError(
-                    "the producer is closed and its last commit did not write every record "
-                    f"to the spool{why}: they are not durable",
-                    outcome,
-                )
+        while not self._answer(target, outcome):
             written = self._written
             self._wake.set()
             await written.wait()
+
+    def _answer(self, target: int, outcome: Outcome | None) -> bool:
+        """Are the records accepted before ``target`` was taken in the spool (or
+        ``outcome`` resolved)? ``SpoolWriteError`` if the commit meant to write them failed,
+        or the producer closed with them unwritten; ``False``: not yet."""
+        book = self.book
+        if book.durable(target) or (outcome is not None and outcome.done()):
+            return True
+        if book.failed(target):
+            if outcome is None:
+                raise SpoolWriteError(f"writing to the spool failed ({book.error})")
+            raise SpoolWriteError(
+                "the record was accepted and will be sent, but writing it to the spool "
+                f"failed ({book.error}): it is not durable",
+                outcome,
+            )
+        if self._closed:  # no writer any more: what is unwritten stays so
+            why = f" ({book.error})" if book.error else ""
+            raise SpoolWriteError(
+                "the producer is closed and its last commit did not write every record "
+                f"to the spool{why}: they are not durable",
+                outcome,
+            )
+        return False
+
+    def closed_error(self) -> SpoolWriteError | None:
+        """After the close: what a wait for durability gets (``None``: every record
+        accepted is in the spool, or resolved)."""
+        try:
+            self._answer(self.book.target(), None)
+        except SpoolWriteError as exc:
+            return exc
+        return None
 
     # -- recovery ------------------------------------------------------------------------------
 

@@ -5,15 +5,24 @@ for durability is answered "durable" only when the records are on disk."""
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kinesis_trio import SpoolWriteError
-from tests.shell.test_sync_spool import HOLD, Never, new_fake, spooled, watchdog  # noqa: F401
-from tests.support.spool import BIG, FRESH_PAGES, RoomLater, Stores, count_stores
+from kinesis_trio import SpoolWriteError, SyncProducer
+from kinesis_trio._shell._producer import _OPEN
+from tests.shell.test_sync_spool import (  # noqa: F401 (watchdog: a fixture)
+    HOLD,
+    Never,
+    new_fake,
+    spooled,
+    wait_until,
+    watchdog,
+)
+from tests.support.spool import BIG, FRESH_PAGES, RoomLater, Stores, count_stores, on_disk
 
 pytestmark = pytest.mark.usefixtures("watchdog")
 
@@ -39,6 +48,11 @@ def in_threads(calls: list[Callable[[], Any]]) -> list[concurrent.futures.Future
     return futures
 
 
+def put_in(producer: SyncProducer, i: int) -> Callable[[], Any]:
+    """A call that puts record ``i`` (a page of its own: ``BIG``)."""
+    return lambda: producer.put(b"%d" % i * BIG, "k")
+
+
 def spool_error(ended: concurrent.futures.Future[Any]) -> bool:
     """A put under ``"put"`` that raised ``SpoolWriteError`` (accepted, not durable), or
     whose record's future says it (refused after a failed write)."""
@@ -61,13 +75,49 @@ def test_a_close_after_a_failed_commit_under_put_ends(
         fake, backend, spool, spool_sync="put", spool_interval=60, close_timeout=0.2, **HOLD
     )
 
-    def put(i: int) -> Callable[[], Any]:
-        return lambda: producer.put(b"%d" % i * BIG, "k")
-
     # the close runs out of close_timeout (nothing answers), and must end
     with RoomLater(stores) as room_later, producer:
-        puts = in_threads([put(i) for i in range(4)])
+        puts = in_threads([put_in(producer, i) for i in range(4)])
         # each put was accepted and not made durable, or refused after the failure
         assert all(spool_error(ended) for ended in puts)
     assert not room_later.hung, "close() waited for the disk to have room"
     assert len(stores[0].failed) < 10, len(stores[0].failed)
+
+
+# -- a wait for durability and the close -------------------------------------------------------
+
+
+@pytest.mark.parametrize("sync", ["put", "interval"])
+def test_a_wait_for_durability_pending_when_the_close_fails_to_write_raises(
+    tmp_path: Path, backend: str, stores: Stores, sync: str
+) -> None:
+    """Before, the close answered every pending wait for durability (``put`` under
+    ``"put"``, ``wait_durable``) "durable", although its last commit had failed and not a
+    record was on disk."""
+    fake = new_fake(Never())  # the records stay unresolved: the close keeps them
+    spool = tmp_path / "spool"
+    stores.full_disk = FRESH_PAGES
+    producer = spooled(fake, backend, spool, spool_sync=sync, spool_interval=60, **HOLD)
+    with producer, concurrent.futures.ThreadPoolExecutor(4) as pool:
+        store = stores[0]
+        release = store.hold = threading.Event()
+        try:
+            if sync == "put":  # the puts wait for the commit
+                waits = [pool.submit(put_in(producer, i)) for i in range(3)]
+            else:
+                for i in range(3):
+                    producer.put(b"%d" % i * BIG, "k")
+                waits = [pool.submit(producer.wait_durable, THREAD_BOUND) for _ in range(3)]
+            wait_until(store.holding.is_set)  # the commit they wait for, held
+            closing = pool.submit(producer.close, abort=True)
+            # the producer's scope is closing: the task that answered them is cancelled
+            wait_until(lambda: producer._producer._state != _OPEN)
+        finally:
+            store.hold = None
+            release.set()
+        closing.result(THREAD_BOUND)
+        for ended in waits:
+            error = ended.exception(THREAD_BOUND)
+            assert isinstance(error, SpoolWriteError), error
+    assert on_disk(spool) == []
+    assert len(store.failed) >= 2  # the held commit and the close's
