@@ -121,3 +121,48 @@ def test_a_wait_for_durability_pending_when_the_close_fails_to_write_raises(
             assert isinstance(error, SpoolWriteError), error
     assert on_disk(spool) == []
     assert len(store.failed) >= 2  # the held commit and the close's
+
+
+def test_wait_durable_during_a_close_waits_for_its_last_commit(
+    tmp_path: Path, backend: str, stores: Stores
+) -> None:
+    """Before, ``wait_durable()`` called while another thread closed the producer returned
+    at once, before anything was on disk (the close's last commit wrote the records
+    later): a kill during that close lost what the caller was told was durable."""
+    fake = new_fake(Never())  # the records stay unresolved: the close keeps them
+    spool = tmp_path / "spool"
+    producer = spooled(fake, backend, spool, spool_interval=60, close_timeout=0.5, **HOLD)
+    seen: list[int] = []
+
+    def wait() -> None:
+        producer.wait_durable(THREAD_BOUND)
+        seen.append(len(on_disk(spool)))  # what a kill at this moment would leave
+
+    with producer, concurrent.futures.ThreadPoolExecutor(4) as pool:
+        puts = in_threads([put_in(producer, i) for i in range(3)])
+        assert all(ended.exception() is None for ended in puts)
+        closing = pool.submit(producer.close)
+        wait_until(lambda: "closing" in repr(producer))
+        waits = [pool.submit(wait) for _ in range(3)]
+        closing.result(THREAD_BOUND)
+        assert [ended.exception(THREAD_BOUND) for ended in waits] == [None] * 3
+    assert seen == [3, 3, 3]
+    assert len(on_disk(spool)) == 3  # kept for the next producer
+
+
+def test_wait_durable_after_a_close_that_left_records_unwritten_raises(
+    tmp_path: Path, backend: str, stores: Stores
+) -> None:
+    """Before, it returned: the records it vouched for were not on disk."""
+    fake = new_fake(Never())  # the records stay unresolved: the close keeps them
+    spool = tmp_path / "spool"
+    stores.full_disk = FRESH_PAGES
+    producer = spooled(fake, backend, spool, spool_interval=60, close_timeout=0.2, **HOLD)
+    with producer:
+        puts = in_threads([put_in(producer, i) for i in range(3)])
+        assert all(ended.exception() is None for ended in puts)
+    waits = in_threads([lambda: producer.wait_durable(THREAD_BOUND) for _ in range(3)])
+    for ended in waits:
+        assert isinstance(ended.exception(), SpoolWriteError), ended.exception()
+        assert "closed" in str(ended.exception())
+    assert on_disk(spool) == []
