@@ -29,7 +29,13 @@ from .._core._engine import Engine
 from .._core._spool import Commit, RecoveryReport, Row, SpoolBook
 from .._core._state import StreamState
 from .._disk._store import Damage, SpoolStore
-from .._errors import CredentialsError, KinesisError, SpoolWriteError, TransportError
+from .._errors import (
+    CredentialsError,
+    KinesisError,
+    ProducerClosedError,
+    SpoolWriteError,
+    TransportError,
+)
 from .._logging import get_logger
 from .._outcome import Outcome
 
@@ -229,6 +235,33 @@ class Spooler:
         for their outcomes, and say how they ended (a log line, the metrics)."""
         book, engine, store = self.book, self.engine, self.store
         _log.info("spool_recovery_started", path=store.path)
+        try:
+            await self._read_back(load)
+            while not book.report().done:
+                await self.wait_progress()
+        except ProducerClosedError:
+            # the producer closes (a clean exit too): recovery ends here; the records it
+            # did not accept stay in the spool, the next producer sends them
+            return
+        report = book.report()
+        metrics = engine.metrics
+        if metrics.enabled:
+            metrics.spool_recovery(report.records, report.failed, report.damaged)
+        _log.info(
+            "spool_recovered",
+            path=store.path,
+            records=report.records,
+            ok=report.ok,
+            failed=report.failed,
+            damaged=report.damaged,
+        )
+        self._reported = True
+        self.progress()  # recovered() returns now
+
+    async def _read_back(self, load: Callable[[str], Awaitable[StreamState]]) -> None:
+        """Accept the spool's records in id order, a chunk at a time, until it is all read
+        (``ProducerClosedError``: the producer closes first)."""
+        book, store = self.book, self.store
         after = 0
         while True:
             items = await anyio.to_thread.run_sync(store.read, after, _CHUNK)
@@ -245,22 +278,6 @@ class Spooler:
                 await self._accept(row, size, load)
         book.recovering(False)  # new records may come now
         self.progress()
-        while not book.report().done:
-            await self.wait_progress()
-        report = book.report()
-        metrics = engine.metrics
-        if metrics.enabled:
-            metrics.spool_recovery(report.records, report.failed, report.damaged)
-        _log.info(
-            "spool_recovered",
-            path=store.path,
-            records=report.records,
-            ok=report.ok,
-            failed=report.failed,
-            damaged=report.damaged,
-        )
-        self._reported = True
-        self.progress()  # recovered() returns now
 
     async def _accept(
         self, row: Row, size: int, load: Callable[[str], Awaitable[StreamState]]

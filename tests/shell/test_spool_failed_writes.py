@@ -1,7 +1,7 @@
 """The spool when its writes fail and the producer closes (issue 51), on both backends
 against the fake: a failed commit is tried again every ``spool_interval``, not at once, and
 an exit through the error leaves ``async with``; ``wait_durable()`` after a close answers at
-once; a clean exit during recovery is a clean close.
+once.
 
 The store is reached through the spooler's ``SpoolStore`` name (``tests.support.spool``).
 """
