@@ -37,7 +37,7 @@ from .._errors import (
     TransportError,
 )
 from .._logging import get_logger
-from .._outcome import Outcome
+from .._outcome import PRECEDING_FAILED, Outcome
 
 __all__ = ["Spooler"]
 
@@ -83,6 +83,9 @@ class Spooler:
         self._open = False
         #: the close's last commit has run and the store is closed: nothing is written now
         self._closed = False
+        #: per-key ordering: (stream, key) of the recovered records that failed at
+        #: recovery, and why the key's later recovered ones fail
+        self._broken: dict[tuple[str, str | None], str] = {}
         #: recovery has said how it ended (its log line, its metrics), or there is none
         self._reported = True
 
@@ -291,15 +294,17 @@ class Spooler:
                 # request is invalid) fails them for good; the network's, the credentials'
                 # and the service's passing errors are retried
                 if isinstance(exc, KinesisError) and not exc.retryable:
-                    engine.fail_recovered(row, size, exc.code, _why(exc), self.now())
-                    self.apply()
+                    self._fail(row, size, exc.code, _why(exc))
                     return
                 _log.warning("spool_recovery_waits", stream=row.stream, error=_why(exc))
                 await anyio.sleep(_LOAD_RETRY)
                 continue
             except ValueError as exc:  # a stream per-key ordering refuses, a bad ARN
-                engine.fail_recovered(row, size, "RecoveryRefused", _why(exc), self.now())
-                self.apply()
+                self._fail(row, size, "RecoveryRefused", _why(exc))
+                return
+            broken = self._broken.get((row.stream, row.partition_key))
+            if broken is not None:
+                self._fail(row, size, PRECEDING_FAILED, broken)
                 return
             try:
                 engine.accept(
@@ -309,9 +314,25 @@ class Spooler:
                 await self.wait_progress()
                 continue
             except (ValueError, TypeError) as exc:  # a limit it breaks now
-                engine.fail_recovered(row, size, "RecoveryRefused", _why(exc), self.now())
+                self._fail(row, size, "RecoveryRefused", _why(exc))
+                return
             self.apply()  # as put does: else a recovered record waits for the next put
             return
+
+    def _fail(self, row: Row, size: int, code: str, why: str) -> None:
+        """A recovered record fails for good at recovery (``failures()``). Under per-key
+        ordering, so do its key's later recovered records, which were put after it: a
+        consumer must never see them after the gap it leaves (``_ordering``'s rule)."""
+        self.engine.fail_recovered(row, size, code, why, self.now())
+        self.apply()
+        key = (row.stream, row.partition_key)
+        if self.config.ordering == "per_key" and row.partition_key is not None:
+            self._broken.setdefault(
+                key,
+                f"an earlier record with partition key {row.partition_key!r} read back from "
+                f"the spool failed at recovery ({code}); with ordering='per_key' the records "
+                "put after it fail too",
+            )
 
     def report(self) -> RecoveryReport:
         """What became of the recovered records so far."""

@@ -148,3 +148,47 @@ async def test_a_clean_exit_while_recovery_loads_a_stream_is_a_clean_close(tmp_p
     assert data_on_disk(spool) == [b"r3"]  # never accepted: the next producer sends it
     assert not producer.recovery.done
     assert [f async for f in producer.failures()] == []
+
+
+async def test_per_key_a_recovered_record_refused_fails_its_keys_later_recovered_ones(
+    tmp_path: Path,
+) -> None:
+    """Before, under ``ordering="per_key"`` a recovered record refused at recovery (over
+    the new producer's record limit) left a gap: the key's later recovered records were
+    written after it had failed."""
+    left_behind(
+        tmp_path,
+        [
+            Row(1, "s", "k", None, b"A" * 2000),  # over max_record_size now: refused
+            Row(2, "s", "k", None, b"B"),
+            Row(3, "s", "j", None, b"J"),  # another key: not concerned
+            Row(4, "s", "k", None, b"C"),
+        ],
+    )
+    fake = FakeKinesis()
+    fake.create_stream("s", 1)
+    producer = fake_producer(
+        fake,
+        spool_dir=tmp_path,
+        ordering="per_key",
+        max_record_size=1000,
+        aggregation_enabled=False,
+    )
+    async with producer:
+        with anyio.fail_after(60):  # a hang guard (a busy machine is slow, not hung)
+            report = await producer.recovered()
+            later = await producer.put(b"D", "k")  # a new record of the key goes as usual
+            assert (await later.wait()).ok
+    failed = [f async for f in producer.failures()]
+    assert report == RecoveryReport(records=4, ok=1, failed=3, damaged=0, done=True)
+    assert [r[3] for r in fake_rows(fake)] == [b"J", b"D"]
+    assert [(f.data[:1], f.result.error_code) for f in failed] == [
+        (b"A", "RecoveryRefused"),
+        (b"B", "PrecedingRecordFailed"),
+        (b"C", "PrecedingRecordFailed"),
+    ]
+    for record in failed[1:]:
+        message = record.result.error_message or ""
+        assert "RecoveryRefused" in message and "'k'" in message, message
+        assert record.result.attempts[0].error_code == RECOVERED
+    assert data_on_disk(tmp_path) == []  # failed for good: they left the spool
