@@ -17,7 +17,7 @@ The rules, each in one place here:
 - **When to write.** ``spool_sync="put"``: as soon as a record waits (group commit: the
   records that arrive while one commit runs go in the next). ``"interval"``: at most
   ``spool_interval`` after the first record that waits. Deletes alone wait for the
-  interval too.
+  interval too, and so does the retry after a failed commit, under either policy.
 - **Room.** ``spool_max_bytes`` bounds the bytes (data + partition key) of the records in
   the spool (written, waiting to be, or waiting to be deleted): beyond it ``put`` waits.
 - **Failed writes.** A commit that fails (a full disk, an I/O error) puts its rows back to
@@ -372,13 +372,14 @@ class SpoolBook:
     def due_at(self) -> float:
         """When the next commit should run (``-inf``: now; ``inf``: nothing to write):
         records waiting under ``"put"``, at once; under ``"interval"``, ``spool_interval``
-        after the first of them; deletes alone (or a retry after a failed commit),
+        after the first of them; deletes alone, and every retry after a failed commit
+        (whatever waits, under either policy: a full disk is not tried in a loop),
         ``spool_interval`` after the last commit was taken."""
-        if self._unwritten:
-            return -_INF if self.sync_on_put else self._first_wait + self.interval
-        if self._deletes or self.error is not None:
-            return self._last_take + self.interval
-        return _INF
+        if self.error is not None or not self._unwritten:
+            if self._deletes or self.error is not None:
+                return self._last_take + self.interval
+            return _INF
+        return -_INF if self.sync_on_put else self._first_wait + self.interval
 
     def take(self, now: float) -> Commit | None:
         """The next commit (its rows count as on disk from now), or ``None``. After a

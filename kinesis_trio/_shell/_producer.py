@@ -446,13 +446,9 @@ class Producer(ProducerViews):
 
     # -- the spool ------------------------------------------------------------------------
 
-    async def wait_durable(self) -> None:
-        """Return when every record accepted before is in the spool (or resolved): durability
-        for ``put_nowait`` or ``spool_sync="interval"``. ``SpoolWriteError`` if it failed."""
-        if self._spooler is not None:
-            await self._spooler.wait_durable()
-
     async def _stream(self, ref: str) -> StreamState:
+        if self._state != _OPEN:  # recovery accepts nothing once the producer closes
+            raise ProducerClosedError("the producer is closing")
         await self._load_stream(ref)  # the loaded stream ``ref`` names: for recovery
         assert self._engine is not None
         return self._engine.streams[ref]

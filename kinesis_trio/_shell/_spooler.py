@@ -29,9 +29,15 @@ from .._core._engine import Engine
 from .._core._spool import Commit, RecoveryReport, Row, SpoolBook
 from .._core._state import StreamState
 from .._disk._store import Damage, SpoolStore
-from .._errors import CredentialsError, KinesisError, SpoolWriteError, TransportError
+from .._errors import (
+    CredentialsError,
+    KinesisError,
+    ProducerClosedError,
+    SpoolWriteError,
+    TransportError,
+)
 from .._logging import get_logger
-from .._outcome import Outcome
+from .._outcome import PRECEDING_FAILED, Outcome
 
 __all__ = ["Spooler"]
 
@@ -75,6 +81,11 @@ class Spooler:
         self._wake = anyio.Event()
         self._written = anyio.Event()
         self._open = False
+        #: the close's last commit has run and the store is closed: nothing is written now
+        self._closed = False
+        #: per-key ordering: (stream, key) of the recovered records that failed at
+        #: recovery, and why the key's later recovered ones fail
+        self._broken: dict[tuple[str, str | None], str] = {}
         #: recovery has said how it ended (its log line, its metrics), or there is none
         self._reported = True
 
@@ -118,6 +129,9 @@ class Spooler:
         when a caller waits for durability; look again at least every ``spool_interval``."""
         book, interval = self.book, self.config.spool_interval
         while True:
+            # a cancel (the producer's exit) reaches it at every turn, even when a commit
+            # is due at once after another (each one's wait for the disk is shielded)
+            await anyio.lowlevel.checkpoint_if_cancelled()
             delay = min(max(book.due_at() - self.now(), 0.0), interval)
             asked = False
             if delay > 0:
@@ -179,19 +193,43 @@ class Spooler:
         await self._wait(self.book.target(), None)
 
     async def _wait(self, target: int, outcome: Outcome | None) -> None:
-        book = self.book
-        while not book.durable(target) and not (outcome is not None and outcome.done()):
-            if book.failed(target):
-                if outcome is None:
-                    raise SpoolWriteError(f"writing to the spool failed ({book.error})")
-                raise SpoolWriteError(
-                    "the record was accepted and will be sent, but writing it to the spool "
-                    f"failed ({book.error}): it is not durable",
-                    outcome,
-                )
+        while not self._answer(target, outcome):
             written = self._written
             self._wake.set()
             await written.wait()
+
+    def _answer(self, target: int, outcome: Outcome | None) -> bool:
+        """Are the records accepted before ``target`` was taken in the spool (or
+        ``outcome`` resolved)? ``SpoolWriteError`` if the commit meant to write them failed,
+        or the producer closed with them unwritten; ``False``: not yet."""
+        book = self.book
+        if book.durable(target) or (outcome is not None and outcome.done()):
+            return True
+        if book.failed(target):
+            if outcome is None:
+                raise SpoolWriteError(f"writing to the spool failed ({book.error})")
+            raise SpoolWriteError(
+                "the record was accepted and will be sent, but writing it to the spool "
+                f"failed ({book.error}): it is not durable",
+                outcome,
+            )
+        if self._closed:  # no writer any more: what is unwritten stays so
+            why = f" ({book.error})" if book.error else ""
+            raise SpoolWriteError(
+                "the producer is closed and its last commit did not write every record "
+                f"to the spool{why}: they are not durable",
+                outcome,
+            )
+        return False
+
+    def closed_error(self) -> SpoolWriteError | None:
+        """After the close: what a wait for durability gets (``None``: every record
+        accepted is in the spool, or resolved)."""
+        try:
+            self._answer(self.book.target(), None)
+        except SpoolWriteError as exc:
+            return exc
+        return None
 
     # -- recovery ------------------------------------------------------------------------------
 
@@ -200,6 +238,33 @@ class Spooler:
         for their outcomes, and say how they ended (a log line, the metrics)."""
         book, engine, store = self.book, self.engine, self.store
         _log.info("spool_recovery_started", path=store.path)
+        try:
+            await self._read_back(load)
+            while not book.report().done:
+                await self.wait_progress()
+        except ProducerClosedError:
+            # the producer closes (a clean exit too): recovery ends here; the records it
+            # did not accept stay in the spool, the next producer sends them
+            return
+        report = book.report()
+        metrics = engine.metrics
+        if metrics.enabled:
+            metrics.spool_recovery(report.records, report.failed, report.damaged)
+        _log.info(
+            "spool_recovered",
+            path=store.path,
+            records=report.records,
+            ok=report.ok,
+            failed=report.failed,
+            damaged=report.damaged,
+        )
+        self._reported = True
+        self.progress()  # recovered() returns now
+
+    async def _read_back(self, load: Callable[[str], Awaitable[StreamState]]) -> None:
+        """Accept the spool's records in id order, a chunk at a time, until it is all read
+        (``ProducerClosedError``: the producer closes first)."""
+        book, store = self.book, self.store
         after = 0
         while True:
             items = await anyio.to_thread.run_sync(store.read, after, _CHUNK)
@@ -216,22 +281,6 @@ class Spooler:
                 await self._accept(row, size, load)
         book.recovering(False)  # new records may come now
         self.progress()
-        while not book.report().done:
-            await self.wait_progress()
-        report = book.report()
-        metrics = engine.metrics
-        if metrics.enabled:
-            metrics.spool_recovery(report.records, report.failed, report.damaged)
-        _log.info(
-            "spool_recovered",
-            path=store.path,
-            records=report.records,
-            ok=report.ok,
-            failed=report.failed,
-            damaged=report.damaged,
-        )
-        self._reported = True
-        self.progress()  # recovered() returns now
 
     async def _accept(
         self, row: Row, size: int, load: Callable[[str], Awaitable[StreamState]]
@@ -245,15 +294,17 @@ class Spooler:
                 # request is invalid) fails them for good; the network's, the credentials'
                 # and the service's passing errors are retried
                 if isinstance(exc, KinesisError) and not exc.retryable:
-                    engine.fail_recovered(row, size, exc.code, _why(exc), self.now())
-                    self.apply()
+                    self._fail(row, size, exc.code, _why(exc))
                     return
                 _log.warning("spool_recovery_waits", stream=row.stream, error=_why(exc))
                 await anyio.sleep(_LOAD_RETRY)
                 continue
             except ValueError as exc:  # a stream per-key ordering refuses, a bad ARN
-                engine.fail_recovered(row, size, "RecoveryRefused", _why(exc), self.now())
-                self.apply()
+                self._fail(row, size, "RecoveryRefused", _why(exc))
+                return
+            broken = self._broken.get((row.stream, row.partition_key))
+            if broken is not None:
+                self._fail(row, size, PRECEDING_FAILED, broken)
                 return
             try:
                 engine.accept(
@@ -263,9 +314,25 @@ class Spooler:
                 await self.wait_progress()
                 continue
             except (ValueError, TypeError) as exc:  # a limit it breaks now
-                engine.fail_recovered(row, size, "RecoveryRefused", _why(exc), self.now())
+                self._fail(row, size, "RecoveryRefused", _why(exc))
+                return
             self.apply()  # as put does: else a recovered record waits for the next put
             return
+
+    def _fail(self, row: Row, size: int, code: str, why: str) -> None:
+        """A recovered record fails for good at recovery (``failures()``). Under per-key
+        ordering, so do its key's later recovered records, which were put after it: a
+        consumer must never see them after the gap it leaves (``_ordering``'s rule)."""
+        self.engine.fail_recovered(row, size, code, why, self.now())
+        self.apply()
+        key = (row.stream, row.partition_key)
+        if self.config.ordering == "per_key" and row.partition_key is not None:
+            self._broken.setdefault(
+                key,
+                f"an earlier record with partition key {row.partition_key!r} read back from "
+                f"the spool failed at recovery ({code}); with ordering='per_key' the records "
+                "put after it fail too",
+            )
 
     def report(self) -> RecoveryReport:
         """What became of the recovered records so far."""
@@ -297,6 +364,8 @@ class Spooler:
                     if self.book.failed_gen != before:
                         break
             await anyio.to_thread.run_sync(self.store.close)
+        self._closed = True
+        self._signal()  # whoever still waits for durability: answered now
         if self.book.waiting():
             _log.error("spool_close_unwritten", path=self.store.path, error=self.book.error)
 

@@ -44,7 +44,7 @@ from .._failures import FailedRecord
 from .._outcome import RecordResult
 from . import _forks as forks
 from ._producer import Producer
-from ._sync_line import FORKED, Item, Line, await_durable
+from ._sync_line import CLOSED, FORKED, Item, Line, await_durable
 from ._sync_loop import Loop
 
 __all__ = ["SyncProducer"]
@@ -269,6 +269,7 @@ class SyncProducer:
                     atexit.unregister(self._atexit)
                     self._atexit = None
                 cm.__exit__(None, None, None)
+                self._line.unbind()  # its thread has ended
 
     def _forked(self, message: str) -> None:
         """In a child forked from the process that opened it (``_forks``): ``put``,
@@ -441,8 +442,10 @@ class SyncProducer:
     def wait_durable(self, timeout: float | None = None) -> None:
         """Return when every record accepted by an earlier ``put`` is in the spool (or its
         future is resolved): how a caller under ``spool_sync="interval"`` waits for
-        durability. ``SpoolWriteError`` if the write failed; ``TimeoutError`` after
-        ``timeout`` seconds. Returns at once without a spool. Any thread."""
+        durability. ``SpoolWriteError`` if the write failed, or if the close's last commit
+        did not write every record it kept (called during or after the close);
+        ``TimeoutError`` after ``timeout`` seconds. Returns at once without a spool. Any
+        thread."""
         if self._config.spool_dir is None:
             return
         self._line.not_on_loop("wait_durable()")
@@ -453,6 +456,11 @@ class SyncProducer:
                 raise
             mark = self._line.durable_mark()
         if mark is None:
+            spooler = self._producer._spooler
+            if self._line.state == CLOSED and spooler is not None:
+                error = spooler.closed_error()  # what the close's last commit left
+                if error is not None:
+                    raise error
             return
         try:
             mark.result(timeout)

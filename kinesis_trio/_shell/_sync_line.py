@@ -155,6 +155,12 @@ class Line:
         self.loop_thread = threading.get_ident()
         self.pump_event = anyio.Event()
 
+    def unbind(self) -> None:
+        """The loop's thread has ended: a thread started later may get its ident, and must
+        not be taken for it."""
+        self.loop_thread = 0
+        self.call_soon = None
+
     def shut(self) -> None:
         """Closed without a loop to settle anything (never opened, failed to open, or in a
         forked child)."""
@@ -310,12 +316,13 @@ class Line:
 
     def durable_mark(self) -> Future[None] | None:
         """Queue a mark that is done once every record accepted before it is in the spool
-        (or resolved); ``None`` when there is nothing to wait for."""
+        (or resolved); ``None`` when there is nothing to wait for. While the producer
+        closes too: the pump or the close answers it (the close once its last commit ran)."""
         with self.cond:
             if self.state == FORKED:
                 raise ProducerForkedError(self.forked_message)
-            if self.state != OPEN or not self.epoch_counts:
-                return None  # nothing accepted is unsettled (a close settles everything)
+            if self.state not in (OPEN, CLOSING) or not self.epoch_counts:
+                return None  # nothing accepted is unsettled (closed: the close settled all)
             mark = Item(None, "", None, None, 0)
             durable = mark.wants_durable()
             self.queue.append(mark)

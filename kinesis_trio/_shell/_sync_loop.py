@@ -349,11 +349,17 @@ class Loop:
         records = [i for i in leftovers if not is_mark(i)] + unresolved
         if records:
             self._fail_unsent(records)
-        # Whoever waits for durability: every record is in the spool (the producer's close
-        # wrote what it keeps) or has its result now.
+        # Whoever waits for durability: every record has its result now, and the
+        # producer's close wrote what it keeps, or failed to (then none is durable)
+        spooler = self._producer._spooler
+        error = spooler.closed_error() if spooler is not None else None
         for durable in durables:
-            if not durable.done():
+            if durable.done():
+                continue
+            if error is None:
                 durable.set_result(None)
+            else:
+                durable.set_exception(error)
 
     def _fail_unsent(self, leftovers: list[Item]) -> None:
         """Fail the records the producer never had, or left unresolved."""

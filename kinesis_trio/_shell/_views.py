@@ -1,5 +1,5 @@
-"""What a :class:`~kinesis_trio.Producer` reports (read-only views of its parts), and its
-dead letters: the part of its public face that changes nothing."""
+"""What a :class:`~kinesis_trio.Producer` reports (read-only views of its parts), its dead
+letters and its spool's waits: the part of its public face that changes nothing."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ __all__ = ["ProducerViews"]
 
 
 class ProducerViews:
-    """The producer's counts, settings, metrics, client, dead letters and recovery."""
+    """The producer's counts, settings, metrics, client, dead letters, durability and
+    recovery."""
 
     _config: ProducerConfig
     _engine: Engine | None
@@ -105,6 +106,13 @@ class ProducerViews:
         """What became so far of the records found in the spool at start
         (:class:`RecoveryReport`; all zero and ``done`` without a spool or a backlog)."""
         return RecoveryReport() if self._spooler is None else self._spooler.report()
+
+    async def wait_durable(self) -> None:
+        """Return when every record accepted before is in the spool (or resolved): durability
+        for ``put_nowait`` or ``spool_sync="interval"``. ``SpoolWriteError`` if it failed,
+        or if the producer closed with records its last commit did not write."""
+        if self._spooler is not None:
+            await self._spooler.wait_durable()
 
     async def recovered(self) -> RecoveryReport:
         """Wait until every record found in the spool at start has its outcome (``put``

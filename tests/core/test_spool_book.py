@@ -127,6 +127,21 @@ def test_put_commits_as_soon_as_a_record_waits() -> None:
     assert b.due_at() == INF
 
 
+def test_after_a_failed_commit_the_retry_waits_for_the_interval_under_either_policy() -> None:
+    """Before, under ``"put"`` a failed commit's records were due again at once: the writer
+    tried a full disk in a loop."""
+    for sync in ("put", "interval"):
+        b = book(sync, interval=0.5)
+        add(b, b"a", now=10.0)
+        b.commit_failed(take(b, now=10.0), "database or disk is full")
+        assert b.due_at() == 10.5, sync
+        b.commit_failed(take(b, now=10.5), "database or disk is full")
+        assert b.due_at() == 11.0, sync
+        b.committed(take(b, now=11.0))
+        add(b, b"b", now=11.2)
+        assert b.due_at() == (-INF if sync == "put" else 11.7), sync
+
+
 def test_durable_when_the_commit_taken_after_the_target_is_written() -> None:
     b = book("put")
     add(b, b"a")

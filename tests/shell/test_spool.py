@@ -489,7 +489,8 @@ async def test_a_wait_for_recovery_ends_when_the_producer_closes(tmp_path: Path)
                 reports.append(await recovered(producer))
 
             tg.start_soon(wait)
-            await anyio.sleep(0.1)
+            # all three accepted (recovery accepts nothing once the producer closes)
+            await eventually(lambda: producer.recovery.records == 3, 0.1)
         assert producer.recovery.records == 3
     assert reports == [RecoveryReport(records=3, ok=0, failed=0, damaged=0, done=False)]
     assert len(on_disk(spool)) == 3  # kept again, for the next one

@@ -59,6 +59,37 @@ class CountingStore(SpoolStore):
         return super().read(after, limit, max_bytes)
 
 
+#: real seconds before a test that waits for a close gives the disk room (a close that hung
+#: until the disk had room ends then) and fails
+EXIT_BOUND = 10.0
+
+
+class RoomLater:
+    """A watchdog thread: gives the disk room if the block it guards has not ended within
+    ``EXIT_BOUND`` real seconds (a close that hangs until the disk has room ends then), and
+    says so."""
+
+    def __init__(self, stores: list[CountingStore]) -> None:
+        self.stores = stores
+        self.ended = threading.Event()
+        self.hung = False
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        if not self.ended.wait(EXIT_BOUND):
+            self.hung = True
+            for store in self.stores:
+                store.make_room()
+
+    def __enter__(self) -> RoomLater:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.ended.set()
+        self.thread.join()
+
+
 class Stores(list[CountingStore]):
     """The spool stores a test's producers opened, in order."""
 
