@@ -13,7 +13,8 @@ The rules, each in one place here:
 - **What leaves.** A record whose outcome is final (written, or failed for good and handed
   to ``failures()``) is deleted in the next commit. A record failed by the producer's close
   (close timeout, abort) is *kept*: it is not failed for good, the next producer to open
-  the spool sends it again.
+  the spool sends it again; so are the records still queued for the producer at its close
+  (``SyncProducer``'s, which ``put`` returned for), while the spool has room for them.
 - **When to write.** ``spool_sync="put"``: as soon as a record waits (group commit: the
   records that arrive while one commit runs go in the next). ``"interval"``: at most
   ``spool_interval`` after the first record that waits. Deletes alone wait for the
@@ -366,6 +367,29 @@ class SpoolBook:
         not written yet are written by the last commit). Recovered ones among them are
         neither ok nor failed: the next producer recovers them again."""
         self._recovering.difference_update(outcomes)
+
+    def keep_queued(self, rows: Sequence[Row], sizes: Sequence[int], now: float) -> int:
+        """The producer closes while records it never accepted wait for it (put returned
+        for them: a ``SyncProducer``'s queue): they stay in the spool as the kept ones do,
+        after them (put order), written by the last commit, from the first while they fit
+        in ``spool_max_bytes`` once the resolved records have left; how many."""
+        room = self.max_bytes - (self.bytes - self._freed)
+        count = 0
+        for row, size in zip(rows, sizes, strict=True):
+            if size > room:
+                break  # the ones after it are not kept either: no record after a gap
+            room -= size
+            key = Outcome(
+                row.data, row.partition_key, row.explicit_hash_key, 0, size, now, row.stream, 0
+            )
+            self._unwritten[key] = _row(Row, (0, *row[1:]))  # id 0: the next one
+            self.bytes += size
+            count += 1
+        if count:
+            self._mixed = True
+            if self._first_wait == _INF:
+                self._first_wait = now
+        return count
 
     # -- commits ----------------------------------------------------------------------------
 

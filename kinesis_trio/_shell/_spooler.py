@@ -10,14 +10,15 @@ event loop:
   it was written);
 - **recovery** reads the records a dead process left, in id order and in chunks (never the
   whole spool in memory), and accepts them before any new record;
-- **closing** writes what is left (the records kept for the next producer included),
+- **closing** writes what is left (the records kept for the next producer included, and
+  those a ``SyncProducer`` still had queued: ``keep``),
   closes the database and lets the lock go; a forked child only lets go of the lock.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 import anyio.abc
@@ -346,6 +347,15 @@ class Spooler:
         return self.book.report()
 
     # -- closing -------------------------------------------------------------------------------
+
+    def keep(self, rows: Sequence[Row], sizes: Sequence[int]) -> int:
+        """As the producer closes, before its last commit: records it never accepted but
+        that were accepted from their caller's side (``SyncProducer``'s queue) stay in the
+        spool for the next producer, in order while there is room (``SpoolBook.keep_queued``);
+        how many. ``closed_error()`` says afterwards whether the last commit wrote them."""
+        if not self._open:
+            return 0
+        return self.book.keep_queued(rows, sizes, self.now())
 
     async def close(self) -> None:
         """The last commit (what is left, the kept records included), then close the

@@ -97,6 +97,9 @@ class SyncProducer:
     ``ProducerCloseTimeout``), then stops the thread. Leaving the block by an exception, or
     ``close(abort=True)``, fails unconfirmed records with ``ProducerAborted`` at once, as the
     async Producer does. Either way every future is resolved before ``close`` returns.
+    With a spool, the unconfirmed records, those still queued for the loop included, stay
+    in the spool for the next producer (their futures say so), as the async Producer's do;
+    those the spool has no room for, or its last commit cannot write, fail for good.
     An open producer still open at interpreter exit is closed (flushed) by ``atexit``.
 
     In a child forked from the process that opened it (gunicorn ``--preload``, Celery's

@@ -195,6 +195,18 @@ class Line:
             self.cond.notify_all()
             self._wake_pump()
 
+    def take_records(self) -> list[Item]:
+        """On the loop, as it closes (no record is added now): the records still queued,
+        in order, off the queue (the marks stay: the close answers them)."""
+        with self.cond:
+            queue = self.queue
+            records = [item for item in queue if not is_mark(item)]
+            if records:
+                marks = [item for item in queue if is_mark(item)]
+                queue.clear()
+                queue.extend(marks)
+        return records
+
     def finish(self) -> list[Item]:
         """On the loop, after the producer's scope: closed; the records still queued."""
         with self.cond:

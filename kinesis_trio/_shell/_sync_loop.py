@@ -15,6 +15,7 @@ import anyio.abc
 import anyio.lowlevel
 import sniffio
 
+from .._core._spool import Row
 from .._failures import FailedRecord
 from .._logging import get_logger
 from .._outcome import ABORTED, CLOSE_TIMEOUT, RecordResult
@@ -48,6 +49,7 @@ class Loop:
         "_durables",
         "_error",
         "_failure_caller",
+        "_kept",
         "_line",
         "_on_failure",
         "_producer",
@@ -84,6 +86,9 @@ class Loop:
         #: spool, not yet waited for; the durability task takes them all at once
         self._durables: list[Item] = []
         self._durable_event: anyio.Event | None = None
+        #: the records still queued at the close, handed to the spool (``_keep_queued``),
+        #: and how many of them, from the first, it took
+        self._kept: tuple[list[Item], int] = ([], 0)
 
     def stop(self) -> None:
         """From a caller's thread (the close): end the main task."""
@@ -93,16 +98,20 @@ class Loop:
         call_soon(close_event.set)
 
     def _timeout_message(self, kept: bool = False) -> str:
-        """Why a record failed when the close ran out of time; ``kept``: it was in the
-        producer, which keeps it in its spool."""
+        """Why a record failed when the close ran out of time; ``kept``: it stays in the
+        spool."""
         message = f"not confirmed within close_timeout ({self._config.close_timeout} s)"
+        return message + self._kept_note() if kept else message
+
+    def _kept_note(self) -> str:
+        """What a record's failure says when the spool keeps it (as the engine says it)."""
         spool = self._config.spool_dir
-        if kept and spool is not None:
-            message += (
-                f"; it stays in the spool ({os.fspath(spool)}): the next producer to open it "
-                "sends it again"
-            )
-        return message
+        if spool is None:
+            return ""
+        return (
+            f"; it stays in the spool ({os.fspath(spool)}): the next producer to open it "
+            "sends it again"
+        )
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """The main task: the producer's scope, the pump and the resolver."""
@@ -137,6 +146,7 @@ class Loop:
                             await producer.flush()
                         self._timed_out = scope.cancelled_caught
                     tg.cancel_scope.cancel()
+                self._keep_queued(producer)
                 if line.abort:
                     raise SyncProducerAbort(
                         f"the SyncProducer was closed by {line.abort_reason}"[:150]
@@ -337,6 +347,27 @@ class Loop:
             item.future.set_result(result)
         self._line.release(items)
 
+    def _keep_queued(self, producer: Producer) -> None:
+        """The rule for the records still queued at the close (``put`` returned for them;
+        the pump was held back, by a full or recovering spool, or the close was an abort):
+        with a spool they get what the producer's own unresolved records get, kept in the
+        spool for the next producer, in order while it has room; ``_finish`` says which
+        were written, and fails the others saying why. Before the producer's last commit."""
+        spooler = producer._spooler
+        if spooler is None:
+            return
+        records = self._line.take_records()
+        if not records:
+            return
+        default = self._default_stream or ""
+        rows: list[Row] = []
+        for i in records:
+            assert i.data is not None  # a record, never in the producer
+            rows.append(
+                Row(0, i.stream_name or default, i.partition_key, i.explicit_hash_key, i.data)
+            )
+        self._kept = (records, spooler.keep(rows, [i.size for i in records]))
+
     def _finish(self) -> None:
         """After the producer's scope: settle everything still on the books."""
         leftovers = self._line.finish()
@@ -344,15 +375,33 @@ class Loop:
         self._settle(settled)
         unresolved = [i for i in self._waiting if not i.future.done()]
         self._waiting.clear()
-        durables = [i.durable for i in [*self._durables, *leftovers] if i.durable is not None]
+        queued, kept = self._kept
+        self._kept = ([], 0)
+        durables = [
+            i.durable for i in [*self._durables, *queued, *leftovers] if i.durable is not None
+        ]
         self._durables = []
+        # the producer's close wrote what it keeps, or failed to (then none is durable)
+        spooler = self._producer._spooler
+        error = spooler.closed_error() if spooler is not None else None
+        if queued:
+            if error is None:
+                self._fail_unsent(queued[:kept], self._kept_note(), kept=True)
+            else:  # the last commit failed: they are not in the spool
+                why = spooler.book.error if spooler is not None else None
+                self._fail_unsent(
+                    queued[:kept],
+                    f"; the close's last commit did not write it to the spool ({why}): "
+                    "it is not kept",
+                )
+            room = (
+                f"; the spool had no room for it (spool_max_bytes {self._config.spool_max_bytes})"
+            )
+            self._fail_unsent(queued[kept:], room + ": it is not kept")
         records = [i for i in leftovers if not is_mark(i)] + unresolved
         if records:
             self._fail_unsent(records)
-        # Whoever waits for durability: every record has its result now, and the
-        # producer's close wrote what it keeps, or failed to (then none is durable)
-        spooler = self._producer._spooler
-        error = spooler.closed_error() if spooler is not None else None
+        # Whoever waits for durability: every record has its result now
         for durable in durables:
             if durable.done():
                 continue
@@ -361,8 +410,11 @@ class Loop:
             else:
                 durable.set_exception(error)
 
-    def _fail_unsent(self, leftovers: list[Item]) -> None:
-        """Fail the records the producer never had, or left unresolved."""
+    def _fail_unsent(self, leftovers: list[Item], note: str = "", kept: bool = False) -> None:
+        """Fail the records the producer never had, or left unresolved; ``note`` ends the
+        message; ``kept``: the spool keeps them (not failed for good: not ``on_failure``'s)."""
+        if not leftovers:
+            return
         line = self._line
         if self._timed_out and not line.abort:
             code = CLOSE_TIMEOUT
@@ -374,6 +426,7 @@ class Loop:
                 error = self._error
                 why = f"{type(error).__name__}: {error}"[:150] if error else "producer failed"
             message = f"the SyncProducer was closed ({why}) before the record was sent"
+        message += note
         now = anyio.current_time()
         default = self._default_stream or ""
         for item in leftovers:
@@ -391,7 +444,7 @@ class Loop:
                 now,
             )
             item.future.set_result(result)
-            if self._on_failure is not None and item.data is not None:
+            if self._on_failure is not None and item.data is not None and not kept:
                 self._unsent_failures.append(
                     FailedRecord(
                         item.data,

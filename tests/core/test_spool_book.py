@@ -92,6 +92,28 @@ def test_kept_records_stay_in_the_spool_and_unwritten_ones_are_written() -> None
     assert b.bytes == 6 and not b.waiting()
 
 
+def test_records_queued_at_the_close_are_kept_after_the_others_while_they_fit() -> None:
+    """A SyncProducer's queue at its close: kept in order, from the first, while they fit
+    once the resolved records' deletes have freed their room; none after one that does not."""
+    b = book(max_bytes=14)
+    written, resolved = add(b, b"aaa"), add(b, b"bbb")  # 4 bytes each with their key
+    b.committed(take(b))
+    b.done([resolved], ok=True)  # its delete is due: its room counts as free
+    queued = [
+        Row(0, "s", "k", None, b"q1"),
+        Row(0, ARN, None, "7", b"q2"),
+        Row(0, "s", "k", None, b"q3333"),  # 6 bytes: no room left for it
+        Row(0, "s", "k", None, b"q"),  # after it: not kept either
+    ]
+    assert b.keep_queued(queued, [3, 2, 6, 2], now=1.0) == 2
+    b.kept({written})
+    commit = take(b)
+    assert list(commit.inserts) == [Row(3, "s", "k", None, b"q1"), Row(4, ARN, None, "7", b"q2")]
+    assert commit.deletes == [2]
+    b.committed(commit)
+    assert b.bytes == 4 + 3 + 2 and not b.waiting()
+
+
 # -- when to write ------------------------------------------------------------------------------
 
 

@@ -1,6 +1,7 @@
 """SyncProducer's spool when its writes fail and it closes (issue 51), on both of its
 backends against the fake, with several threads: a close after a failed commit ends; a wait
-for durability is answered "durable" only when the records are on disk."""
+for durability is answered "durable" only when the records are on disk; the records queued
+behind a held pump at the close are kept in the spool as the producer's own are."""
 
 from __future__ import annotations
 
@@ -10,19 +11,34 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
+import httpx
 import pytest
 
-from kinesis_trio import SpoolWriteError, SyncProducer
+from kinesis_trio import FailedRecord, RecoveryReport, SpoolWriteError, SyncProducer
+from kinesis_trio._core._spool import Row
+from kinesis_trio._disk._store import Damage, SpoolStore
+from kinesis_trio._outcome import ABORTED, CLOSE_TIMEOUT
 from kinesis_trio._shell._producer import _OPEN
+from kinesis_trio.testing import FakeKinesis
 from tests.shell.test_sync_spool import (  # noqa: F401 (watchdog: a fixture)
     HOLD,
     Never,
     new_fake,
     spooled,
+    stored,
     wait_until,
     watchdog,
 )
-from tests.support.spool import BIG, FRESH_PAGES, RoomLater, Stores, count_stores, on_disk
+from tests.support.spool import (
+    BIG,
+    FRESH_PAGES,
+    RoomLater,
+    Stores,
+    count_stores,
+    left_behind,
+    on_disk,
+)
 
 pytestmark = pytest.mark.usefixtures("watchdog")
 
@@ -166,3 +182,167 @@ def test_wait_durable_after_a_close_that_left_records_unwritten_raises(
         assert isinstance(ended.exception(), SpoolWriteError), ended.exception()
         assert "closed" in str(ended.exception())
     assert on_disk(spool) == []
+
+
+# -- the records queued behind a held pump at the close ------------------------------------------
+
+
+class HeldLoad:
+    """A fake hook holding the load of one stream (its DescribeStreamSummary) while ``on``:
+    recovery waits there, and new records wait until it has read the spool back."""
+
+    def __init__(self, stream: str) -> None:
+        self.stream = stream
+        self.on = True
+        self.loading = threading.Event()
+
+    async def __call__(self, operation: str, body: dict[str, Any]) -> httpx.Response | None:
+        if (
+            self.on
+            and operation == "DescribeStreamSummary"
+            and body.get("StreamName") == self.stream
+        ):
+            self.loading.set()
+            await anyio.sleep_forever()
+        return None
+
+
+def read_back(spool: Path) -> list[Row]:
+    """The spool's records as recovery reads them back (the package's store, id order)."""
+    store = SpoolStore(spool)
+    store.open()
+    try:
+        items = store.read(0, 10_000)
+    finally:
+        store.close()
+    rows = [item[0] for item in items if not isinstance(item, Damage)]
+    assert len(rows) == len(items), items
+    return rows
+
+
+def puts_of(producer: SyncProducer, t: int, n: int, sync: str) -> Callable[[], Any]:
+    """A call that puts thread ``t``'s ``n`` records, in order (under ``"put"``, at once:
+    ``put`` would wait for the spool after the first): their futures."""
+    records = [(b"t%d-%d" % (t, i), f"k{t}") for i in range(n)]
+    if sync == "put":
+        return lambda: producer.put_many(records)
+    return lambda: [producer.put(data, key) for data, key in records]
+
+
+@pytest.mark.parametrize("sync", ["interval", "put"])
+@pytest.mark.parametrize("abort", [False, True], ids=["close", "abort"])
+def test_records_queued_behind_a_recovering_spool_at_the_close_stay_in_the_spool(
+    tmp_path: Path, backend: str, abort: bool, sync: str
+) -> None:
+    """Before, the records ``put`` had accepted but still queued between the threads and
+    the loop (the pump held back: new records wait while the spool is read back) were
+    failed by the close and never reached the spool, unlike the records the producer
+    held: lost, though ``put`` had returned for them (under ``"interval"``), or returned
+    at the close as if they had their outcome (under ``"put"``)."""
+    spool = tmp_path / "spool"
+    left_behind(spool, [Row(1, "old", "k", None, b"old-1"), Row(2, "old", "k", None, b"old-2")])
+    hook = HeldLoad("old")
+    fake = FakeKinesis(hook)
+    fake.create_stream("s", shard_count=2)
+    fake.create_stream("old", shard_count=1)
+    failed: list[FailedRecord] = []
+    threads, per_thread = 4, 5
+    producer = spooled(
+        fake, backend, spool, spool_sync=sync, close_timeout=0.2, on_failure=failed.append
+    )
+    with producer, concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        wait_until(hook.loading.is_set)  # recovery is held: the pump waits behind it
+        puts = [pool.submit(puts_of(producer, t, per_thread, sync)) for t in range(threads)]
+        wait_until(lambda: producer.outstanding_records == threads * per_thread)  # queued
+        if sync == "interval":  # put returned: accepted
+            assert not any(f.done() for ended in puts for f in ended.result(THREAD_BOUND))
+        else:  # put_many waits until they are in the spool, or resolved
+            assert not any(ended.done() for ended in puts)
+        producer.close(abort=abort)
+        futures = [f for ended in puts for f in ended.result(THREAD_BOUND)]
+    put = [b"t%d-%d" % (t, i) for t in range(threads) for i in range(per_thread)]
+    for future in futures:  # failed by the close, as the producer's own records are
+        result = future.result(0)
+        assert not result.ok
+        assert result.error_code == (ABORTED if abort else CLOSE_TIMEOUT)
+        assert "it stays in the spool" in (result.error_message or ""), result.error_message
+    assert failed == []  # not failed for good: kept
+    rows = read_back(spool)  # as the next producer's recovery reads it
+    assert [r.data for r in rows[:2]] == [b"old-1", b"old-2"]  # still first
+    kept = [r.data for r in rows[2:]]
+    assert sorted(kept) == sorted(put)
+    for t in range(threads):  # each thread's records in the order it put them
+        assert [d for d in kept if d.startswith(b"t%d-" % t)] == put[t * per_thread :][:per_thread]
+    assert {(r.stream, r.partition_key) for r in rows[2:]} == {("s", f"k{t}") for t in range(4)}
+
+    hook.on = False  # the next producer on the spool recovers them and sends them
+    with spooled(fake, backend, spool) as after:
+        report = after.recovered(timeout=THREAD_BOUND)
+    assert report == RecoveryReport(records=2 + len(put), ok=2 + len(put), done=True)
+    assert stored(fake) == sorted(put)
+    assert stored(fake, "old") == [b"old-1", b"old-2"]
+    assert on_disk(spool) == []
+
+
+def test_records_queued_behind_a_full_spool_at_the_close_fail_saying_it_had_no_room(
+    tmp_path: Path, backend: str
+) -> None:
+    """The spool full (the producer's records unsent fill ``spool_max_bytes``), the records
+    queued behind it cannot be kept: they fail for good (``on_failure``), saying why."""
+    fake = new_fake(Never())  # the records stay unresolved: the producer keeps them
+    spool = tmp_path / "spool"
+    size = 1000  # with its key "k": 1001 bytes; the spool has room for three
+    failed: list[FailedRecord] = []
+    producer = spooled(
+        fake,
+        backend,
+        spool,
+        spool_max_bytes=3 * (size + 1) + size // 2,
+        close_timeout=0.2,
+        on_failure=failed.append,
+        **HOLD,
+    )
+    with producer:
+
+        def three(t: int) -> Callable[[], list[concurrent.futures.Future[Any]]]:
+            return lambda: [producer.put(b"%d" % t * size, "k") for _ in range(3)]
+
+        puts = in_threads([three(t) for t in range(4)])
+        futures = [f for ended in puts for f in ended.result(0)]
+        wait_until(lambda: producer._producer.outstanding_records == 3)  # the spool is full
+    results = [f.result(0) for f in futures]
+    assert [r.error_code for r in results] == [CLOSE_TIMEOUT] * 12
+    kept = [r for r in results if "it stays in the spool" in (r.error_message or "")]
+    lost = [r for r in results if "the spool had no room for it" in (r.error_message or "")]
+    assert (len(kept), len(lost)) == (3, 9), [r.error_message for r in results]
+    assert len(on_disk(spool)) == 3  # the producer's, kept
+    assert [f.result.partition_key for f in failed] == ["k"] * 9  # failed for good
+    assert all("no room" in (f.result.error_message or "") for f in failed)
+
+
+def test_records_queued_at_a_close_whose_last_commit_fails_fail_saying_so(
+    tmp_path: Path, backend: str, stores: Stores
+) -> None:
+    """Kept for the spool, but its last commit could not write them (a full disk): they
+    fail for good (``on_failure``), saying so, rather than that they stay in the spool."""
+    spool = tmp_path / "spool"
+    left_behind(spool, [Row(1, "old", "k", None, b"old-1")])
+    hook = HeldLoad("old")
+    fake = FakeKinesis(hook)
+    fake.create_stream("s", shard_count=2)
+    fake.create_stream("old", shard_count=1)
+    stores.full_disk = FRESH_PAGES
+    failed: list[FailedRecord] = []
+    producer = spooled(fake, backend, spool, close_timeout=0.2, on_failure=failed.append)
+    with producer:
+        wait_until(hook.loading.is_set)  # recovery is held: the pump waits behind it
+        puts = in_threads([put_in(producer, i) for i in range(4)])
+        futures = [ended.result(0) for ended in puts]
+    for future in futures:
+        message = future.result(0).error_message or ""
+        assert "last commit did not write it to the spool" in message, message
+    assert len(failed) == 4
+    assert [r[3] for r in on_disk(spool)] == [b"old-1"]
+    assert stores[0].failed  # the close's last commit
+    with pytest.raises(SpoolWriteError):
+        producer.wait_durable()
