@@ -37,6 +37,10 @@ __all__ = ["KinesisClient", "read_answer"]
 
 _TARGET_PREFIX = "Kinesis_20131202."
 _CONTENT_TYPE = "application/x-amz-json-1.1"
+#: the largest answer an operation may bring, which the endpoint builds before its first byte:
+#: "The maximum size of data that GetRecords can return is 10 MiB" (botocore's model); the
+#: call's deadline has it from the start (``_core._deadline``)
+_ANSWER_MAX = {"GetRecords": 10 * 1024 * 1024}
 
 #: The operations whose answer has no body: botocore's service model gives them no
 #: ``output`` shape (tests/aws/test_answers.py holds this set to the model). Any other
@@ -237,8 +241,9 @@ class KinesisClient(SignedService):
         after an expired token) has one deadline: ``within`` seconds, or by default one
         that follows its bytes: ``connect_timeout + request_timeout`` plus
         ``request_timeout`` per MiB of body and answer, and ``request_timeout`` without a
-        byte moving while sending or reading is a stall (``_core._deadline``). Past it:
-        ``RequestTimeoutError``.
+        byte moving while sending or reading is a stall (``_core._deadline``); a
+        GetRecords has its answer's largest size (10 MiB) in that bound from the start,
+        since the endpoint reads it before it sends a byte. Past it: ``RequestTimeoutError``.
         ``entries`` (PutRecords): the number of records sent; an answer whose ``Records``
         is not a list that long is refused (``ServiceError`` ``MalformedResponse``).
 
@@ -253,7 +258,8 @@ class KinesisClient(SignedService):
         headers, read = known
         if entries is not None:
             read = _put_records_reader(entries)
-        return await self._call(operation, body, headers, read, within=within)
+        answer = _ANSWER_MAX.get(operation, 0)
+        return await self._call(operation, body, headers, read, within=within, answer=answer)
 
     # -- operations -------------------------------------------------------------------------
 

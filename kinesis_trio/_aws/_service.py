@@ -256,6 +256,7 @@ class SignedService:
         read: AnswerReader[_T],
         *,
         within: float | None = None,
+        answer: int = 0,
     ) -> _T:
         """Sign and send ``body``; what ``read`` makes of the answer.
 
@@ -267,7 +268,9 @@ class SignedService:
         moving while the request goes out or the answer comes in. ``within`` seconds
         instead: one fixed deadline. Past it, :class:`RequestTimeoutError` (``sent`` False
         when the request's last byte never went; ``stalled`` False when its size's time ran
-        out while it moved). An error ``read`` returns is raised; one with an expired-token
+        out while it moved); ``answer``: bytes of answer the bound has from the start (an
+        answer the endpoint builds before its first byte). An error ``read`` returns is
+        raised; one with an expired-token
         code first refreshes the credentials and sends once more (an auth rejection means
         nothing was processed).
         """
@@ -275,7 +278,7 @@ class SignedService:
         now = anyio.current_time()
         clock: RequestClock | None = None
         if within is None:
-            clock = RequestClock(now, len(body), *self._limits)
+            clock = RequestClock(now, len(body), *self._limits, answer)
             deadline = clock.deadline()
         else:
             deadline = now + within

@@ -18,6 +18,12 @@ each retry sends the whole request again. :class:`RequestClock` holds three rule
 - **Waiting for the answer**, once the whole request is out: the bound alone. The server
   is storing the records, and the kernel may still be sending the request's last bytes
   from its buffers, which the client cannot see.
+- **An answer built before its first byte** (``answer``): an operation that may return a
+  large answer has its bytes in the bound from the start, not only as they arrive. The
+  endpoint reads and encodes them before it sends any: GetRecords, whose answer may hold
+  10 MiB ("The maximum size of data that GetRecords can return is 10 MiB", botocore's
+  model), has ``12 s + 60 s`` at the defaults; a local engine on a busy machine took over
+  12 s to begin such an answer.
 
 Before its first byte (credentials, a free connection, connecting) a request has
 ``connect + timeout``, as every request had before. A request whose time runs out before
@@ -48,6 +54,7 @@ class RequestClock:
     Each method returns the deadline from then on."""
 
     __slots__ = (
+        "_answer",
         "_bound",
         "_connect",
         "_last",
@@ -59,13 +66,18 @@ class RequestClock:
         "timeout",
     )
 
-    def __init__(self, start: float, size: int, timeout: float, connect: float) -> None:
+    def __init__(
+        self, start: float, size: int, timeout: float, connect: float, answer: int = 0
+    ) -> None:
         self.timeout = timeout
         self.size = size
         self._connect = connect
         self._start = start
         self._received = 0
-        self._bound = start + connect + timeout * (1.0 + size / MIB)
+        #: answer bytes the bound has from the start: an operation whose answer may be
+        #: large and is built before its first byte goes (GetRecords: up to 10 MiB)
+        self._answer = answer
+        self._bound = start + connect + timeout * (1.0 + (size + answer) / MIB)
         self._phase = _BEFORE
         self._last = start + connect  # before the first byte: connecting may take that
         #: every byte of the request was handed to the connection (False: not processed)
@@ -105,8 +117,10 @@ class RequestClock:
         self._last = now
         self._phase = _READING
         if nbytes:
+            before = max(self._received - self._answer, 0)
             self._received += nbytes
-            self._bound += self.timeout * nbytes / MIB
+            beyond = max(self._received - self._answer, 0)
+            self._bound += self.timeout * (beyond - before) / MIB
         return self.deadline()
 
     def stalled(self) -> bool:
@@ -118,7 +132,7 @@ class RequestClock:
         """What happened, for the timeout's message (read at the deadline)."""
         if self.stalled():
             return f"{operation}: nothing moved for {self.timeout:g} s while {_PHASES[self._phase]}"
-        moved = self.size + self._received
+        moved = self.size + max(self._received, self._answer)
         return (
             f"{operation} did not complete within {self._bound - self._start:.3g} s, the time "
             f"a request of {moved:,} bytes has ({self._connect:g} s, then {self.timeout:g} s "

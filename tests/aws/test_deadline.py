@@ -108,3 +108,23 @@ def test_a_timeout_keeps_what_it_says_through_pickling() -> None:
     error = RequestTimeoutError("m", operation="PutRecords", sent=False, stalled=False)
     copy = pickle.loads(pickle.dumps(error))
     assert (copy.sent, copy.stalled, copy.operation) == (False, False, "PutRecords")
+
+
+async def test_a_get_records_answer_slow_to_begin_is_waited_for(timeout: float) -> None:
+    """An endpoint that takes longer than connect + request timeout to begin a GetRecords
+    answer (a local engine on a busy machine reading a 10 MiB record): the call's bound has
+    the 10 MiB GetRecords may return from the start, so it is answered."""
+    fake = FakeKinesis(faults=Faults(latency=2.5 * timeout))
+    fake.create_stream("s", 1)
+    async with client(fake, timeout) as kinesis:
+        await kinesis.call_raw("PutRecords", put_records(b"late"), entries=1, within=100 * timeout)
+        body = {"StreamName": "s", "ShardId": "shardId-000000000000"}
+        body["ShardIteratorType"] = "TRIM_HORIZON"
+        it = await kinesis.call_raw(
+            "GetShardIterator", json.dumps(body).encode(), within=100 * timeout
+        )
+        with pytest.raises(RequestTimeoutError):  # an operation without a large answer
+            await kinesis.call_raw("GetShardIterator", json.dumps(body).encode())
+        iterator = {"ShardIterator": it["ShardIterator"]}
+        answer = await kinesis.call_raw("GetRecords", json.dumps(iterator).encode())
+    assert [base64.b64decode(r["Data"]) for r in answer["Records"]] == [b"late"]

@@ -109,3 +109,21 @@ def test_no_request_outlives_its_bound(size: int, steps: list[tuple[float, str]]
         else:
             clock.sent(now, 100, kind == "last")
         assert clock.deadline() <= clock.bound == pytest.approx(bound)
+
+
+def test_an_answer_built_before_its_first_byte_has_its_size_in_the_bound_from_the_start() -> None:
+    """GetRecords may answer 10 MiB, which the endpoint reads before it sends a byte: its
+    bound while waiting is 12 s + 60 s at the defaults; the bytes as they arrive add only
+    what goes past those 10 MiB."""
+    clock = RequestClock(0.0, 200, timeout=6.0, connect=6.0, answer=10 * MIB)
+    clock.sent(0.1, 200, last=True)
+    assert clock.deadline() == pytest.approx(12.0 + 6.0 * (200 + 10 * MIB) / MIB)
+    assert clock.deadline() > 70.0
+    bound = clock.bound
+    clock.received(30.0, 4 * MIB)  # within what the bound had
+    assert clock.bound == pytest.approx(bound)
+    clock.received(31.0, 7 * MIB)  # 1 MiB past it
+    assert clock.bound == pytest.approx(bound + 6.0)
+    plain = RequestClock(0.0, 200, timeout=6.0, connect=6.0)
+    plain.sent(0.1, 200, last=True)
+    assert plain.deadline() == pytest.approx(12.0 + 6.0 * 200 / MIB)
