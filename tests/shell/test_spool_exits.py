@@ -410,8 +410,9 @@ async def run_async(case: Case, exit: str) -> None:
             try:
                 async with producer:
                     await work(case, producer, background)
-                    if exit == "normal":
+                    if exit == "normal":  # the endpoint answers, a stream loads
                         case.endpoint.answer.set()
+                        case.endpoint.load.set()
                     elif exit == "exception":
                         raise Boom("the user's error")
                     elif exit == "cancel":
@@ -527,9 +528,15 @@ def run_sync(case: Case, backend: str) -> None:
             concurrent.futures.wait(pending, timeout=BOUND)
         for ended in done:
             assert ended.exception() is None, ended.exception()
-    closed = producer._producer._spooler
-    assert closed is not None
-    close_failed = closed.closed_error() is not None
+    # after the close: answered at once (in a thread: a hang fails the case, not the run)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        after = pool.submit(producer.wait_durable, BOUND)
+        concurrent.futures.wait([after], timeout=BOUND)
+        if not after.done():
+            case.let_go()
+        error = after.exception(BOUND)
+    assert error is None or isinstance(error, SpoolWriteError), error
+    close_failed = error is not None
     if not close_failed:
         case.said_durable(
             [d for d in case.outcomes if case.status(d) == "kept"], "wait_durable after the close"
