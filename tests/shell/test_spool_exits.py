@@ -163,6 +163,8 @@ class Case:
         self.ids: dict[int, bytes] = {}
         self.stores: list[SlowStore] = []
         self.violations: list[str] = []
+        #: records whose outcome says they stay in the spool, neither there nor in the stream
+        self.lies: list[str] = []
         self.hung = False
 
     # -- what the disk and the stream hold -----------------------------------------------------
@@ -210,6 +212,10 @@ class Case:
         kept = result.error_code in KEPT and "stays in the spool" in (result.error_message or "")
         return "kept" if kept else "failed"
 
+    def message(self, data: bytes) -> str:
+        outcome = self.outcomes[data]
+        return outcome.result().error_message or ""
+
     # -- the checks ----------------------------------------------------------------------------
 
     def fail(self, what: str) -> None:
@@ -250,13 +256,10 @@ class Case:
                 self.fail(f"{data[:12]!r}: unresolved after the exit")
             elif status == "ok" and data not in stream:
                 self.fail(f"{data[:12]!r}: ok, not in the stream")
-            elif (
-                status == "kept"
-                and data not in disk
-                and data not in stream
-                and (data in self.promised or not close_failed)
-            ):
-                self.fail(f"{data[:12]!r}: kept by the close, not in the spool")
+            elif status == "kept" and data not in disk and data not in stream:
+                if data in self.promised or not close_failed:
+                    self.fail(f"{data[:12]!r}: kept by the close, not in the spool")
+                self.lies.append(f"{data[:12]!r}: {self.message(data)}")
             if status == "ok" and data in disk and self.state != "failed":
                 self.fail(f"{data[:12]!r}: ok, left in the spool (sent again next time)")
         for row_id, data in self.left.items():
@@ -459,6 +462,24 @@ async def test_an_exit_from_a_producer_in_each_spool_state_keeps_every_promise(
         await run_async(case, exit)
     assert not case.hung, "the case hung until the watchdog let everything go"
     assert not case.violations, "\n".join(case.violations)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="defect: a record the close could not write (its last commit failed: the disk is "
+    "full) is failed with a message saying it stays in the spool and the next producer sends "
+    "it again; it is in neither the spool nor the stream (wait_durable() and the log say the "
+    "close left records unwritten, the outcome does not)",
+)
+@pytest.mark.parametrize("exit", ["close_timeout", "exception"])
+async def test_an_outcome_says_it_stays_in_the_spool_only_when_it_does(
+    tmp_path: Path, watched: Callable[[Case], None], exit: str
+) -> None:
+    case = Case(tmp_path, "failed", "put")
+    watched(case)
+    with anyio.fail_after(BOUND + 5):
+        await run_async(case, exit)
+    assert not case.lies, "\n".join(case.lies)
 
 
 # -- SyncProducer.close() from another thread ---------------------------------------------------
