@@ -124,6 +124,7 @@ COUNT = 4000
 SLOWDOWN = 4.0
 
 
+@pytest.mark.scenario
 @pytest.mark.parametrize("anyio_backend", [pytest.param(MOCK, id="trio-mockclock")])
 @pytest.mark.parametrize("size", list(SERVERS))
 async def test_defaults_finish_like_the_best_fixed_max_connections(size: str) -> None:
@@ -144,6 +145,7 @@ async def test_defaults_finish_like_the_best_fixed_max_connections(size: str) ->
         check_truthful(r, len(records), failures=True)
 
 
+@pytest.mark.scenario
 @pytest.mark.parametrize("anyio_backend", [pytest.param(MOCK, id="trio-mockclock")])
 async def test_the_kpl_default_times_out_on_a_one_worker_server() -> None:
     """The issue's finding, in virtual time: 24 requests at once queue past their timeout
@@ -186,6 +188,7 @@ def seeded(seed: int) -> Iterator[None]:
 SEEDS = range(4)
 
 
+@pytest.mark.scenario
 @pytest.mark.parametrize("anyio_backend", [pytest.param(MOCK, id="trio-mockclock")])
 @pytest.mark.parametrize("size", list(SERVERS))
 async def test_a_server_that_slows_down_and_recovers(size: str) -> None:

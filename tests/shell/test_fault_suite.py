@@ -53,6 +53,7 @@ FORCED = (
 )
 
 
+@pytest.mark.scenario
 @pytest.mark.parametrize("aggregation", [True, False], ids=["agg", "plain"])
 async def test_hundred_thousand_records_through_every_fault(
     anyio_backend: Any, aggregation: bool, double_resolutions: list[Outcome]

@@ -32,6 +32,7 @@ async def test_fail_if_throttled_fails_at_once_with_the_throttling_code() -> Non
     assert later.ok
 
 
+@pytest.mark.scenario
 async def test_two_producers_sharing_a_stream_converge(virtual: bool) -> None:
     """Both start at rate_limit=150 on one shard: together 3x its limit. AIMD must bring
     them down to share it instead of spinning on throttled retries."""
