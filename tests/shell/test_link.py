@@ -164,5 +164,7 @@ async def test_requests_up_a_slow_link_shrink_to_what_it_carries(virtual: bool) 
     # every one after it is what the link carries in half the timeout
     over = [i for i, size in enumerate(sizes) if size > carried]
     assert len(over) <= 1, sizes
-    durations = sorted({r.attempts[0].duration for r in results})
-    assert durations[-2] <= timeout  # all but the first request: well within it
+    if virtual:  # on the real clock a busy machine's slowness adds to each (no error: each
+        # request completed within its deadline, as checked above)
+        durations = sorted({r.attempts[0].duration for r in results})
+        assert durations[-2] <= timeout  # all but the first request: well within it

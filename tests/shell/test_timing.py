@@ -185,7 +185,9 @@ async def test_the_timer_hands_a_windows_shards_to_the_collector_in_one_message(
     ) as producer:
         sent = _collector_messages(producer, monkeypatch)
         await window_start(linger)
-        outcomes = [await producer.put(b"v", f"key-{i}") for i in range(12)]
+        # put_nowait: no await between the records, so the window's timer cannot run among
+        # them however slow the machine (a put per await let a busy one split them 11 + 1)
+        outcomes = [producer.put_nowait(b"v", f"key-{i}") for i in range(12)]
         results = [await o.wait() for o in outcomes]
         window = list(sent)
     assert all(r.ok for r in results)
