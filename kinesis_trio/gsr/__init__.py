@@ -1,0 +1,1 @@
+"""Glue Schema Registry: typed records any GSR reader decodes (in progress, issue 52)."""

@@ -1,0 +1,87 @@
+"""The values the Glue Schema Registry pieces share: a schema to write with, a registered
+version, the registry's contract and the errors (issue 52).
+
+The serializers (``_wire``, the formats) and the registry client (``_aws/_glue.py`` and the
+cache in ``_registry.py``) meet only here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from .._errors import KinesisTrioError
+
+DataFormat = Literal["AVRO", "JSON", "PROTOBUF"]
+DATA_FORMATS: tuple[DataFormat, ...] = ("AVRO", "JSON", "PROTOBUF")
+
+#: The registry the Java client uses when none is named.
+DEFAULT_REGISTRY = "default-registry"
+
+
+@dataclass(frozen=True)
+class SchemaSpec:
+    """A schema records are written with: its name, registry, format and definition.
+
+    ``compatibility`` and ``metadata`` apply only when auto-registration creates the schema
+    or a version of it.
+    """
+
+    name: str
+    definition: str
+    data_format: DataFormat
+    registry: str = DEFAULT_REGISTRY
+    compatibility: str = "BACKWARD"
+    metadata: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class RegisteredSchema:
+    """A schema version as the registry knows it."""
+
+    version_id: uuid.UUID
+    data_format: DataFormat
+    definition: str
+
+
+class SchemaRegistry(Protocol):
+    """What the serializers and the decoder need from a registry (cached or not)."""
+
+    def cached_version(self, spec: SchemaSpec) -> uuid.UUID | None:
+        """The version id when already known: no I/O (the put path)."""
+
+    async def version_for(self, spec: SchemaSpec) -> uuid.UUID:
+        """The version id of ``spec``'s definition, registering it when allowed."""
+
+    async def schema_of(self, version_id: uuid.UUID) -> RegisteredSchema:
+        """The definition and format of a version id (the reader's side)."""
+
+
+class SchemaError(KinesisTrioError):
+    """Base of the Glue Schema Registry errors."""
+
+
+class SchemaMismatchError(SchemaError, ValueError):
+    """A record does not match its schema (raised at ``put``; nothing else is affected)."""
+
+
+class SchemaRegistryError(SchemaError):
+    """The registry refused or failed a call (``code`` is its error code, if any)."""
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class SchemaIncompatibleError(SchemaRegistryError):
+    """The registry refused a new version as incompatible with the schema's versions."""
+
+
+class SchemaNotFoundError(SchemaRegistryError):
+    """The schema or version does not exist (and auto-registration is off)."""
+
+
+class DecodeError(SchemaError, ValueError):
+    """Bytes that are not a GSR record (bad header, unknown compression, bad payload)."""
