@@ -177,7 +177,9 @@ class Engine:
         #: where records are placed anew: per-key ordering wraps the accumulator
         self.place: Accumulator | KeyOrder = self.order or self.acc
         #: every resolution, failure and expiry goes through it
-        self.resolver = Resolver(self.ledger, metrics, self.ttl, self.order)
+        self.resolver = resolver = Resolver(self.ledger, metrics, self.ttl, self.order)
+        #: the time ``record_ttl`` does not count (``_pauses``; the shell begins and ends one)
+        self.pauses = resolver.pauses
         #: the producer's streams by name (the shell adds them as they load)
         self.streams: dict[str, StreamState] = {}
         self.rand = random.Random()
@@ -390,9 +392,9 @@ class Engine:
         if shard.retired:
             self.place.reroute(stream, batch, now)
             return []
-        ttl = self.ttl
-        if any(k.since + ttl <= now for k in batch):
-            expired = expired_in(batch, now, ttl)
+        ttl, at = self.ttl, self.resolver.pauses.ttl_now(now)
+        if any(k.since + ttl <= at for k in batch):
+            expired = expired_in(batch, at, ttl)
             self.resolver.expire(expired, now, "it waited in the producer's queues (rate limit)")
             batch = prune(batch, self.order is not None)
         if stream.stale:
@@ -573,10 +575,7 @@ class Engine:
 
     def slot_wanted(self, waiting: bool) -> None:
         """A request waits for a slot (``True``), or no longer does."""
-        if waiting:
-            self.gate.hold()
-        else:
-            self.gate.unhold()
+        (self.gate.hold if waiting else self.gate.unhold)()
 
     def slot_freed(self, size: int) -> None:
         """A request of ``size`` bytes ended: its slot is free."""

@@ -248,8 +248,9 @@ class ShardMaps:
 
     def expire_unverified(self, stream: StreamState, now: float) -> None:
         """The map could not be reloaded: expire unverified records past their TTL."""
+        at = self.resolver.pauses.ttl_now(now)
         for item in stream.take_unverified():
-            if item.krec.since + self.ttl <= now:
+            if item.krec.since + self.ttl <= at:
                 members = item.krec.live()
                 note = unknown_range(
                     item.attempt, item.res[R_SHARD_ID], "(its shard map could not be reloaded)"

@@ -16,6 +16,7 @@ from .._outcome import EXPIRED, R_ATTEMPT, R_ERROR_CODE, Outcome, Resolution, fa
 from ..metrics._recorder import Metrics
 from ._ledger import Ledger
 from ._ordering import KeyOrder
+from ._pauses import Pauses
 
 __all__ = ["Resolver"]
 
@@ -25,7 +26,7 @@ _log = get_logger("kinesis_trio.producer")
 class Resolver:
     """Resolutions, failures and expiries, for the engine and its parts."""
 
-    __slots__ = ("ledger", "measure", "metrics", "order", "ttl")
+    __slots__ = ("ledger", "measure", "metrics", "order", "pauses", "ttl")
 
     def __init__(
         self, ledger: Ledger, metrics: Metrics, ttl: float, order: KeyOrder | None
@@ -34,6 +35,9 @@ class Resolver:
         self.metrics = metrics
         self.measure = metrics.enabled
         self.ttl = ttl
+        #: the time ``record_ttl`` does not count (a frozen Lambda): every TTL check of the
+        #: engine's parts compares with ``pauses.ttl_now(now)``
+        self.pauses = Pauses(ttl)
         #: per-key ordering (``ordering="per_key"``), or None
         self.order = order
 

@@ -88,7 +88,7 @@ class Retries:
     ) -> None:
         """Send records again after their shard's backoff, or expire those it would take
         past their ``record_ttl``. ``cost``: what the retry budget charges (per request)."""
-        ttl = self.ttl
+        ttl, ttl_now = self.ttl, self.resolver.pauses.ttl_now
         base = self.config.retry_backoff_base
         cap = self.config.retry_backoff_max
         by_due: dict[float, list[KRecord]] = {}
@@ -98,7 +98,8 @@ class Retries:
             live = krec.live()
             for outcome in live:
                 outcome._attempted(attempt)
-            expired = [o for o in live if o._arrival + ttl <= due]
+            at = ttl_now(due)
+            expired = [o for o in live if o._arrival + ttl <= at]
             if expired:
                 self.resolver.expire(expired, now, "retrying was not done in time")
                 retry = prune([krec], self.together)  # (per-key ordering: the key's after)
@@ -158,16 +159,17 @@ class Retries:
         # Held, not failed: records past their TTL expire (at their TTL, not before), the
         # others wait until time alone would refill the budget, or their first TTL.
         keep: list[KRecord] = []
+        at = self.resolver.pauses.ttl_now(now)
         for krec in krecs:
             live = krec.live()
-            late = [o for o in live if o._arrival + self.ttl <= now]
+            late = [o for o in live if o._arrival + self.ttl <= at]
             if not late:
                 keep.append(krec)
                 continue
             self.resolver.expire(late, now, "its retry waited for the retry budget")
             keep += prune([krec], self.together)
         if keep:
-            first_ttl = min(o._arrival for k in keep for o in k.members) + self.ttl
+            first_ttl = min(o._arrival for k in keep for o in k.members) + self.ttl + now - at
             due = min(budget.ready_at(cost, now), first_ttl)
             entry = (due, next(self._seq), keep, cost, now if since is None else since)
             heapq.heappush(self._heap(stream), entry)

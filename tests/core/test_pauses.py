@@ -1,0 +1,77 @@
+"""``record_ttl`` counts running time: the pauses (a frozen Lambda) are left out (``_pauses``)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kinesis_trio._core._pauses import Pauses
+
+
+def expired(p: Pauses, since: float, now: float) -> bool:
+    return since + p.ttl <= p.ttl_now(now)
+
+
+def test_without_a_pause_the_clock_is_the_clock() -> None:
+    p = Pauses(30.0)
+    assert p.ttl_now(123.5) == 123.5
+    assert not expired(p, 100.0, 129.9)
+    assert expired(p, 100.0, 130.0)
+
+
+def test_a_freeze_longer_than_the_ttl_expires_nothing() -> None:
+    p = Pauses(30.0)
+    p.begin(10.0)  # the handler returned 10 s after the record was put
+    assert p.paused
+    assert not expired(p, 0.0, 600.0)  # a timer firing late, before the next invocation
+    assert p.end(610.0) == 600.0
+    assert not expired(p, 0.0, 629.9)  # 29.9 s of running time
+    assert expired(p, 0.0, 630.0)  # 30 s of running time
+
+
+def test_a_record_put_after_a_pause_is_not_helped_by_it() -> None:
+    p = Pauses(30.0)
+    p.begin(10.0)
+    p.end(610.0)
+    assert not expired(p, 620.0, 649.9)
+    assert expired(p, 620.0, 650.0)
+
+
+def test_ending_without_a_pause_and_beginning_twice() -> None:
+    p = Pauses(5.0)
+    assert p.end(3.0) == 0.0
+    p.begin(1.0)
+    p.begin(2.0)  # already paused: the first start holds
+    assert p.end(4.0) == 3.0
+    assert not p.paused
+
+
+@given(
+    gaps=st.lists(
+        st.tuples(st.floats(0, 50, allow_nan=False), st.floats(0, 500, allow_nan=False)),
+        max_size=8,
+    ),
+    since=st.floats(0, 400, allow_nan=False),
+    ttl=st.floats(0.5, 100, allow_nan=False),
+)
+def test_expired_exactly_when_the_running_time_reaches_the_ttl(
+    gaps: list[tuple[float, float]], since: float, ttl: float
+) -> None:
+    """Against a direct count: running seconds in [since, now] with the pauses removed."""
+    p = Pauses(ttl)
+    t = 0.0
+    spans = []
+    for run, pause in gaps:
+        t += run
+        p.begin(t)
+        p.end(t + pause)
+        if pause > 0:
+            spans.append((t, t + pause))
+        t += pause
+    for now in (t, t + 1.0, t + ttl, since + ttl, since + 2 * ttl + 1):
+        if now < since:
+            continue
+        paused = sum(max(0.0, min(e, now) - max(s, since)) for s, e in spans)
+        running = now - since - paused
+        if abs(running - ttl) > 1e-6:
+            assert expired(p, since, now) == (running >= ttl), (now, running)
