@@ -1,0 +1,32 @@
+"""AWS Lambda: one producer per execution environment, and invocations that return only
+once their records' outcomes are known (or their time is up). See ``docs/lambda.md``.
+
+::
+
+    from kinesis_trio.aws_lambda import LambdaProducer
+
+    kinesis = LambdaProducer("orders", batch=True)
+
+    @kinesis.handler
+    def handler(event, context, records):
+        for item, record in records.items():
+            records.put(record["body"].encode(), partition_key=item, item=item)
+"""
+
+from ._batch import batch_response as batch_response
+from ._batch import items as items
+from ._handler import Invocation as Invocation
+from ._handler import InvocationReport as InvocationReport
+from ._handler import LambdaProducer as LambdaProducer
+from ._handler import RecordsFailedError as RecordsFailedError
+from ._handler import RecordsNotConfirmedError as RecordsNotConfirmedError
+
+__all__ = [
+    "Invocation",
+    "InvocationReport",
+    "LambdaProducer",
+    "RecordsFailedError",
+    "RecordsNotConfirmedError",
+    "batch_response",
+    "items",
+]
