@@ -1,0 +1,122 @@
+"""A frozen execution environment, in-process: the producer's clock jumps between
+invocations, as a monotonic clock does across a Lambda freeze, and every timer fires late.
+
+The jump is made on each backend's own clock (trio's ``MockClock`` at rate 1, asyncio's
+loop time plus an offset): the threads never sleep for it. A record waiting through a jump
+between invocations is not expired (``record_ttl`` counts running time); one waiting
+through the same jump inside an invocation is (the rule's control).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from trio.testing import MockClock
+
+from kinesis_trio.aws_lambda import Invocation, RecordsFailedError
+from kinesis_trio.testing import FakeKinesis
+from tests.aws_lambda.support import Context, Gate, lambda_producer, user_data
+
+
+class _JumpLoop(asyncio.SelectorEventLoop):
+    offset = 0.0
+
+    def time(self) -> float:
+        return super().time() + self.offset
+
+
+class Jumps:
+    """A backend whose event loop's clock the test moves forward (any thread)."""
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+        self.loops: list[_JumpLoop] = []
+        self.clock = MockClock(rate=1.0)
+
+    def options(self) -> dict[str, Any]:
+        if self.backend == "trio":
+            return {"clock": self.clock}
+
+        def make() -> asyncio.AbstractEventLoop:
+            loop = _JumpLoop()
+            self.loops.append(loop)
+            return loop
+
+        return {"loop_factory": make}
+
+    def jump(self, seconds: float) -> None:
+        if self.backend == "trio":
+            self.clock.jump(seconds)
+        for loop in self.loops:
+            loop.offset += seconds
+
+
+@pytest.fixture(params=["trio", "asyncio"])
+def jumps(request: pytest.FixtureRequest) -> Jumps:
+    return Jumps(str(request.param))
+
+
+def _wait(condition: Any, limit: float = 30.0) -> None:
+    """Poll a condition another thread makes true (bounded)."""
+    end = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < end, "not within the limit"
+        time.sleep(0.01)
+
+
+def test_a_freeze_longer_than_record_ttl_expires_nothing(jumps: Jumps) -> None:
+    gate = Gate()
+    fake = FakeKinesis(gate)
+    fake.create_stream("s", shard_count=1)
+    kinesis = lambda_producer(
+        fake, jumps.backend, jumps.options(), unconfirmed="return", margin=0.0, record_ttl=30.0
+    )
+    futures = []
+
+    @kinesis.handler
+    def handler(event: Any, context: Any, records: Invocation) -> str:
+        if event.get("put"):
+            futures.append(records.put(b"frozen", partition_key="k"))
+        return "done"
+
+    try:
+        assert handler({"put": True}, Context(seconds=0.5)) == "done"
+        _wait(lambda: gate.held == 1)  # its request is in flight, unanswered
+        jumps.jump(600.0)  # ten minutes frozen: the request's deadline and the TTL pass
+        _wait(lambda: fake.calls.count("PutRecords") >= 2)  # the late timers fired
+        assert not futures[0].done()  # retried, not expired
+        gate.opened.set()
+        assert handler({}, Context()) == "done"
+        result = futures[0].result(timeout=30)
+    finally:
+        gate.opened.set()
+        kinesis.close()
+    assert result.ok, result
+    # the request cut off by its deadline may have been stored too: then the copy is flagged
+    assert user_data(fake).count(b"frozen") == 1 or result.possible_duplicate
+
+
+def test_the_same_wait_inside_an_invocation_expires_the_record(jumps: Jumps) -> None:
+    gate = Gate()
+    fake = FakeKinesis(gate)
+    fake.create_stream("s", shard_count=1)
+    kinesis = lambda_producer(fake, jumps.backend, jumps.options(), record_ttl=30.0)
+
+    @kinesis.handler
+    def handler(event: Any, context: Any, records: Invocation) -> str:
+        future = records.put(b"slow", partition_key="k")
+        _wait(lambda: gate.held == 1)
+        jumps.jump(600.0)  # the function runs all along: slow, not frozen
+        future.exception(timeout=30)
+        return "done"
+
+    try:
+        with pytest.raises(RecordsFailedError) as caught:
+            handler({}, Context())
+    finally:
+        gate.opened.set()
+        kinesis.close()
+    assert [r.error_code for r in caught.value.report.failed] == ["RecordExpired"]
