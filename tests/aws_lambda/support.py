@@ -50,7 +50,8 @@ def lambda_producer(
     backend_options: dict[str, Any] | None = None,
     **options: Any,
 ) -> LambdaProducer:
-    config = {k: options.pop(k) for k in list(options) if k in ProducerConfig.__dataclass_fields__}
+    fields = set(ProducerConfig.__dataclass_fields__) - {"spool_dir"}  # the helper's root
+    config = {k: options.pop(k) for k in list(options) if k in fields}
     return LambdaProducer(
         "s",
         region_name="us-east-1",
@@ -94,3 +95,11 @@ def user_data(fake: FakeKinesis, stream: str = "s") -> list[bytes]:
     return sorted(
         u.data for r in fake.records(stream) for u in deaggregate(r.data, r.partition_key or "")
     )
+
+
+def wait_until(condition: Any, limit: float = 30.0) -> None:
+    """Poll a condition another thread makes true (bounded)."""
+    end = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < end, "not within the limit"
+        time.sleep(0.01)

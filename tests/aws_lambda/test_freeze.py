@@ -10,7 +10,6 @@ through the same jump inside an invocation is (the rule's control).
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import pytest
@@ -18,7 +17,7 @@ from trio.testing import MockClock
 
 from kinesis_trio.aws_lambda import Invocation, RecordsFailedError
 from kinesis_trio.testing import FakeKinesis
-from tests.aws_lambda.support import Context, Gate, lambda_producer, user_data
+from tests.aws_lambda.support import Context, Gate, lambda_producer, user_data, wait_until
 
 
 class _JumpLoop(asyncio.SelectorEventLoop):
@@ -59,14 +58,6 @@ def jumps(request: pytest.FixtureRequest) -> Jumps:
     return Jumps(str(request.param))
 
 
-def _wait(condition: Any, limit: float = 30.0) -> None:
-    """Poll a condition another thread makes true (bounded)."""
-    end = time.monotonic() + limit
-    while not condition():
-        assert time.monotonic() < end, "not within the limit"
-        time.sleep(0.01)
-
-
 def test_a_freeze_longer_than_record_ttl_expires_nothing(jumps: Jumps) -> None:
     gate = Gate()
     fake = FakeKinesis(gate)
@@ -84,9 +75,9 @@ def test_a_freeze_longer_than_record_ttl_expires_nothing(jumps: Jumps) -> None:
 
     try:
         assert handler({"put": True}, Context(seconds=0.5)) == "done"
-        _wait(lambda: gate.held == 1)  # its request is in flight, unanswered
+        wait_until(lambda: gate.held == 1)  # its request is in flight, unanswered
         jumps.jump(600.0)  # ten minutes frozen: the request's deadline and the TTL pass
-        _wait(lambda: fake.calls.count("PutRecords") >= 2)  # the late timers fired
+        wait_until(lambda: fake.calls.count("PutRecords") >= 2)  # the late timers fired
         assert not futures[0].done()  # retried, not expired
         gate.opened.set()
         assert handler({}, Context()) == "done"
@@ -108,7 +99,7 @@ def test_the_same_wait_inside_an_invocation_expires_the_record(jumps: Jumps) -> 
     @kinesis.handler
     def handler(event: Any, context: Any, records: Invocation) -> str:
         future = records.put(b"slow", partition_key="k")
-        _wait(lambda: gate.held == 1)
+        wait_until(lambda: gate.held == 1)
         jumps.jump(600.0)  # the function runs all along: slow, not frozen
         future.exception(timeout=30)
         return "done"

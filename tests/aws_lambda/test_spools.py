@@ -1,0 +1,67 @@
+"""Managed Instances in-process: processes of one environment share ``/tmp``; each takes a
+spool of its own under the root, and a spool left by a process that ended is sent by the
+next (its own, or drained after its first invocation). Two producers in one process stand
+for two processes: a spool's ``flock`` refuses a second opener in the same process too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kinesis_trio.aws_lambda import Invocation, LambdaProducer
+from kinesis_trio.testing import FakeKinesis
+from tests.aws_lambda.support import Context, Gate, lambda_producer, user_data, wait_until
+
+
+def _make(fake: FakeKinesis, backend: str, root: Path) -> tuple[LambdaProducer, Any]:
+    kinesis = lambda_producer(
+        fake,
+        backend,
+        spool_dir=root,
+        unconfirmed="return",
+        margin=0.0,
+        close_timeout=0.2,
+        spool_sync="put",
+    )
+
+    @kinesis.handler
+    def handler(event: Any, context: Any, records: Invocation) -> str:
+        for data in event.get("put", []):
+            records.put(data, partition_key="k")
+        return "done"
+
+    return kinesis, handler
+
+
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
+def test_each_process_its_spool_and_none_left_behind(tmp_path: Path, backend: str) -> None:
+    gate = Gate()
+    fake = FakeKinesis(gate)
+    fake.create_stream("s", shard_count=1)
+    root = tmp_path / "spool"
+    a, handle_a = _make(fake, backend, root)
+    b, handle_b = _make(fake, backend, root)
+    try:
+        # two siblings at once: no SpoolLockedError, a spool each
+        assert handle_a({"put": [b"a1", b"a2"]}, Context(seconds=0.3)) == "done"
+        assert handle_b({"put": [b"b1"]}, Context(seconds=0.3)) == "done"
+        assert (a.spool, b.spool) == (root / "process-0", root / "process-1")
+    finally:
+        a.close()  # both processes end with their records unconfirmed: kept on disk
+        b.close()
+    assert user_data(fake) == []
+    gate.opened.set()
+    # the environment comes back with one process: it takes process-0 and sends its
+    # records first; after its first invocation it drains process-1, which no one runs
+    c, handle_c = _make(fake, backend, root)
+    try:
+        assert handle_c({"put": [b"c1"]}, Context()) == "done"
+        assert c.spool == root / "process-0"
+        c.producer.recovered(timeout=30)
+        wait_until(lambda: b"b1" in user_data(fake))  # the drain, in the background
+    finally:
+        c.close()
+    stored = user_data(fake)
+    assert sorted(set(stored)) == [b"a1", b"a2", b"b1", b"c1"]
