@@ -78,6 +78,12 @@ COMMANDS: dict[str, tuple[str, str, float]] = {
         "The durable spool's cost: no spool, spool_sync interval and put; the disk's fsync",
         6,
     ),
+    "lambda": (
+        "benchmarks.aws_lambda",
+        "A Lambda function: cold start to the first confirmed record, warm invocations, "
+        "against boto3's put_records and its retry loop",
+        2,
+    ),
 }
 #: Tools: not headline results.
 TOOLS: dict[str, tuple[str, str]] = {

@@ -348,6 +348,15 @@ _COMMANDS: dict[str, _Command] = {
                 group="python engine",
             ),
             _arg(
+                "--idle-timeout",
+                type=float,
+                default=300.0,
+                metavar="SECONDS",
+                help="close a connection idle this long between requests (default 300; lower "
+                "it to test what a client does with connections the server closed)",
+                group="python engine",
+            ),
+            _arg(
                 "-q",
                 "--quiet",
                 action="store_true",

@@ -47,6 +47,7 @@ def _run_local(args: argparse.Namespace) -> int:
             ("--tls", args.tls),
             ("--host", args.host != "127.0.0.1"),
             ("--shard-limit", args.shard_limit != 20_000),
+            ("--idle-timeout", args.idle_timeout != 300.0),
         )
         if given
     ]
@@ -114,6 +115,7 @@ def _run_python(args: argparse.Namespace, streams: list[tuple[str, int]]) -> int
         tls=args.tls,
         streams=streams,
         shard_limit=args.shard_limit,
+        idle_timeout=args.idle_timeout,
     )
     fake = make_fake(settings)
 

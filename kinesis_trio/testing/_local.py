@@ -59,6 +59,8 @@ class LocalSettings:
     streams: list[tuple[str, int]] = field(default_factory=list)
     #: The account's shard quota (open shards over all streams): LimitExceededException past it.
     shard_limit: int = 20_000
+    #: Seconds a connection may stay idle between requests before the server closes it.
+    idle_timeout: float = 300.0
 
 
 def parse_faults(spec: str) -> Faults:
@@ -320,6 +322,7 @@ async def run_local(
             port=settings.port,
             ssl_context=context,
             max_connections=connection_cap(),
+            idle_timeout=settings.idle_timeout,
         ) as ep:
             ready(ep, cert)
             if store is None:

@@ -1,0 +1,188 @@
+"""A Lambda function's producer against boto3's ``put_records`` with its retry loop.
+
+Each round starts a fresh Python process per contender, as Lambda's cold start does, with
+the credentials in the environment variables Lambda sets. In it, the clock starts before
+the first import: **cold** is the time to the first confirmed record (the import, the
+client or producer, the first invocation putting one record and returning once it is
+written). Then **warm** invocations put 1, 10, 100 and 1,000 records of 200 bytes each
+(distinct keys) and return once every one is confirmed; each is the median of
+``--warm`` invocations. The contenders:
+
+- ``kinesis_trio``: :class:`kinesis_trio.aws_lambda.LambdaProducer` and a sync handler
+  (the default asyncio loop on its background thread, KPL aggregation as the stream allows);
+- ``boto3``: ``boto3.client("kinesis").put_records`` in chunks of 500, sending the failed
+  entries again (full-jitter backoff, 10 attempts), as the functions the issue names do.
+
+Both run against the Python local engine (one process, started once; a fresh stream of 4
+shards per round), interleaved within a round; the figures are medians over the rounds.
+
+    uv run python -m benchmarks lambda            # --rounds 5 --warm 15
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from benchmarks._common import (
+    create_stream,
+    delete_stream,
+    machine_info,
+    markdown_table,
+    median_of,
+    publish,
+    report_header,
+)
+from kinesis_trio.testing._emulators import LocalKinesis
+
+SIZES = (1, 10, 100, 1000)
+
+_CONTEXT = """
+import time
+class Context:
+    def __init__(self): self.deadline = time.monotonic() + 60
+    def get_remaining_time_in_millis(self): return int((self.deadline - time.monotonic()) * 1000)
+"""
+
+KINESIS_TRIO = """
+import time
+t0 = time.perf_counter()
+from kinesis_trio.aws_lambda import LambdaProducer
+
+kinesis = LambdaProducer(STREAM, endpoint_url=ENDPOINT)
+PAYLOAD = b"x" * 200
+
+@kinesis.handler
+def handler(event, context, records):
+    for i in range(event["n"]):
+        records.put(PAYLOAD, partition_key=f"key-{i}")
+    return event["n"]
+"""
+
+BOTO3 = """
+import time
+t0 = time.perf_counter()
+import random
+import boto3
+
+client = boto3.client("kinesis", endpoint_url=ENDPOINT)
+PAYLOAD = b"x" * 200
+
+def handler(event, context):
+    entries = [{"Data": PAYLOAD, "PartitionKey": f"key-{i}"} for i in range(event["n"])]
+    for start in range(0, len(entries), 500):
+        pending = entries[start : start + 500]
+        for attempt in range(10):
+            answer = client.put_records(StreamName=STREAM, Records=pending)
+            if not answer["FailedRecordCount"]:
+                break
+            pending = [e for e, r in zip(pending, answer["Records"]) if "ErrorCode" in r]
+            time.sleep(random.uniform(0, min(2.0, 0.1 * 2**attempt)))
+        else:
+            raise RuntimeError(f"{len(pending)} records not written")
+    return event["n"]
+"""
+
+_RUN = """
+handler({"n": 1}, Context())
+cold = time.perf_counter() - t0
+warm = {}
+for n in SIZES:
+    times = []
+    for _ in range(WARM):
+        t = time.perf_counter()
+        assert handler({"n": n}, Context()) == n
+        times.append(time.perf_counter() - t)
+    times.sort()
+    warm[n] = times[len(times) // 2]
+print("RESULT " + json.dumps({"cold": cold, "warm": warm}))
+"""
+
+
+def _child(code: str, endpoint: str, stream: str, warm: int) -> dict[str, Any]:
+    script = (
+        f"import json\nSTREAM = {stream!r}\nENDPOINT = {endpoint!r}\nWARM = {warm}\n"
+        f"SIZES = {SIZES!r}\n{code}{_CONTEXT}{_RUN}"
+    )
+    env = dict(
+        os.environ,
+        AWS_ACCESS_KEY_ID="AKIDLAMBDA",
+        AWS_SECRET_ACCESS_KEY="lambda-secret",
+        AWS_SESSION_TOKEN="lambda-session-token",
+        AWS_REGION="us-east-1",
+        AWS_DEFAULT_REGION="us-east-1",
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600
+    )
+    line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if out.returncode != 0 or line is None:
+        raise RuntimeError(f"the child failed ({out.returncode}): {out.stderr[-2000:]}")
+    data: dict[str, Any] = json.loads(line[len("RESULT ") :])
+    data["warm"] = {int(k): v for k, v in data["warm"].items()}
+    return data
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else "")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--warm", type=int, default=15, help="warm invocations per size")
+    args = parser.parse_args()
+    info = machine_info()
+    started = time.perf_counter()
+    runs: dict[str, list[dict[str, Any]]] = {"kinesis_trio": [], "boto3": []}
+    with LocalKinesis("python") as engine:
+        endpoint = engine.endpoint_url
+        for r in range(args.rounds):
+            stream = create_stream(endpoint, 4, prefix="lambda")
+            order = ["kinesis_trio", "boto3"] if r % 2 == 0 else ["boto3", "kinesis_trio"]
+            for name in order:
+                code = KINESIS_TRIO if name == "kinesis_trio" else BOTO3
+                runs[name].append(_child(code, endpoint, stream, args.warm))
+                print(f"round {r + 1} {name}: {runs[name][-1]}", flush=True)
+            delete_stream(endpoint, stream)
+    total = time.perf_counter() - started
+    medians = {
+        name: {
+            "cold": median_of([x["cold"] for x in found]),
+            **{n: median_of([x["warm"][n] for x in found]) for n in SIZES},
+        }
+        for name, found in runs.items()
+    }
+    ours, theirs = medians["kinesis_trio"], medians["boto3"]
+    rows = [
+        [name, f"{m['cold'] * 1000:.0f}", *(f"{m[n] * 1000:.1f}" for n in SIZES)]
+        for name, m in medians.items()
+    ]
+    rows.append(
+        [
+            "kinesis_trio / boto3",
+            f"{ours['cold'] / theirs['cold']:.2f}x",
+            *(f"{ours[n] / theirs[n]:.2f}x" for n in SIZES),
+        ]
+    )
+    md = report_header("# Lambda: cold start and warm invocations", info, total)
+    md += [
+        f"Medians of {args.rounds} rounds (a fresh process per contender and round, the "
+        f"warm figures the median of {args.warm} invocations each), in ms, against the "
+        "Python local engine on this machine (4 shards). Cold: from before the first "
+        "import to the first confirmed record. Warm: one invocation putting N records of "
+        "200 bytes and returning once all are confirmed.",
+        "",
+        markdown_table(
+            ["", "cold start", *(f"warm, {n:,}" for n in SIZES)],
+            rows,
+            "l" + "r" * (1 + len(SIZES)),
+        ),
+    ]
+    data = {"rounds": args.rounds, "warm": args.warm, "runs": runs, "medians": medians}
+    publish("lambda", md, data, total)
+
+
+if __name__ == "__main__":
+    main()
