@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +22,6 @@ import botocore.auth
 import botocore.awsrequest
 import botocore.credentials
 import botocore.exceptions
-import botocore.session
 
 from .._errors import CredentialsError
 from .._logging import get_logger
@@ -75,6 +75,26 @@ class StaticCredentials:
     __str__ = __repr__
 
 
+@dataclass(frozen=True)
+class Chain:
+    """botocore's default credential chain (of ``profile``), made a ``botocore.session``
+    ``Session`` only when first resolved, in a worker thread: importing that module is a
+    fifth of a Lambda function's cold start, and a region and credentials from the
+    environment need none of it until the first request."""
+
+    profile: str | None = None
+
+    def session(self) -> Any:
+        import botocore.session
+
+        return botocore.session.Session(profile=self.profile)
+
+
+def _is_session(source: object) -> bool:
+    module = sys.modules.get("botocore.session")  # not imported: not a Session
+    return module is not None and isinstance(source, module.Session)
+
+
 class CredentialProvider:
     """Frozen credentials for signing, without blocking the event loop.
 
@@ -108,7 +128,7 @@ class CredentialProvider:
                 if frozen is not None and not source.refresh_needed():
                     self._set_deadlines(source)
                     self._frozen = frozen
-        elif isinstance(source, botocore.session.Session):
+        elif isinstance(source, Chain) or _is_session(source):
             self._session = source
             self._method = "chain"
         else:
@@ -220,7 +240,9 @@ def _load(creds: Any, session: Any, force: bool) -> tuple[Any, Any]:
     elif creds is None or (force and session is not None):
         if force:
             # Re-read the chain from scratch: rotated env vars or credential files.
-            session = botocore.session.Session(profile=_profile_of(session))
+            session = Chain(_profile_of(session))
+        if isinstance(session, Chain):
+            session = session.session()
         try:
             creds = session.get_credentials()
         except botocore.exceptions.ProfileNotFound as exc:
@@ -231,6 +253,8 @@ def _load(creds: Any, session: Any, force: bool) -> tuple[Any, Any]:
 
 
 def _profile_of(session: Any) -> str | None:
+    if isinstance(session, Chain):
+        return session.profile
     try:
         profile = session.profile
     except botocore.exceptions.BotoCoreError:
@@ -243,8 +267,8 @@ def resolve_region(region_name: str | None = None, session: Any = None) -> str:
     region = region_name or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     if not region:
         try:
-            if session is None:
-                session = botocore.session.Session()
+            if session is None or isinstance(session, Chain):
+                session = (session or Chain()).session()
             region = session.get_config_variable("region")
         except botocore.exceptions.BotoCoreError as exc:
             raise ValueError(f"no region: {exc}; pass region_name=... or set AWS_REGION") from exc

@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
-import botocore.session
 import httpx
 
 from .._core._deadline import RequestClock
@@ -34,6 +33,7 @@ from .._errors import (
 )
 from .._logging import get_logger
 from ._credentials import (
+    Chain,
     CredentialProvider,
     RequestSigner,
     StaticCredentials,
@@ -183,7 +183,7 @@ class SignedService:
             raise ValueError("max_connections must be at least 1")
         session: Any = None
         if credentials is None or profile_name is not None:
-            session = botocore.session.Session(profile=profile_name)
+            session = Chain(profile_name)
         self.region_name = resolve_region(region_name, session)
         self.endpoint_url = resolve_endpoint(endpoint_url, self.region_name, service, env_suffix)
         if isinstance(credentials, CredentialProvider):

@@ -370,6 +370,11 @@ class SyncProducer:
         items = [
             self._check(r[0], r[1], r[2] if len(r) == 3 else None, stream_name) for r in records
         ]
+        self._hand_over(items)
+        return [item.future for item in items]
+
+    def _hand_over(self, items: list[Item]) -> None:
+        """Accept records ``_check`` made (``put_many``; the Lambda helper's batches)."""
         if self._sync_put and items:
             self._line.not_on_loop("put_many() with spool_sync='put'")
             items[-1].wants_durable()  # the pump moves them in order: the last one is enough
@@ -381,7 +386,6 @@ class SyncProducer:
             self._line.add_many(items)
         if self._sync_put and items:
             await_durable(items)
-        return [item.future for item in items]
 
     def _check(
         self,

@@ -53,6 +53,9 @@ __all__ = [
 
 _log = get_logger("kinesis_trio.aws_lambda")
 
+#: records put in a sync handler are handed to the producer's thread this many at a time
+SEND_EVERY = 500
+
 Data = bytes | bytearray | memoryview
 #: what the helper needs of Lambda's context object
 Context = Any
@@ -109,6 +112,8 @@ class Invocation:
         self._futures: list[tuple[concurrent.futures.Future[RecordResult], str | None]] = []
         self._outcomes: list[tuple[Outcome, str | None]] = []
         self._failed_items: set[str] = set()
+        #: records put and not handed to the producer yet
+        self._pending: list[Any] = []
         #: what became of the records, once the invocation has waited for them
         self.report: InvocationReport | None = None
 
@@ -127,11 +132,26 @@ class Invocation:
         stream_name: str | None = None,
     ) -> concurrent.futures.Future[RecordResult]:
         """Put a record (a sync handler); its future resolves to its result. ``item``: the
-        input item's identifier, for the partial batch response."""
+        input item's identifier, for the partial batch response.
+
+        Bad input raises at once. The records go to the producer's thread in batches (one
+        hand-over, not one per record): every ``SEND_EVERY`` records, at :meth:`send`, and
+        when the handler returns. Call :meth:`send` before waiting on a future inside the
+        handler."""
         sync = self._owner.producer
-        future = sync.put(data, partition_key, explicit_hash_key, stream_name=stream_name)
-        self._futures.append((future, item))
-        return future
+        pending = sync._check(data, partition_key, explicit_hash_key, stream_name)
+        self._pending.append(pending)
+        self._futures.append((pending.future, item))
+        if len(self._pending) >= SEND_EVERY:
+            self.send()
+        return pending.future
+
+    def send(self) -> None:
+        """Hand the records put so far to the producer (blocks while it is at its
+        backpressure limits; with ``spool_sync="put"``, until they are in the spool)."""
+        pending, self._pending = self._pending, []
+        if pending:
+            self._owner.producer._hand_over(pending)
 
     async def aput(
         self,
@@ -282,7 +302,10 @@ class LambdaProducer:
                     assert portal is not None
                     answer = portal.call(self._run_async, fn, event, context, invocation)
                 else:
-                    answer = fn(event, context, invocation)
+                    try:
+                        answer = fn(event, context, invocation)
+                    finally:
+                        invocation.send()
                     if invocation._futures:
                         with contextlib.suppress(TimeoutError):
                             sync.flush(timeout=self._budget(context))

@@ -99,6 +99,7 @@ def test_the_same_wait_inside_an_invocation_expires_the_record(jumps: Jumps) -> 
     @kinesis.handler
     def handler(event: Any, context: Any, records: Invocation) -> str:
         future = records.put(b"slow", partition_key="k")
+        records.send()  # hand it over now: the handler waits for it below
         wait_until(lambda: gate.held == 1)
         jumps.jump(600.0)  # the function runs all along: slow, not frozen
         future.exception(timeout=30)
