@@ -13,6 +13,10 @@ written). Then **warm** invocations put 1, 10, 100 and 1,000 records of 200 byte
 - ``boto3``: ``boto3.client("kinesis").put_records`` in chunks of 500, sending the failed
   entries again (full-jitter backoff, 10 attempts), as the functions the issue names do.
 
+Both run in a virtual environment of their own holding what a deployment package would:
+this checkout's package with its runtime dependencies, and boto3 at the version of the
+project's environment (made once per run with uv, in a temporary folder), not the project's
+environment with its development tools (httpx imports click and rich when they are there).
 Both run against the Python local engine (one process, started once; a fresh stream of 4
 shards per round), interleaved within a round; the figures are medians over the rounds.
 
@@ -26,7 +30,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from benchmarks._common import (
@@ -104,7 +110,31 @@ print("RESULT " + json.dumps({"cold": cold, "warm": warm}))
 """
 
 
-def _child(code: str, endpoint: str, stream: str, warm: int) -> dict[str, Any]:
+def _deployment(folder: Path) -> str:
+    """A virtual environment as a Lambda deployment package: the package and boto3."""
+    import boto3
+
+    root = Path(__file__).resolve().parents[1]
+    venv = folder / "venv"
+    subprocess.run(["uv", "venv", "-q", "--python", sys.executable, str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    subprocess.run(
+        [
+            "uv",
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            python,
+            str(root),
+            f"boto3=={boto3.__version__}",
+        ],
+        check=True,
+    )
+    return python
+
+
+def _child(python: str, code: str, endpoint: str, stream: str, warm: int) -> dict[str, Any]:
     script = (
         f"import json\nSTREAM = {stream!r}\nENDPOINT = {endpoint!r}\nWARM = {warm}\n"
         f"SIZES = {SIZES!r}\n{code}{_CONTEXT}{_RUN}"
@@ -118,7 +148,7 @@ def _child(code: str, endpoint: str, stream: str, warm: int) -> dict[str, Any]:
         AWS_DEFAULT_REGION="us-east-1",
     )
     out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600
+        [python, "-c", script], capture_output=True, text=True, env=env, timeout=600
     )
     line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
     if out.returncode != 0 or line is None:
@@ -136,14 +166,15 @@ def main() -> None:
     info = machine_info()
     started = time.perf_counter()
     runs: dict[str, list[dict[str, Any]]] = {"kinesis_trio": [], "boto3": []}
-    with LocalKinesis("python") as engine:
+    with tempfile.TemporaryDirectory() as folder, LocalKinesis("python") as engine:
+        python = _deployment(Path(folder))
         endpoint = engine.endpoint_url
         for r in range(args.rounds):
             stream = create_stream(endpoint, 4, prefix="lambda")
             order = ["kinesis_trio", "boto3"] if r % 2 == 0 else ["boto3", "kinesis_trio"]
             for name in order:
                 code = KINESIS_TRIO if name == "kinesis_trio" else BOTO3
-                runs[name].append(_child(code, endpoint, stream, args.warm))
+                runs[name].append(_child(python, code, endpoint, stream, args.warm))
                 print(f"round {r + 1} {name}: {runs[name][-1]}", flush=True)
             delete_stream(endpoint, stream)
     total = time.perf_counter() - started
