@@ -106,8 +106,9 @@ class Invocation:
     in an async one); ``item=`` ties a record to the input item it came from."""
 
     def __init__(self, owner: LambdaProducer, event: Any, context: Context) -> None:
-        self.event = event
-        self.context = context
+        #: the invocation's event and Lambda's context object
+        self.event: Any = event
+        self.context: Context = context
         self._owner = owner
         self._futures: list[tuple[concurrent.futures.Future[RecordResult], str | None]] = []
         self._outcomes: list[tuple[Outcome, str | None]] = []
@@ -240,10 +241,14 @@ class LambdaProducer:
             raise ValueError(f"unconfirmed must be 'fail' or 'return', got {unconfirmed!r}")
         if not margin >= 0:
             raise ValueError(f"margin must be >= 0 seconds, got {margin!r}")
-        self.stream_name = stream_name
-        self.unconfirmed = unconfirmed
-        self.margin = float(margin)
-        self.batch = batch
+        #: the default stream (read when the producer opens)
+        self.stream_name: str | None = stream_name
+        #: what records not confirmed in time do: ``"fail"`` or ``"return"``
+        self.unconfirmed: str = unconfirmed
+        #: seconds of the invocation's remaining time kept back from the wait
+        self.margin: float = float(margin)
+        #: answer with a partial batch response
+        self.batch: bool = batch
         self._root = None if spool_dir is None else Path(spool_dir)
         self._config = config or ProducerConfig()
         self._args = dict(producer_args, backend=backend)

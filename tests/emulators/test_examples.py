@@ -319,3 +319,18 @@ def test_flask_failures() -> None:
     reply = app.test_client().post("/events", json={"partition_key": "k", "payload": {}})
     assert reply.status_code == 503 and reply.json is not None
     assert reply.json["error_code"] == "ProducerClosed"
+
+
+def test_lambda_function(aws_env: dict[str, str], stream: str, tmp_path: Path) -> None:
+    """The Lambda example, invoked as Lambda would with an event of each source: the item
+    that is not JSON is named for a retry, the others are in the stream."""
+    env = dict(aws_env, SPOOL_DIR=str(tmp_path / "spool"))
+    answers = run_script(env, "lambda_function.py", "--stream", stream)
+    assert answers == {
+        "kinesis": {"batchItemFailures": [{"itemIdentifier": "2"}]},
+        "sqs": {"batchItemFailures": []},
+        "dynamodb": {"batchItemFailures": []},
+    }
+    stored = anyio.run(read_back, aws_env["AWS_ENDPOINT_URL_KINESIS"], stream)
+    bodies = sorted(json.loads(data)["source"] for data in stored)
+    assert bodies == ["aws:dynamodb", "aws:kinesis", "aws:sqs", "aws:sqs"]
