@@ -84,6 +84,18 @@ class Chain:
 
     profile: str | None = None
 
+    def from_environment(self) -> Any:
+        """The chain's first link without a Session: the credentials in the environment
+        variables (as in a Lambda function), or None. botocore's ``EnvProvider``, which
+        refreshes them from the variables when ``AWS_CREDENTIAL_EXPIRATION`` is set."""
+        env = os.environ
+        if self.profile is not None:
+            return None  # a profile given: botocore's chain skips the variables
+
+        if not (env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY")):
+            return None
+        return botocore.credentials.EnvProvider().load()
+
     def session(self) -> Any:
         import botocore.session
 
@@ -241,10 +253,13 @@ def _load(creds: Any, session: Any, force: bool) -> tuple[Any, Any]:
         if force:
             # Re-read the chain from scratch: rotated env vars or credential files.
             session = Chain(_profile_of(session))
+        creds = None
         if isinstance(session, Chain):
-            session = session.session()
+            creds = session.from_environment()
+            session = session.session() if creds is None else None
         try:
-            creds = session.get_credentials()
+            if creds is None:
+                creds = session.get_credentials()
         except botocore.exceptions.ProfileNotFound as exc:
             raise CredentialsError(f"{exc}; {_NO_CREDENTIALS_HELP}") from exc
         if creds is None:
