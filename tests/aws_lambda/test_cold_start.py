@@ -20,7 +20,7 @@ _SCRIPT = """
 import sys
 import kinesis_trio.aws_lambda
 from kinesis_trio._aws._credentials import Chain, _load, resolve_region
-heavy = ('botocore.session', 'botocore.client', 'trio', 'sqlite3', 'google.protobuf')
+heavy = ('botocore.session', 'botocore.client', 'structlog', 'trio', 'sqlite3', 'google.protobuf')
 print(sorted(m for m in heavy if m in sys.modules))
 import os
 creds, frozen = _load(None, Chain(os.environ.get("PROFILE")), False)
