@@ -59,8 +59,8 @@ def test_each_process_its_spool_and_none_left_behind(tmp_path: Path, backend: st
     try:
         assert handle_c({"put": [b"c1"]}, Context()) == "done"
         assert c.spool == root / "process-0"
-        c.producer.recovered(timeout=30)
-        wait_until(lambda: b"b1" in user_data(fake))  # the drain, in the background
+        c.producer.recovered(timeout=60)
+        wait_until(lambda: b"b1" in user_data(fake), limit=60)  # the drain, in the background
     finally:
         c.close()
     stored = user_data(fake)
