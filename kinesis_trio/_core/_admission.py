@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from .._logging import get_logger
@@ -307,17 +307,12 @@ class _Stream(Protocol):
 
 
 def delays(
-    unresolved: Iterable[Outcome], streams: Iterable[_Stream], now: float
+    oldest: Mapping[str, float], streams: Iterable[_Stream], now: float
 ) -> dict[str, tuple[float, float]]:
     """Per stream (by name): ``(oldest, projected)``, the age of its oldest unresolved
-    record and the projected wait of a record accepted now on its slowest shard
-    (seconds; ``inf`` when a shard owes records and has confirmed none yet)."""
-    oldest: dict[str, float] = {}
-    for outcome in unresolved:
-        name = outcome._stream
-        arrival = outcome._arrival
-        if arrival < oldest.get(name, _INF):
-            oldest[name] = arrival
+    record (``oldest``: when it arrived, by stream) and the projected wait of a record
+    accepted now on its slowest shard (seconds; ``inf`` when a shard owes records and has
+    confirmed none yet)."""
     out: dict[str, tuple[float, float]] = {}
     for stream in streams:
         projected = max((s.lane.delay(now) for s in stream.shards), default=0.0)

@@ -474,10 +474,10 @@ class Engine:
     def sample_delays(self, now: float) -> None:
         """Sample ``OldestRecordAge`` and ``ProjectedDelay`` of every stream."""
         self._sampled = now
-        for name, (oldest, projected) in delays(
-            self.ledger.unresolved_outcomes(), self.streams.values(), now
-        ).items():
-            self.metrics.stream_sample("OldestRecordAge", name, oldest)
+        streams = self.streams
+        oldest = self.ledger.oldest_arrivals(len(streams))
+        for name, (oldest_age, projected) in delays(oldest, streams.values(), now).items():
+            self.metrics.stream_sample("OldestRecordAge", name, oldest_age)
             if projected < _INF:
                 self.metrics.stream_sample("ProjectedDelay", name, projected)
 

@@ -55,7 +55,8 @@ class Ledger:
         self.epoch = 0
         self._epoch_count = 0  # unresolved records of the current epoch (cheap per record)
         self._epoch_pending: dict[int, int] = {}  # ... of closed epochs
-        self._unresolved: set[Outcome] = set()
+        #: in order of acceptance (a dict: the first of a stream is its oldest)
+        self._unresolved: dict[Outcome, None] = {}
         self.outbox = outbox
         #: each record failed, with its data, goes into the outbox (``DeadLetters``)
         self.dead_letters = dead_letters
@@ -74,7 +75,7 @@ class Ledger:
         """Count an accepted record (created in the current epoch)."""
         self.records += 1
         self.bytes += size
-        self._unresolved.add(outcome)
+        self._unresolved[outcome] = None
         self._epoch_count += 1
 
     def resolve(self, members: Sequence[Outcome], res: Resolution) -> tuple[int, int]:
@@ -87,7 +88,7 @@ class Ledger:
             failing = _with_data(members)
         records = size = 0
         epoch = self.epoch
-        discard = self._unresolved.discard
+        discard = self._unresolved.pop
         lane = None  # the admission lane being credited, and what it is owed back
         owed = 0
         for sub, outcome in enumerate(members):
@@ -102,7 +103,7 @@ class Ledger:
                 lane = outcome._lane
                 owed = 0
             owed += n
-            discard(outcome)
+            discard(outcome, None)
             if outcome._epoch == epoch:
                 self._epoch_count -= 1
             else:
@@ -151,14 +152,27 @@ class Ledger:
         return len(self._unresolved)
 
     def unresolved_outcomes(self) -> list[Outcome]:
-        """The outcomes not resolved yet (a copy)."""
+        """The outcomes not resolved yet (a copy), oldest first."""
         return list(self._unresolved)
+
+    def oldest_arrivals(self, streams: int) -> dict[str, float]:
+        """When each stream's oldest unresolved record arrived, by stream name: the first
+        of each stream in order of acceptance, so the walk stops once ``streams`` streams
+        are found (at the first record, with one stream) instead of visiting every record."""
+        found: dict[str, float] = {}
+        for outcome in self._unresolved:
+            name = outcome._stream
+            if name not in found:
+                found[name] = outcome._arrival
+                if len(found) >= streams:
+                    break
+        return found
 
     def resolve_all(self, res: Resolution) -> int:
         """Resolve every unresolved outcome with ``res`` (close and abort); returns how many.
 
         With a spool they are not failed for good: they stay in it (no dead letters)."""
-        pending, self._unresolved = self._unresolved, set()
+        pending, self._unresolved = self._unresolved, {}
         failing = None
         if self.spool is not None:
             self.spool.kept(pending)

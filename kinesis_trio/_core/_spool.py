@@ -32,7 +32,7 @@ The rules, each in one place here:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from itertools import repeat
 from operator import attrgetter, itemgetter
 from typing import NamedTuple, overload
@@ -362,7 +362,7 @@ class SpoolBook:
         self._deletes.append(row_id)
         self._freed += size
 
-    def kept(self, outcomes: set[Outcome]) -> None:
+    def kept(self, outcomes: Collection[Outcome]) -> None:
         """The producer closes with ``outcomes`` unresolved: they stay in the spool (those
         not written yet are written by the last commit). Recovered ones among them are
         neither ok nor failed: the next producer recovers them again."""
