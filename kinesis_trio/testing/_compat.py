@@ -22,7 +22,7 @@ will be accepted without undergoing a compatibility check".
   by their (nested) name; a field number both use must keep a wire-compatible type
   (int32, uint32, int64, uint64, bool and enums are one group; sint32 and sint64; fixed32
   and sfixed32; fixed64 and sfixed64; string, bytes and messages); a ``required`` field
-  of the reader must be in the writer. Oneofs, maps and options are read as fields.
+  of the reader must be required by the writer. Oneofs, maps and options are read as fields.
 """
 
 from __future__ import annotations
@@ -252,9 +252,9 @@ def _proto_reads(reader: str, writer: str) -> list[str]:
             continue
         for number, (label, kind) in r_fields.items():
             found = w_fields.get(number)
+            if label == "required" and (found is None or found[0] != "required"):
+                problems.append(f"{name}: required field {number} not required by the writer")
             if found is None:
-                if label == "required":
-                    problems.append(f"{name}: required field {number} not in the writer")
                 continue
             if _group(kind) != _group(found[1]):
                 problems.append(f"{name}: field {number} is {found[1]} there, {kind} here")

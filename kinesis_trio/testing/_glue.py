@@ -242,9 +242,11 @@ class FakeGlue:
             registry, name, data_format, compatibility, body.get("Description"), _now()
         )
         self._schemas[(registry, name)] = schema
-        answer = self._schema_answer(schema)
+        version = None
         if definition is not None:
             version = self._add_version(schema, definition, "AVAILABLE")
+        answer = self._schema_answer(schema)
+        if version is not None:
             answer["SchemaVersionId"] = version.version_id
             answer["SchemaVersionStatus"] = version.status
         return answer
