@@ -4,13 +4,14 @@ and for each format the rules ``testing/_compat.py`` says it covers."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import pytest
 
 from kinesis_trio.testing._compat import COMPATIBILITIES, incompatibility, proto_messages, reads
 
 
-def avro(*fields: dict[str, object]) -> str:
+def avro(*fields: Mapping[str, object]) -> str:
     return json.dumps({"type": "record", "name": "Order", "fields": list(fields)})
 
 
@@ -61,7 +62,7 @@ def test_every_mode_passes_a_first_version_and_an_identical_one() -> None:
         assert incompatibility("AVRO", mode, avro(ID_INT), [avro(ID_INT)]) is None
 
 
-def obj(properties: dict[str, object], required: list[str] | None = None, **more: object) -> str:
+def obj(properties: Mapping[str, object], required: list[str] | None = None, **more: object) -> str:
     schema: dict[str, object] = {"type": "object", "properties": properties, **more}
     if required:
         schema["required"] = required
