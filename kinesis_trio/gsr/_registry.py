@@ -28,6 +28,9 @@ from ._types import (
 )
 
 if TYPE_CHECKING:  # the client's module imports this package's types
+    import httpx
+
+    from .._aws._credentials import CredentialProvider, StaticCredentials
     from .._aws._glue import GlueClient
 
 __all__ = ["GlueSchemaRegistry"]
@@ -193,6 +196,37 @@ class GlueSchemaRegistry:
         )
         self._version_flights: SingleFlight[tuple[str, str, str, str], uuid.UUID] = SingleFlight()
         self._schema_flights: SingleFlight[uuid.UUID, RegisteredSchema] = SingleFlight()
+
+    @classmethod
+    def connect(
+        cls,
+        *,
+        region_name: str | None = None,
+        endpoint_url: str | None = None,
+        credentials: StaticCredentials | CredentialProvider | None = None,
+        profile_name: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        auto_register: bool = False,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+        time_to_live: float = DEFAULT_TIME_TO_LIVE,
+    ) -> GlueSchemaRegistry:
+        """A registry with a :class:`GlueClient` of its own (closed by ``async with``).
+
+        Region, endpoint (``AWS_ENDPOINT_URL_GLUE``; ``kinesis-trio local``'s URL serves
+        Glue too) and credentials resolve as for :class:`KinesisClient`; pass
+        ``credentials=producer_client.credentials`` to share a provider."""
+        from .._aws._glue import GlueClient
+
+        client = GlueClient(
+            region_name=region_name,
+            endpoint_url=endpoint_url,
+            credentials=credentials,
+            profile_name=profile_name,
+            transport=transport,
+        )
+        return cls(
+            client, auto_register=auto_register, cache_size=cache_size, time_to_live=time_to_live
+        )
 
     async def __aenter__(self) -> GlueSchemaRegistry:
         return self
