@@ -99,6 +99,47 @@ class FakeGlue:
         found = self._schemas.get((registry, schema))
         return list(found.versions) if found is not None else []
 
+    # -- kept on disk (``kinesis-trio local --data``: ``_persist`` keeps it in ``meta``) --
+
+    def snapshot(self) -> str:
+        """The registries, schemas and versions as JSON ("" when there are none)."""
+        if not self.registries and not self._schemas:
+            return ""
+        return json.dumps(
+            {
+                "registries": self.registries,
+                "schemas": [
+                    {
+                        "registry": s.registry,
+                        "name": s.name,
+                        "data_format": s.data_format,
+                        "compatibility": s.compatibility,
+                        "description": s.description,
+                        "created": s.created,
+                        "versions": [vars(v) for v in s.versions],
+                    }
+                    for s in self._schemas.values()
+                ],
+            },
+            sort_keys=True,
+        )
+
+    def restore(self, text: str) -> None:
+        """Take the state :meth:`snapshot` wrote (``ValueError`` if it is not one)."""
+        try:
+            state = json.loads(text) if text else {"registries": {}, "schemas": []}
+            registries = {str(k): dict(v) for k, v in state["registries"].items()}
+            schemas: dict[tuple[str, str], _Schema] = {}
+            versions: dict[str, GlueVersion] = {}
+            for raw in state["schemas"]:
+                found = [GlueVersion(**v) for v in raw.pop("versions")]
+                schema = _Schema(**raw, versions=found)
+                schemas[schema.registry, schema.name] = schema
+                versions.update((v.version_id, v) for v in found)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise ValueError(f"not a Glue registry state ({type(exc).__name__}: {exc})") from None
+        self.registries, self._schemas, self._versions = registries, schemas, versions
+
     # -- serving ------------------------------------------------------------------------
 
     def answer(self, operation: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import uuid
+from pathlib import Path
 
 import pytest
 
 from kinesis_trio.gsr._types import SchemaNotFoundError, SchemaRegistryError
 from kinesis_trio.testing import FakeKinesis
+from kinesis_trio.testing._glue import FakeGlue
+from kinesis_trio.testing._persist import StateStore
 from tests.gsr.conftest import AVRO_BAD, AVRO_V1, AVRO_V2, client_of
 
 pytestmark = pytest.mark.anyio
@@ -131,3 +136,52 @@ async def test_kinesis_and_glue_share_the_endpoint(fake: FakeKinesis) -> None:
             await glue.call("DescribeStreamSummary", {"StreamName": "orders"})
     assert caught.value.code == "UnknownOperationException"
     assert fake.calls == ["CreateSchema", "DescribeStreamSummary"]
+
+
+async def test_the_registry_is_kept_with_the_engines_state(
+    fake: FakeKinesis, tmp_path: Path
+) -> None:
+    """``kinesis-trio local --data DIR`` keeps the registry with the streams (``meta``)."""
+    fake.create_stream("orders")
+    store = StateStore(tmp_path / "state.sqlite")
+    assert store.save(fake) is True
+    assert "glue" not in store.meta  # no registry yet: nothing written for it
+    async with client_of(fake) as glue:
+        created = await glue.create_schema("default-registry", "orders", "AVRO", AVRO_V1)
+        await glue.register_schema_version("default-registry", "orders", AVRO_BAD)
+        await glue.put_schema_version_metadata(created["SchemaVersionId"], "k", "v")
+    assert store.save(fake) is True
+    assert store.save(fake) is False  # nothing changed since
+    store.close()
+    loaded = FakeKinesis()
+    store = StateStore(tmp_path / "state.sqlite")
+    assert store.load(loaded) is True
+    assert store.save(loaded) is False
+    store.close()
+    assert loaded.glue.versions("orders") == fake.glue.versions("orders")
+    assert loaded.glue.registries == fake.glue.registries
+    async with client_of(loaded) as glue:
+        again = await glue.register_schema_version("default-registry", "orders", AVRO_V2)
+    assert again["VersionNumber"] == 3
+
+
+def test_a_damaged_registry_state_is_refused(tmp_path: Path) -> None:
+    fake = FakeKinesis()
+    fake.glue.restore(FakeGlue().snapshot())  # empty: fine
+    with pytest.raises(ValueError, match="not a Glue registry state"):
+        fake.glue.restore('{"registries": {}, "schemas": [{"name": 1}]}')
+    fake.create_stream("orders")
+    fake.glue.restore(json.dumps({"registries": {"r": {"RegistryName": "r"}}, "schemas": []}))
+    path = tmp_path / "state.sqlite"
+    store = StateStore(path)
+    store.save(fake)
+    store.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = '{' WHERE key = 'glue'")
+    conn.close()
+    loaded = FakeKinesis()
+    store = StateStore(path)
+    with pytest.raises(ValueError, match="meta: glue: not a Glue registry state"):
+        store.load(loaded)
+    store.close()
+    assert not loaded.streams and not loaded.glue.registries  # nothing changed
