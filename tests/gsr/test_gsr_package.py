@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from kinesis_trio import gsr
 from kinesis_trio.testing import FakeKinesis
 from tests.gsr.conftest import AVRO_V1, CREDS
+from tests.support.emulators import EmulatorEndpoint
 
 
 @pytest.mark.subprocess
@@ -44,3 +47,37 @@ async def test_connect_makes_and_closes_a_client() -> None:
     assert str(version) == fake.glue.versions("orders")[0].version_id
     with pytest.raises(RuntimeError, match="closed"):
         await registry.client.get_registry("default-registry")
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "gsr_registry.py"
+
+
+def run_example(env: dict[str, str]) -> str:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.subprocess
+def test_the_example_runs_offline() -> None:
+    out = run_example({"AWS_ENDPOINT_URL_GLUE": ""})
+    assert " v1: " in out and " v2: " in out and "v3 refused" in out and "is AVRO" in out
+
+
+@pytest.mark.subprocess
+def test_the_example_runs_against_the_local_engine(python_engine: EmulatorEndpoint) -> None:
+    out = run_example(
+        {
+            "AWS_ENDPOINT_URL_GLUE": python_engine.endpoint_url,
+            "AWS_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "x",
+            "AWS_SECRET_ACCESS_KEY": "y",
+        }
+    )
+    assert "v3 refused" in out and "FAILURE" in out
