@@ -78,10 +78,11 @@ class BoundedCache(Generic[_K, _V]):
     def __len__(self) -> int:
         return len(self._entries)
 
-    def fresh(self, key: _K, now: float) -> _V | None:
-        """The value, if present and not stale (marks it recently used)."""
+    def fresh(self, key: _K, now: float | None) -> _V | None:
+        """The value, if present and not stale (marks it recently used); ``now`` ``None``
+        (no clock to tell): whatever its age."""
         entry = self._entries.get(key)
-        if entry is None or now - entry.stored_at >= self.ttl:
+        if entry is None or (now is not None and now - entry.stored_at >= self.ttl):
             return None
         self._entries.move_to_end(key)
         return entry.value
@@ -151,6 +152,13 @@ class SingleFlight(Generic[_K, _V]):
             if self._flights.get(key) is flight:
                 del self._flights[key]
             flight.done.set()
+
+
+def _loop_time() -> float | None:
+    try:
+        return anyio.current_time()
+    except RuntimeError:  # no event loop in this thread (sniffio's error is a RuntimeError)
+        return None
 
 
 def _key(spec: SchemaSpec) -> tuple[str, str, str, str]:
@@ -237,8 +245,10 @@ class GlueSchemaRegistry:
     # -- the SchemaRegistry protocol --------------------------------------------------------
 
     def cached_version(self, spec: SchemaSpec) -> uuid.UUID | None:
-        """The version id of ``spec`` when known and fresh: no I/O, no await."""
-        return self._versions.fresh(_key(spec), anyio.current_time())
+        """The version id of ``spec`` when known and fresh: no I/O, no await. Outside an
+        event loop (a thread of the caller's) a known id is returned whatever its age: the
+        loop's clock, which the ages are on, cannot be read there."""
+        return self._versions.fresh(_key(spec), _loop_time())
 
     async def version_for(self, spec: SchemaSpec) -> uuid.UUID:
         """The version id of ``spec``'s definition: cached, else looked up (and registered

@@ -356,3 +356,20 @@ async def test_schema_of_reads_a_version_once(fake: FakeKinesis) -> None:
             await reader.schema_of(uuid.UUID(int=7))
     assert results[0].definition == AVRO_V1 and results[0].data_format == "AVRO"
     assert glue_calls(fake) == ["GetSchemaVersion", "GetSchemaVersion"]
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio", "asyncio"])
+def test_a_known_version_is_given_outside_the_event_loop(anyio_backend: str) -> None:
+    """A thread of the caller's (a SyncProducer's) has no loop clock: the id is given."""
+    fake = FakeKinesis()
+
+    async def learn() -> GlueSchemaRegistry:
+        async with client_of(fake) as glue:
+            registry = GlueSchemaRegistry(glue, auto_register=True, time_to_live=1e-9)
+            await registry.version_for(V1)
+            assert registry.cached_version(V1) is None  # stale by the loop's clock
+            return registry
+
+    registry = anyio.run(learn, backend=anyio_backend)
+    assert registry.cached_version(V1) == uuid.UUID(fake.glue.versions("orders")[0].version_id)
+    assert registry.cached_version(V2) is None
