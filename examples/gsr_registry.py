@@ -49,7 +49,7 @@ async def main() -> None:
         assert registry.cached_version(v1) == first
 
         # A field with a default: new readers read old records, so BACKWARD accepts it.
-        note = {"name": "note", "type": "string", "default": ""}
+        note: dict[str, object] = {"name": "note", "type": "string", "default": ""}
         v2 = SchemaSpec(name, order_schema(note), "AVRO")
         print(f"{name} v2: {await registry.version_for(v2)}")
 
