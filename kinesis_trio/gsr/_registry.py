@@ -323,6 +323,11 @@ class GlueSchemaRegistry:
             return version
         _check_format(spec, answer)
         status = answer.get("Status")
+        if status == "PENDING":
+            # a registration still being checked (ours, whose caller was cancelled, or
+            # another producer's): wait for it (the Java client fails here instead)
+            version = _version_id(answer, "GetSchemaByDefinition")
+            return await self._until_available(spec, version, status)
         if status != "AVAILABLE":
             # returnSchemaVersionIdIfAvailable: "Schema Found but status is %s"
             error = SchemaIncompatibleError if status == "FAILURE" else SchemaRegistryError
@@ -355,7 +360,12 @@ class GlueSchemaRegistry:
             spec.registry, spec.name, spec.definition
         )
         version = _version_id(answer, "RegisterSchemaVersion")
-        status = answer.get("Status")
+        return await self._until_available(spec, version, answer.get("Status"))
+
+    async def _until_available(
+        self, spec: SchemaSpec, version: uuid.UUID, status: Any
+    ) -> uuid.UUID:
+        """Read ``version``'s status until it is AVAILABLE (at most ``MAX_POLLS`` reads)."""
         polls = 0
         while status != "AVAILABLE":
             if status not in (None, "PENDING"):

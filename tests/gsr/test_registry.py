@@ -373,3 +373,30 @@ def test_a_known_version_is_given_outside_the_event_loop(anyio_backend: str) -> 
     registry = anyio.run(learn, backend=anyio_backend)
     assert registry.cached_version(V1) == uuid.UUID(fake.glue.versions("orders")[0].version_id)
     assert registry.cached_version(V2) is None
+
+
+async def test_a_registration_left_pending_is_waited_for(fake: FakeKinesis) -> None:
+    """The first caller is cancelled while its new version is being checked: the next one
+    finds the version PENDING by its definition and waits for it, registering nothing."""
+    fake.glue.pending_reads = 4
+    first = anyio.CancelScope()
+
+    async def hook(operation: str, body: dict[str, Any]) -> None:
+        if operation == "GetSchemaVersion":  # the first poll: RegisterSchemaVersion answered
+            first.cancel()
+
+    async with client_of(fake) as glue:
+        registry = GlueSchemaRegistry(glue, auto_register=True, poll_interval=0.02)
+        await registry.version_for(V1)
+        fake.hook = hook
+        with first:
+            await registry.version_for(V2)
+        assert first.cancelled_caught
+        assert registry.cached_version(V2) is None
+        fake.calls.clear()
+        version = await registry.version_for(V2)
+    assert glue_calls(fake)[0] == "GetSchemaByDefinition"
+    assert "RegisterSchemaVersion" not in glue_calls(fake)
+    assert glue_calls(fake)[1:] and set(glue_calls(fake)[1:]) == {"GetSchemaVersion"}
+    (_, second) = fake.glue.versions("orders")
+    assert version == uuid.UUID(second.version_id) and second.status == "AVAILABLE"
