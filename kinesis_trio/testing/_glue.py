@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,28 @@ _NO_SCHEMA_ID = "At least one of (registryName and schemaName) or schemaArn has 
 
 def _fail(code: str, message: str) -> _Fail:
     return _Fail(400, code, message)
+
+
+#: Registry and schema names (moto's ``RESOURCE_NAME_PATTERN``, up to 255 bytes).
+_NAME = re.compile(r"[a-zA-Z0-9\-_$#.]+")
+
+
+def _check_name(value: Any, parameter: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise _fail(_INPUT, f"{parameter} is required.")
+    if len(value.encode()) > 255:
+        raise _fail(
+            _INPUT,
+            "The resource name contains too many or too few characters. Parameter Name: "
+            + parameter,
+        )
+    if not _NAME.fullmatch(value):
+        raise _fail(
+            _INPUT,
+            "The parameter value contains one or more characters that are not valid. "
+            "Parameter Name: " + parameter,
+        )
+    return value
 
 
 def _now() -> float:
@@ -219,9 +242,7 @@ class FakeGlue:
     # -- registries -----------------------------------------------------------------------
 
     def _op_CreateRegistry(self, body: dict[str, Any]) -> dict[str, Any]:
-        name = body.get("RegistryName")
-        if not isinstance(name, str) or not name:
-            raise _fail(_INPUT, "RegistryName is required.")
+        name = _check_name(body.get("RegistryName"), "registryName")
         if name in self.registries:
             raise _fail(_EXISTS, f"Registry already exists. RegistryName: {name}")
         now = _now()
@@ -265,9 +286,7 @@ class FakeGlue:
 
     def _op_CreateSchema(self, body: dict[str, Any]) -> dict[str, Any]:
         registry = self._registry_name(body.get("RegistryId"), create_default=True)
-        name = body.get("SchemaName")
-        if not isinstance(name, str) or not name:
-            raise _fail(_INPUT, "SchemaName is required.")
+        name = _check_name(body.get("SchemaName"), "schemaName")
         data_format = body.get("DataFormat")
         if data_format not in _FORMATS:
             raise _fail(_INPUT, "Data format is not valid.")

@@ -185,3 +185,12 @@ def test_a_damaged_registry_state_is_refused(tmp_path: Path) -> None:
         store.load(loaded)
     store.close()
     assert not loaded.streams and not loaded.glue.registries  # nothing changed
+
+
+async def test_names_are_checked(fake: FakeKinesis) -> None:
+    async with client_of(fake) as glue:
+        with pytest.raises(SchemaRegistryError, match=r"not valid\. Parameter Name: schemaName"):
+            await glue.create_schema("default-registry", "a b", "AVRO", AVRO_V1)
+        with pytest.raises(SchemaRegistryError, match="too many or too few characters"):
+            await glue.create_registry("r" * 256)
+        await glue.create_registry("ok-name_$#.1")
