@@ -31,7 +31,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["COMPATIBILITIES", "incompatibility"]
+__all__ = ["COMPATIBILITIES", "definition_problem", "incompatibility", "reads"]
 
 COMPATIBILITIES = (
     "NONE",
@@ -67,6 +67,23 @@ def incompatibility(
     return None
 
 
+def definition_problem(data_format: str, definition: str) -> str | None:
+    """Why ``definition`` is not a schema of ``data_format`` (``None``: it is one)."""
+    try:
+        if data_format == "AVRO":
+            _avro().parse(definition)
+        elif data_format == "JSON":
+            if not isinstance(json.loads(definition), (dict, bool)):
+                return "not a JSON Schema object"
+        elif not proto_messages(definition):
+            return "no message type found"
+    except ImportError:
+        raise
+    except Exception as exc:  # the parsers' own errors (avro's SchemaParseException, ...)
+        return str(exc) or type(exc).__name__
+    return None
+
+
 def reads(data_format: str, reader: str, writer: str) -> list[str]:
     """What keeps a reader of schema ``reader`` from reading data written with ``writer``."""
     if data_format == "AVRO":
@@ -79,16 +96,24 @@ def reads(data_format: str, reader: str, writer: str) -> list[str]:
 # -- Avro ---------------------------------------------------------------------------------
 
 
-def _avro_reads(reader: str, writer: str) -> list[str]:
+def _avro() -> Any:
+    """The ``avro.schema`` module (the ``gsr`` extra)."""
     try:
+        import avro.compatibility
         import avro.schema
-        from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
     except ImportError as exc:  # pragma: no cover
         raise ImportError(
-            "Avro compatibility checks need the avro package: pip install 'kinesis-trio[gsr]'"
+            "Avro schemas in the fake need the avro package: pip install 'kinesis-trio[gsr]'"
         ) from exc
+    return avro.schema
+
+
+def _avro_reads(reader: str, writer: str) -> list[str]:
+    schema = _avro()
+    from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
+
     result = ReaderWriterCompatibilityChecker().get_compatibility(  # type: ignore[no-untyped-call]
-        avro.schema.parse(reader), avro.schema.parse(writer)
+        schema.parse(reader), schema.parse(writer)
     )
     if result.compatibility is SchemaCompatibilityType.compatible:
         return []

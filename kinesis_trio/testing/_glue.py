@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._compat import COMPATIBILITIES, incompatibility, proto_messages
+from ._compat import COMPATIBILITIES, definition_problem, incompatibility
 from ._model import ACCOUNT_ID, REGION, _Fail
 
 __all__ = ["FakeGlue", "GlueVersion"]
@@ -266,22 +266,11 @@ class FakeGlue:
     def _check_definition(self, data_format: str, definition: Any) -> str:
         if not isinstance(definition, str) or not definition.strip():
             raise _fail(_INPUT, "SchemaDefinition is required.")
-        try:
-            if data_format == "AVRO":
-                import avro.schema
-
-                avro.schema.parse(definition)
-            elif data_format == "JSON":
-                if not isinstance(json.loads(definition), (dict, bool)):
-                    raise ValueError("not a JSON Schema object")
-            elif not proto_messages(definition):
-                raise ValueError("no message type found")
-        except ImportError:
-            raise
-        except Exception as exc:
+        problem = definition_problem(data_format, definition)
+        if problem is not None:
             raise _fail(
-                _INPUT, f"Schema definition of {data_format} data format is invalid: {exc}"
-            ) from None
+                _INPUT, f"Schema definition of {data_format} data format is invalid: {problem}"
+            )
         return definition
 
     def _op_CreateSchema(self, body: dict[str, Any]) -> dict[str, Any]:
