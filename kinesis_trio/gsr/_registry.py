@@ -180,8 +180,7 @@ class GlueSchemaRegistry:
     metadata on the version (PutSchemaVersionMetadata; a failure is logged, not raised, as
     in the Java client). Off: :class:`SchemaNotFoundError`.
 
-    The registry does not own ``client``; close it yourself (or use ``async with``: closes
-    the client too).
+    ``async with registry`` closes ``client`` at its end; else close the client yourself.
     """
 
     def __init__(
@@ -252,7 +251,9 @@ class GlueSchemaRegistry:
 
     async def version_for(self, spec: SchemaSpec) -> uuid.UUID:
         """The version id of ``spec``'s definition: cached, else looked up (and registered
-        when ``auto_register``). Concurrent calls for one spec make one set of requests."""
+        when ``auto_register``). Concurrent calls for one spec make one set of requests.
+        Cancel-safe: a cancelled call leaves no flight behind (a waiting call makes the
+        requests again; a version it registered is found by its definition)."""
         key = _key(spec)
         found = self._versions.fresh(key, anyio.current_time())
         if found is not None:
