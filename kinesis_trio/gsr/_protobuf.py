@@ -11,6 +11,7 @@ grpcio-tools (the ``gsr-protobuf`` extra) into a descriptor pool of its own.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from typing import Any
 
@@ -55,12 +56,20 @@ def read_varint(data: bytes) -> tuple[int, int]:
     raise DecodeError("PROTOBUF payload does not start with a message index (a varint)")
 
 
+# The Java serializer registers map fields as their entry messages, marked with an option that
+# protoc refuses in source ("map_entry should not be set explicitly"): the text is compiled
+# without it and the entries marked again in the descriptors.
+_MAP_ENTRY = re.compile(r"message\s+(\w+)\s*\{\s*option\s+map_entry\s*=\s*true\s*;")
+
+
 def compile_definition(definition: str) -> FileDescriptor:
     """The ``.proto`` text compiled by protoc into a descriptor pool of its own."""
     protoc = require("grpc_tools.protoc", "gsr-protobuf")
+    entries = set(_MAP_ENTRY.findall(definition))
+    source = _MAP_ENTRY.sub(lambda m: f"message {m.group(1)} {{", definition)
     with tempfile.TemporaryDirectory(prefix="kinesis-trio-gsr-") as tmp:
         with open(os.path.join(tmp, PROTO_FILE), "w", encoding="utf-8") as f:
-            f.write(definition)
+            f.write(source)
         out = os.path.join(tmp, "set.pb")
         include = protoc._get_resource_file_name("grpc_tools", "_proto")
         args = ["protoc", f"-I{tmp}", f"-I{include}", "--include_imports"]
@@ -70,8 +79,19 @@ def compile_definition(definition: str) -> FileDescriptor:
             files = descriptor_pb2.FileDescriptorSet.FromString(f.read())
     pool = descriptor_pool.DescriptorPool()
     for file_proto in files.file:  # dependencies first (protoc's order)
+        if file_proto.name == PROTO_FILE and entries:
+            _mark_map_entries(file_proto.message_type, entries)
         pool.AddSerializedFile(file_proto.SerializeToString())
     return pool.FindFileByName(PROTO_FILE)
+
+
+def _mark_map_entries(messages: Any, names: set[str]) -> None:
+    for msg in messages:
+        for nested in msg.nested_type:
+            fields = [(f.name, f.number) for f in nested.field]
+            if nested.name in names and fields == [("key", 1), ("value", 2)]:
+                nested.options.map_entry = True
+        _mark_map_entries(msg.nested_type, names)
 
 
 class ProtobufWriter:
