@@ -3,7 +3,8 @@
 
 fastavro does the encoding; a record is validated first, because fastavro's writer coerces
 some wrong values silently (a float written to a ``long`` field), and written with
-``strict=True``, which refuses missing and unknown fields.
+``strict_allow_default=True``, which refuses unknown fields and missing ones that have
+no default.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class AvroCodec:
         self._validation = require("fastavro.validation", "gsr")
         try:
             self._schema = self._fastavro.parse_schema(json.loads(definition))
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, self._fastavro.schema.SchemaParseException) as exc:
             raise SchemaError(f"not an Avro schema: {exc}") from None
         self.name = str(self._schema.get("name", self._schema.get("type", "")))
 
@@ -34,7 +35,7 @@ class AvroCodec:
             raise SchemaMismatchError(self._mismatch(obj))
         out = io.BytesIO()
         try:
-            self._fastavro.schemaless_writer(out, self._schema, obj, strict=True)
+            self._fastavro.schemaless_writer(out, self._schema, obj, strict_allow_default=True)
         except (ValueError, TypeError) as exc:
             detail = f"record does not match Avro schema {self.name}: {exc}"
             raise SchemaMismatchError(detail) from None
@@ -44,7 +45,9 @@ class AvroCodec:
         # A missing field fails validation with an unhelpful message; the strict writer names
         # it. Wrong types are named by the validator ("shop.Order.id is <x> ... expected long").
         try:
-            self._fastavro.schemaless_writer(io.BytesIO(), self._schema, obj, strict=True)
+            self._fastavro.schemaless_writer(
+                io.BytesIO(), self._schema, obj, strict_allow_default=True
+            )
         except (ValueError, TypeError, AttributeError) as exc:
             detail = str(exc)
         else:
