@@ -13,7 +13,7 @@ import io
 import json
 from typing import Any
 
-from ._codec import require
+from ._optional import require
 from ._types import DecodeError, SchemaError, SchemaMismatchError
 
 

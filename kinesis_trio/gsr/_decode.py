@@ -3,12 +3,21 @@ object, for records as ``deaggregate`` returns them."""
 
 from __future__ import annotations
 
+import base64
+import datetime
+import decimal
+import functools
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from ._codec import FormatCodec, reader_for
-from ._types import DataFormat, SchemaRegistry
+from google.protobuf import json_format, message
+
+from ._avro import AvroCodec
+from ._codec import FormatCodec
+from ._json import JsonCodec
+from ._protobuf import ProtobufReader
+from ._types import DataFormat, SchemaError, SchemaRegistry
 from ._wire import decode_frame
 
 
@@ -23,6 +32,38 @@ class Decoded:
     data_format: DataFormat
     compressed: bool
     value: object
+
+    def jsonable(self) -> object:
+        """``value`` as plain JSON values (a message by field name, bytes in base64)."""
+        return _jsonable(self.value)
+
+
+def _jsonable(value: object) -> object:
+    if isinstance(value, message.Message):
+        return json_format.MessageToDict(value, preserving_proto_field_name=True)
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, (decimal.Decimal, uuid.UUID)):
+        return str(value)
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    return value
+
+
+@functools.lru_cache(maxsize=256)
+def reader_for(data_format: DataFormat, definition: str) -> FormatCodec:
+    """The codec that reads payloads written with ``definition`` (parsed once, cached)."""
+    if data_format == "AVRO":
+        return AvroCodec(definition)
+    if data_format == "JSON":
+        return JsonCodec(definition)
+    if data_format == "PROTOBUF":
+        return ProtobufReader(definition)
+    raise SchemaError(f"unknown data format {data_format!r}")
 
 
 class Decoder:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from ._codec import require
+from ._optional import require
 from ._types import DecodeError, SchemaError, SchemaMismatchError
 
 

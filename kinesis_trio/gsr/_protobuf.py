@@ -18,7 +18,7 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 from google.protobuf.descriptor import FileDescriptor
 
-from ._codec import require
+from ._optional import require
 from ._types import DecodeError, SchemaError, SchemaMismatchError
 
 #: The file name a definition is compiled under (Java uses the schema name plus ``.proto``).

@@ -20,7 +20,8 @@ from kinesis_trio.gsr import (
     SchemaMismatchError,
     encode,
 )
-from kinesis_trio.gsr._codec import reader_for, require
+from kinesis_trio.gsr._decode import reader_for
+from kinesis_trio.gsr._optional import require
 from kinesis_trio.gsr._protobuf import ProtobufReader, read_varint, varint
 from tests.support.gsr import GSR_DIR, message_class
 

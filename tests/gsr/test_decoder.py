@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import json
 import uuid
 
 import pytest
@@ -65,3 +68,34 @@ async def test_an_unknown_version_and_a_bad_header_are_errors() -> None:
         await decoder.decode(encode_frame(b"{}", uuid.uuid4()))
     with pytest.raises(DecodeError, match="header version byte 0"):
         await decoder.decode(b"\x00" * 30)
+
+
+async def test_a_decoded_record_has_a_json_view_for_tail() -> None:
+    registry = InMemorySchemaRegistry()
+    avro = json.dumps(
+        {
+            "type": "record",
+            "name": "R",
+            "fields": [
+                {"name": "b", "type": "bytes"},
+                {"name": "d", "type": {"type": "int", "logicalType": "date"}},
+                {
+                    "name": "m",
+                    "type": {"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 2},
+                },
+            ],
+        }
+    )
+    schema = AvroSchema("r", avro)
+    record = {"b": b"\x00\xff", "d": datetime.date(2026, 1, 2), "m": decimal.Decimal("1.25")}
+    decoded = await Decoder(registry).decode(
+        encode(schema, record, await registry.version_for(schema.spec))
+    )
+    assert decoded.jsonable() == {"b": "AP8=", "d": "2026-01-02", "m": "1.25"}
+    order = message_class(PROTO, "shop.Order")
+    proto = ProtobufSchema("p", order, PROTO)
+    msg = order(id=7, tags={"k": "v"})
+    decoded = await Decoder(registry).decode(
+        encode(proto, msg, await registry.version_for(proto.spec))
+    )
+    assert json.loads(json.dumps(decoded.jsonable())) == {"id": "7", "tags": {"k": "v"}}
