@@ -50,6 +50,8 @@ class AvroCodec:
             )
         except (ValueError, TypeError, AttributeError) as exc:
             detail = str(exc)
+            if "missing from the record" in detail or "more fields than" in detail:
+                return f"record does not match Avro schema {self.name}: {detail}"
         else:
             detail = ""
         try:
@@ -59,7 +61,8 @@ class AvroCodec:
             named = [e for e in errors if getattr(e, "field", "")]
             if named or not detail:
                 first = named[0] if named else errors[0]
-                expected = _type_name(first.schema)
+                same = [e for e in errors if e.field == first.field and e.datum is first.datum]
+                expected = " or ".join(dict.fromkeys(_type_name(e.schema) for e in same))
                 detail = f"field {first.field}: {first.datum!r} is not a valid {expected}"
         return f"record does not match Avro schema {self.name}: {detail}"
 

@@ -10,6 +10,7 @@ grpcio-tools (the ``gsr-protobuf`` extra) into a descriptor pool of its own.
 
 from __future__ import annotations
 
+import importlib.resources
 import os
 import re
 import tempfile
@@ -71,7 +72,7 @@ def compile_definition(definition: str) -> FileDescriptor:
         with open(os.path.join(tmp, PROTO_FILE), "w", encoding="utf-8") as f:
             f.write(source)
         out = os.path.join(tmp, "set.pb")
-        include = protoc._get_resource_file_name("grpc_tools", "_proto")
+        include = str(importlib.resources.files("grpc_tools") / "_proto")
         args = ["protoc", f"-I{tmp}", f"-I{include}", "--include_imports"]
         if protoc.main([*args, f"--descriptor_set_out={out}", PROTO_FILE]) != 0:
             raise SchemaError("the .proto definition does not compile (protoc's errors above)")

@@ -66,7 +66,11 @@ def test_avro_payload_is_the_schemaless_datum() -> None:
         ({"id": "x", "tags": []}, "field shop.Order.id: 'x' is not a valid long"),
         ({"id": 1.5, "tags": []}, "field shop.Order.id: 1.5 is not a valid long"),
         ({"id": 1, "tags": [3]}, "field shop.Order.tags: 3 is not a valid string"),
-        ({"tags": []}, "shop.Order.id"),
+        ({"tags": []}, "Field id is specified in the schema but missing from the record"),
+        (
+            {"id": 1, "tags": [], "note": 5},
+            "field shop.Order.note: 5 is not a valid null or string",
+        ),
         ({"id": 1, "tags": [], "extra": 1}, "more fields than the schema specifies: extra"),
     ],
 )
