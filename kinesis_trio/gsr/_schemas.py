@@ -35,7 +35,7 @@ class Schema:
         compatibility: str,
         metadata: Mapping[str, str] | None,
     ) -> None:
-        self.spec = SchemaSpec(
+        self.spec: SchemaSpec = SchemaSpec(
             name=name,
             definition=definition,
             data_format=self.data_format,
