@@ -177,3 +177,15 @@ def test_encode_puts_the_header_before_the_payload() -> None:
     schema, vid = AvroSchema("orders", AVRO), uuid.uuid4()
     record = encode(schema, {"id": 1, "tags": []}, vid)
     assert record == bytes([3, 0]) + vid.bytes + schema.payload({"id": 1, "tags": []})
+
+
+def test_a_protobuf_definition_may_import_the_well_known_types() -> None:
+    proto = (
+        'syntax = "proto3";\npackage ev;\nimport "google/protobuf/timestamp.proto";\n'
+        "message Event { google.protobuf.Timestamp at = 1; string name = 2; }\n"
+    )
+    cls = message_class(proto, "ev.Event")
+    msg = json_format.ParseDict({"at": "2026-11-29T08:00:00Z", "name": "x"}, cls())
+    payload = ProtobufSchema("events", cls, proto, check=True).payload(msg)
+    decoded = ProtobufReader(proto).decode(payload)
+    assert json_format.MessageToDict(decoded) == {"at": "2026-11-29T08:00:00Z", "name": "x"}
