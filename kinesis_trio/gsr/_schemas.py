@@ -34,7 +34,11 @@ class Schema:
         registry: str,
         compatibility: str,
         metadata: Mapping[str, str] | None,
+        compress: bool = False,
     ) -> None:
+        #: records are written zlib-compressed (header byte 1 = 5), as the Java serde's
+        #: ``compressionType`` ZLIB does
+        self.compress = compress
         self.spec: SchemaSpec = SchemaSpec(
             name=name,
             definition=definition,
@@ -48,6 +52,10 @@ class Schema:
     def payload(self, obj: object) -> bytes:
         """The validated payload of ``obj`` (no header); :class:`SchemaMismatchError` if not."""
         return self._codec.encode(obj)
+
+    def encode(self, obj: object, version_id: uuid.UUID) -> bytes:
+        """The GSR record of ``obj`` (compressed if the schema says so); see :func:`encode`."""
+        return encode_frame(self._codec.encode(obj), version_id, compress=self.compress)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.spec.name!r}, registry={self.spec.registry!r})"
@@ -66,6 +74,7 @@ class AvroSchema(Schema):
         registry: str = DEFAULT_REGISTRY,
         compatibility: str = "BACKWARD",
         metadata: Mapping[str, str] | None = None,
+        compress: bool = False,
     ) -> None:
         super().__init__(
             name,
@@ -74,6 +83,7 @@ class AvroSchema(Schema):
             registry=registry,
             compatibility=compatibility,
             metadata=metadata,
+            compress=compress,
         )
 
 
@@ -90,6 +100,7 @@ class JsonSchema(Schema):
         registry: str = DEFAULT_REGISTRY,
         compatibility: str = "BACKWARD",
         metadata: Mapping[str, str] | None = None,
+        compress: bool = False,
     ) -> None:
         super().__init__(
             name,
@@ -98,6 +109,7 @@ class JsonSchema(Schema):
             registry=registry,
             compatibility=compatibility,
             metadata=metadata,
+            compress=compress,
         )
 
 
@@ -119,6 +131,7 @@ class ProtobufSchema(Schema):
         registry: str = DEFAULT_REGISTRY,
         compatibility: str = "BACKWARD",
         metadata: Mapping[str, str] | None = None,
+        compress: bool = False,
         check: bool = False,
     ) -> None:
         writer = ProtobufWriter(message_type)
@@ -131,13 +144,19 @@ class ProtobufSchema(Schema):
             registry=registry,
             compatibility=compatibility,
             metadata=metadata,
+            compress=compress,
         )
 
 
-def encode(schema: Schema, obj: object, version_id: uuid.UUID, *, compress: bool = False) -> bytes:
-    """The GSR record of ``obj``: header, then its payload (zlib-compressed if asked).
+def encode(
+    schema: Schema, obj: object, version_id: uuid.UUID, *, compress: bool | None = None
+) -> bytes:
+    """The GSR record of ``obj``: header, then its payload (zlib-compressed if asked;
+    ``None``: as ``schema.compress`` says).
 
     Raises :class:`SchemaMismatchError` when ``obj`` does not match ``schema``. The size
     limit applies to the returned bytes.
     """
+    if compress is None:
+        compress = schema.compress
     return encode_frame(schema.payload(obj), version_id, compress=compress)
