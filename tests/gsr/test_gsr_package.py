@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,3 +83,41 @@ def test_the_example_runs_against_the_local_engine(python_engine: EmulatorEndpoi
         }
     )
     assert "v3 refused" in out and "FAILURE" in out
+
+
+PRODUCER_EXAMPLE = EXAMPLE.with_name("gsr_producer.py")
+
+
+def run_producer_example(env: dict[str, str]) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, str(PRODUCER_EXAMPLE)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "refused at put: record does not match Avro schema shop.Order" in done.stdout
+    summary: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return summary
+
+
+@pytest.mark.subprocess
+def test_the_producer_example_runs_offline() -> None:
+    summary = run_producer_example({"AWS_ENDPOINT_URL": ""})
+    assert summary["orders"] == 100 and summary["events"] == [{"order": 7, "event": "paid"}]
+
+
+@pytest.mark.subprocess
+def test_the_producer_example_runs_against_the_local_engine(
+    python_engine: EmulatorEndpoint,
+) -> None:
+    summary = run_producer_example(
+        {
+            "AWS_ENDPOINT_URL": python_engine.endpoint_url,
+            "AWS_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "x",
+            "AWS_SECRET_ACCESS_KEY": "y",
+        }
+    )
+    assert summary["orders"] == 100 and summary["events"] == [{"order": 7, "event": "paid"}]
