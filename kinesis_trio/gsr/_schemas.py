@@ -37,7 +37,7 @@ class Schema:
         compress: bool = False,
     ) -> None:
         #: records are written zlib-compressed (header byte 1 = 5), as the Java serde's
-        #: ``compressionType`` ZLIB does
+        #: ``compression`` setting ``ZLIB`` does
         self.compress = compress
         self.spec: SchemaSpec = SchemaSpec(
             name=name,
