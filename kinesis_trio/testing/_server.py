@@ -129,7 +129,7 @@ class FakeKinesis(_Writing, _Control, _Reading):
         #: it cannot save its state.
         self.write_block: str | None = None
         #: The Glue Schema Registry served on the same endpoint (``X-Amz-Target: AWSGlue.*``).
-        self.glue = FakeGlue()
+        self.glue: FakeGlue = FakeGlue()
 
     def _upload_delay(self, nbytes: int) -> float:
         """How long ``nbytes`` handed to the uplink now take to reach the fake."""
