@@ -36,9 +36,11 @@ from .._outcome import ABORTED, CLOSE_TIMEOUT, Outcome
 from ..metrics._names import MetricsSink
 from . import _forks as forks
 from ._pipeline import Pipeline
+from ._schema_puts import SchemaPuts
 from ._views import ProducerViews
 
 if TYPE_CHECKING:
+    from ..gsr._types import SchemaRegistry
     from . import _spooler
 
 __all__ = ["Producer"]
@@ -80,7 +82,7 @@ class _StreamNotLoaded(anyio.WouldBlock):
 _CONTROL_CONNECTIONS = 2
 
 
-class Producer(ProducerViews):
+class Producer(ProducerViews, SchemaPuts):
     """A Kinesis producer with KPL aggregation, per-shard batching, backpressure and outcomes.
 
     Use it as an async context manager, under Trio or asyncio::
@@ -95,7 +97,8 @@ class Producer(ProducerViews):
     ``credentials`` default as the AWS SDKs do (``AWS_REGION``, ``AWS_ENDPOINT_URL_KINESIS``,
     the botocore credential chain). ``transport`` replaces the network for tests:
     ``kinesis_trio.testing``'s fake Kinesis (reached through the producer's own connection
-    pool and HTTP framing), or any ``httpx.AsyncBaseTransport``.
+    pool and HTTP framing), or any ``httpx.AsyncBaseTransport``. ``schema_registry`` (a
+    ``kinesis_trio.gsr.GlueSchemaRegistry``): where ``put_object`` finds schema versions.
     """
 
     def __init__(
@@ -110,7 +113,9 @@ class Producer(ProducerViews):
         profile_name: str | None = None,
         transport: Any = None,
         metrics_sinks: Sequence[MetricsSink] = (),
+        schema_registry: SchemaRegistry | None = None,
     ) -> None:
+        self._schema_registry = schema_registry
         if config is None:
             config = ProducerConfig()
         if not isinstance(config, ProducerConfig):
