@@ -5,7 +5,9 @@ message type of the file, nested ones included, sorted by full name (``MessageIn
 The schema definition is the ``.proto`` text: the Java reader parses it (Square Wire's
 ``ProtoParser``). Python's protobuf neither prints nor parses ``.proto`` text, so a writer gives
 the text with its message class, and the reader compiles the text with protoc from
-grpcio-tools (the ``gsr-protobuf`` extra) into a descriptor pool of its own.
+grpcio-tools (the ``gsr-protobuf`` extra) into a descriptor pool of its own; a definition may
+import the well-known types and ``google/type/*.proto`` (googleapis-common-protos, the same
+extra), as the Java reader's base dependencies allow.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import importlib.resources
 import os
 import re
 import tempfile
+from pathlib import Path
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
@@ -63,8 +66,18 @@ def read_varint(data: bytes) -> tuple[int, int]:
 _MAP_ENTRY = re.compile(r"message\s+(\w+)\s*\{\s*option\s+map_entry\s*=\s*true\s*;")
 
 
-def compile_definition(definition: str) -> FileDescriptor:
-    """The ``.proto`` text compiled by protoc into a descriptor pool of its own."""
+def _includes(definition: str) -> list[str]:
+    """protoc's ``-I`` folders: grpcio-tools' well-known types, and googleapis-common-protos'
+    ``google/type/*.proto`` (the Java reader's ``FileDescriptorUtils.baseDependencies()``)."""
+    found = [str(importlib.resources.files("grpc_tools") / "_proto")]
+    if "google/type/" in definition:
+        date_pb2 = require("google.type.date_pb2", "gsr-protobuf")
+        found.append(str(Path(date_pb2.__file__).parents[2]))
+    return found
+
+
+def compile_files(definition: str) -> list[descriptor_pb2.FileDescriptorProto]:
+    """The ``.proto`` text compiled by protoc: its imports first, the definition last."""
     protoc = require("grpc_tools.protoc", "gsr-protobuf")
     entries = set(_MAP_ENTRY.findall(definition))
     source = _MAP_ENTRY.sub(lambda m: f"message {m.group(1)} {{", definition)
@@ -72,16 +85,22 @@ def compile_definition(definition: str) -> FileDescriptor:
         with open(os.path.join(tmp, PROTO_FILE), "w", encoding="utf-8") as f:
             f.write(source)
         out = os.path.join(tmp, "set.pb")
-        include = str(importlib.resources.files("grpc_tools") / "_proto")
-        args = ["protoc", f"-I{tmp}", f"-I{include}", "--include_imports"]
-        if protoc.main([*args, f"--descriptor_set_out={out}", PROTO_FILE]) != 0:
+        args = ["protoc", f"-I{tmp}", *(f"-I{i}" for i in _includes(definition))]
+        args += ["--include_imports", f"--descriptor_set_out={out}", PROTO_FILE]
+        if protoc.main(args) != 0:
             raise SchemaError("the .proto definition does not compile (protoc's errors above)")
         with open(out, "rb") as f:
-            files = descriptor_pb2.FileDescriptorSet.FromString(f.read())
+            files = list(descriptor_pb2.FileDescriptorSet.FromString(f.read()).file)
+    if entries:
+        main = next(f for f in files if f.name == PROTO_FILE)
+        _mark_map_entries(main.message_type, entries)
+    return files
+
+
+def compile_definition(definition: str) -> FileDescriptor:
+    """The ``.proto`` text compiled by protoc into a descriptor pool of its own."""
     pool = descriptor_pool.DescriptorPool()
-    for file_proto in files.file:  # dependencies first (protoc's order)
-        if file_proto.name == PROTO_FILE and entries:
-            _mark_map_entries(file_proto.message_type, entries)
+    for file_proto in compile_files(definition):  # dependencies first (protoc's order)
         pool.AddSerializedFile(file_proto.SerializeToString())
     return pool.FindFileByName(PROTO_FILE)
 

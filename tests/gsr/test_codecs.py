@@ -6,6 +6,7 @@ import io
 import json
 import sys
 import uuid
+from typing import Any
 
 import fastavro
 import pytest
@@ -189,3 +190,24 @@ def test_a_protobuf_definition_may_import_the_well_known_types() -> None:
     payload = ProtobufSchema("events", cls, proto, check=True).payload(msg)
     decoded = ProtobufReader(proto).decode(payload)
     assert json_format.MessageToDict(decoded) == {"at": "2026-11-29T08:00:00Z", "name": "x"}
+
+
+def test_a_protobuf_definition_may_import_google_type_as_the_java_reader_does() -> None:
+    # FileDescriptorUtils.baseDependencies() lists DateProto, MoneyProto, ... (google.type)
+    proto = (
+        'syntax = "proto3";\npackage shop;\nimport "google/type/date.proto";\n'
+        'import "google/type/money.proto";\n'
+        "message Sale { google.type.Date day = 1; google.type.Money price = 2; }\n"
+    )
+    from google.type import date_pb2, money_pb2
+
+    cls = message_class(proto, "shop.Sale")
+    sale = {"day": {"year": 2026, "month": 11, "day": 29}, "price": {"currencyCode": "EUR"}}
+    msg = json_format.ParseDict(sale, cls())
+    payload = ProtobufSchema("sales", cls, proto, check=True).payload(msg)
+    assert payload == b"\x00" + msg.SerializeToString()
+    decoded: Any = ProtobufReader(proto).decode(payload)
+    assert json_format.MessageToDict(decoded) == sale
+    # the bytes are google.type's own: googleapis-common-protos' classes read them
+    assert date_pb2.Date.FromString(decoded.day.SerializeToString()).year == 2026
+    assert money_pb2.Money.FromString(decoded.price.SerializeToString()).currency_code == "EUR"
