@@ -72,7 +72,7 @@ def _includes(definition: str) -> list[str]:
     found = [str(importlib.resources.files("grpc_tools") / "_proto")]
     if "google/type/" in definition:
         date_pb2 = require("google.type.date_pb2", "gsr-protobuf")
-        found.append(str(Path(date_pb2.__file__).parents[2]))
+        found.append(str(Path(str(date_pb2.__file__)).parents[2]))
     return found
 
 
@@ -82,8 +82,8 @@ def compile_files(definition: str) -> list[descriptor_pb2.FileDescriptorProto]:
     entries = set(_MAP_ENTRY.findall(definition))
     source = _MAP_ENTRY.sub(lambda m: f"message {m.group(1)} {{", definition)
     with tempfile.TemporaryDirectory(prefix="kinesis-trio-gsr-") as tmp:
-        with open(os.path.join(tmp, PROTO_FILE), "w", encoding="utf-8") as f:
-            f.write(source)
+        with open(os.path.join(tmp, PROTO_FILE), "w", encoding="utf-8") as text:
+            text.write(source)
         out = os.path.join(tmp, "set.pb")
         args = ["protoc", f"-I{tmp}", *(f"-I{i}" for i in _includes(definition))]
         args += ["--include_imports", f"--descriptor_set_out={out}", PROTO_FILE]

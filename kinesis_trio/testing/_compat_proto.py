@@ -7,9 +7,10 @@ specifications as well as the guidance from the Google Protocol Buffers document
 ``reads(reader, writer)`` lists what keeps a reader of one definition from reading what a writer
 of the other wrote:
 
-- messages are matched by full name; a message (or an RPC method of a service) the writer
-  declares and the reader lacks is a problem (the guide: removing RPC method ``Foo`` fails
-  BACKWARD, adding ``Baz`` fails FORWARD);
+- top-level messages are matched by full name, nested and imported ones through the fields
+  that use them; a top-level message (a record's type) or an RPC method the writer declares
+  and the reader lacks is a problem (the guide: removing RPC method ``Foo`` fails BACKWARD,
+  adding ``Baz`` fails FORWARD);
 - a field number both use keeps a wire-compatible type: "int32, uint32, int64, uint64, and
   bool are all compatible" (enums too), sint32 with sint64, fixed32 with sfixed32, fixed64
   with sfixed64, string with bytes, bytes with an embedded message; a message-typed field is
@@ -45,7 +46,7 @@ class _Index:
     def __init__(self, files: list[Any], main: Any) -> None:
         self.messages: dict[str, Any] = {}
         self.proto3: dict[str, bool] = {}
-        self.own: list[str] = []  # the definition's own messages, not its imports'
+        self.own: list[str] = []  # the definition's top-level messages (a record's type)
         self.services: dict[str, Any] = {}
         for file in files:
             prefix = f"{file.package}." if file.package else ""
@@ -59,7 +60,7 @@ class _Index:
             self.messages[name], self.proto3[name] = msg, proto3
             if own:
                 self.own.append(name)
-            self._add(msg.nested_type, name + ".", proto3, own)
+            self._add(msg.nested_type, name + ".", proto3, own=False)
 
 
 def _grpc_tools() -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import sys
@@ -199,7 +200,9 @@ def test_a_protobuf_definition_may_import_google_type_as_the_java_reader_does() 
         'import "google/type/money.proto";\n'
         "message Sale { google.type.Date day = 1; google.type.Money price = 2; }\n"
     )
-    from google.type import date_pb2, money_pb2
+    date_pb2, money_pb2 = (
+        importlib.import_module(f"google.type.{m}") for m in ("date_pb2", "money_pb2")
+    )
 
     cls = message_class(proto, "shop.Sale")
     sale = {"day": {"year": 2026, "month": 11, "day": 29}, "price": {"currencyCode": "EUR"}}
