@@ -35,6 +35,7 @@ __all__ = ["reads"]
 _UPPER = ("maxLength", "maximum", "exclusiveMaximum", "maxItems", "maxProperties")
 _LOWER = ("minLength", "minimum", "exclusiveMinimum", "minItems", "minProperties")
 _ANNOTATIONS = {"title", "description", "default", "examples", "$id", "id", "$schema", "$comment"}
+_ANNOTATIONS |= {"definitions", "$defs", "readOnly", "writeOnly", "contentMediaType"}
 _SAME = ("not", "if", "then", "else", "propertyNames")
 _COMBINATORS = ("allOf", "anyOf", "oneOf")
 

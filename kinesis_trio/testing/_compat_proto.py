@@ -47,6 +47,7 @@ class _Index:
         self.messages: dict[str, Any] = {}
         self.proto3: dict[str, bool] = {}
         self.own: list[str] = []  # the definition's top-level messages (a record's type)
+        self.declared: list[str] = []  # all the definition's messages, nested ones too
         self.services: dict[str, Any] = {}
         for file in files:
             prefix = f"{file.package}." if file.package else ""
@@ -60,6 +61,8 @@ class _Index:
             self.messages[name], self.proto3[name] = msg, proto3
             if own:
                 self.own.append(name)
+            if own or prefix.rstrip(".") in self.declared:
+                self.declared.append(name)
             self._add(msg.nested_type, name + ".", proto3, own=False)
 
 
@@ -189,7 +192,7 @@ def reused(new: str, old: str) -> list[str]:
     """Field numbers and names the old version reserves that the new one uses."""
     new_index, old_index = _index(new), _index(old)
     problems: list[str] = []
-    for name in new_index.own:
+    for name in new_index.declared:
         old_msg = old_index.messages.get(name)
         if old_msg is None:
             continue

@@ -28,6 +28,10 @@ TREE_INT = {
     "$ref": "#/definitions/node",
 }
 TREE_NUM = json.loads(json.dumps(TREE_INT).replace('"integer"', '"number"'))
+LIST_INT = {
+    "definitions": {"l": {"anyOf": [{"type": "null"}, obj({"v": I, "next": {"$ref": "#"}})]}},
+    "$ref": "#/definitions/l",
+}
 ID_REF = {"definitions": {"id": I}, **obj({"a": {"$ref": "#/definitions/id"}})}
 
 
@@ -42,6 +46,8 @@ ID_REF = {"definitions": {"id": I}, **obj({"a": {"$ref": "#/definitions/id"}})}
         (ID_REF, obj({"a": I}, additionalProperties=False), True),
         (TREE_NUM, TREE_INT, True),
         (TREE_INT, TREE_NUM, False),  # was wrong
+        (LIST_INT, LIST_INT, True),
+        (LIST_INT, json.loads(json.dumps(LIST_INT).replace('"integer"', '"string"')), False),
         # combinators: each writer branch read by some reader branch
         ({"type": ["string", "number"]}, {"anyOf": [S, I]}, True),
         (S, {"anyOf": [S, I]}, False),  # was wrong
@@ -122,7 +128,7 @@ message Order {
   map<string, int32> tags = 4;
   repeated int32 qty = 5;
   Line line = 8;
-  message Line { int64 sku = 1; }
+  message Line { int64 sku = 1; reserved 2; }
   reserved 9;
   reserved "old";
 }
@@ -175,6 +181,7 @@ TAGS = "map<string, int32> tags = 4;"
         # a reserved number or name used again
         (("reserved 9;", "int32 again = 9;"), False, False),
         (('reserved "old";', "int32 old = 10;"), False, False),
+        (("reserved 2;", "int32 qty = 2;"), False, False),
     ],
 )
 def test_proto_follows_updating_a_message_type(
