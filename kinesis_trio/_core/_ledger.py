@@ -154,20 +154,28 @@ class Ledger:
         """The outcomes not resolved yet (a copy)."""
         return list(self._unresolved)
 
-    def resolve_all(self, res: Resolution) -> int:
+    def resolve_all(self, res: Resolution, unkept: Resolution | None = None) -> int:
         """Resolve every unresolved outcome with ``res`` (close and abort); returns how many.
 
-        With a spool they are not failed for good: they stay in it (no dead letters)."""
+        With a spool they are not failed for good: they stay in it (no dead letters), but
+        those the close's last commit could not write (``SpoolBook.kept``), which resolve
+        with ``unkept`` and are dead letters."""
         pending, self._unresolved = self._unresolved, set()
-        failing = None
+        failing = lost_failing = None
+        lost: set[Outcome] = set()
         if self.spool is not None:
-            self.spool.kept(pending)
+            lost = self.spool.kept(pending)
+            if lost and self.dead_letters and unkept is not None and not unkept[R_OK]:
+                lost_failing = _with_data(sorted(lost, key=_arrival))
         elif self.dead_letters and not res[R_OK]:
             failing = _with_data(sorted(pending, key=_arrival))  # in the order of arrival
         for outcome in pending:
             if outcome._lane is not None:
                 outcome._lane.forget()
-        count = sum(1 for outcome in pending if outcome._resolve(res))
+        count = 0
+        for outcome in pending:
+            resolution = unkept if unkept is not None and outcome in lost else res
+            count += outcome._resolve(resolution)
         self.records = 0
         self.bytes = 0
         self._epoch_pending.clear()
@@ -175,6 +183,8 @@ class Ledger:
         if count:
             if failing:
                 self._failed(failing, res)
+            if lost_failing and unkept is not None:
+                self._failed(lost_failing, unkept)
             self.outbox.progressed()
         return count
 

@@ -48,6 +48,9 @@ __all__ = [
     "Row",
     "SpoolBook",
     "columns",
+    "kept_note",
+    "spool_note",
+    "unkept_note",
 ]
 
 #: A :class:`Row` from a tuple of its fields (``Row(...)`` costs a Python call per record).
@@ -55,6 +58,33 @@ _row = tuple.__new__
 #: The error code of the attempt that marks a recovered record (a possible duplicate).
 RECOVERED = "SpoolRecovered"
 _INF = math.inf
+
+
+#: How a close's failure message begins its note about the spool (:func:`spool_note`).
+_KEPT_MARK = "; it stays in the spool ("
+_UNKEPT_MARK = "; the close's last commit did not write it to the spool ("
+
+
+def kept_note(path: str) -> str:
+    """What ends the message of a record the close kept in the spool (it is on disk)."""
+    return f"{_KEPT_MARK}{path}): the next producer to open it sends it again"
+
+
+def unkept_note(error: str | None) -> str:
+    """What ends the message of a record the close meant to keep, that its last commit
+    could not write (``error``): it is in neither the spool nor the stream."""
+    return f"{_UNKEPT_MARK}{error}): it is not kept"
+
+
+def spool_note(message: str | None) -> str:
+    """The note about the spool that ends a close's failure ``message`` ("" if none)."""
+    if not message:
+        return ""
+    for mark in (_KEPT_MARK, _UNKEPT_MARK):
+        at = message.find(mark)
+        if at >= 0:
+            return message[at:]
+    return ""
 
 
 class Row(NamedTuple):
@@ -362,11 +392,16 @@ class SpoolBook:
         self._deletes.append(row_id)
         self._freed += size
 
-    def kept(self, outcomes: set[Outcome]) -> None:
-        """The producer closes with ``outcomes`` unresolved: they stay in the spool (those
-        not written yet are written by the last commit). Recovered ones among them are
-        neither ok nor failed: the next producer recovers them again."""
+    def kept(self, outcomes: set[Outcome]) -> set[Outcome]:
+        """The producer has closed, after its last commit, with ``outcomes`` unresolved:
+        those on disk stay in the spool; returns the others, those the last commit could
+        not write (it failed: a full disk), which are in neither the spool nor the stream.
+        Recovered ones among the kept are neither ok nor failed: the next producer
+        recovers them again."""
+        unwritten = self._unwritten
+        lost = {outcome for outcome in outcomes if outcome in unwritten}
         self._recovering.difference_update(outcomes)
+        return lost
 
     def keep_queued(self, rows: Sequence[Row], sizes: Sequence[int], now: float) -> int:
         """The producer closes while records it never accepted wait for it (put returned

@@ -243,6 +243,7 @@ class Producer(ProducerViews):
                 # The body's own exception (if any) propagates by itself: we return None.
                 await tg.__aexit__(None, None, None)
             except BaseExceptionGroup as group:
+                await self._close_spool()
                 self._fail_unresolved(reason or (ABORTED, "producer task failed"))
                 await self._close_client()
                 self._set_closed()
@@ -250,10 +251,12 @@ class Producer(ProducerViews):
                     raise group.exceptions[0] from group
                 raise
             except BaseException:
+                await self._close_spool()
                 self._fail_unresolved(reason or (ABORTED, "producer closing was interrupted"))
                 await self._close_client()
                 self._set_closed()
                 raise
+            await self._close_spool()
             self._fail_unresolved(reason or (ABORTED, "producer closed"))
             # A normal close gives the final metrics flush its documented bound; an exit by
             # exception or cancellation must not wait long for a slow metrics endpoint.
@@ -263,9 +266,14 @@ class Producer(ProducerViews):
             self._set_closed()
         return None
 
-    async def _close_client(self, metrics_timeout: float = _ABORT_METRICS_TIMEOUT) -> None:
+    async def _close_spool(self) -> None:
+        """The spool's last commit, before the records left unresolved are failed: each
+        one's outcome says whether it is in the spool (``Engine.fail_unresolved``)."""
         if self._spooler is not None and self._state != _FORKED:
             await self._spooler.close()
+
+    async def _close_client(self, metrics_timeout: float = _ABORT_METRICS_TIMEOUT) -> None:
+        await self._close_spool()  # (closed already, but when entering failed)
         if self._measure and self._engine is not None:
             self._engine.count_received()
             with anyio.CancelScope(shield=True), anyio.move_on_after(metrics_timeout):
