@@ -497,9 +497,8 @@ class Engine:
                 outcome._attempted(attempt)
 
     def fail_unresolved(self, code: str, message: str, now: float) -> int:
-        """Fail every record not resolved yet (close, abort); returns how many. With a
-        spool, after its last commit: each record's message says whether it stays in the
-        spool (it is on disk) or not (the last commit failed: failed for good)."""
+        """Fail every record not resolved yet (close, abort); returns how many. With a spool,
+        after its last commit: each message says whether it stays in the spool (on disk)."""
         if not self.ledger.unresolved():
             return 0
         for stream in self.streams.values():

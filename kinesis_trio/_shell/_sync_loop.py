@@ -160,8 +160,14 @@ class Loop:
             call_soon = self._line.call_soon
             assert call_soon is not None
             caller = self._failure_caller = _CallbackThread(self._call_on_failure, call_soon)
-        async for record in producer.failures():
+        feed = producer._failures
+        while True:
+            try:
+                record, ticket = await feed.next_entry()
+            except StopAsyncIteration:
+                break
             await caller.call(record)
+            feed.settle(ticket)  # on_failure returned: a dead letter may leave the spool
         if self._line.state == CLOSED:  # after the close: the last ones, then the thread ends
             while self._unsent_failures:
                 await caller.call(self._unsent_failures.popleft())

@@ -62,7 +62,8 @@ from kinesis_trio import (
     deaggregate,
 )
 from kinesis_trio._core._spool import Commit, Row, SpoolBook
-from kinesis_trio._disk._store import DB_NAME, Damage, _check
+from kinesis_trio._disk._rows import _check
+from kinesis_trio._disk._store import DB_NAME, Damage
 from kinesis_trio._outcome import ABORTED, CLOSE_TIMEOUT
 from kinesis_trio._shell import _spooler
 from kinesis_trio.testing import FakeKinesis
