@@ -238,8 +238,7 @@ def test_sync_a_dead_letter_leaves_the_spool_once_on_failure_has_returned(
     """Several threads put, some records fail for good; while ``on_failure`` has not
     returned for one, the spool keeps it (a crash copy holds it); once it has, it leaves."""
     spool = tmp_path / "spool"
-    refuser = Refuser()
-    refuser.opened.set()
+    refuser = Refuser()  # held until every record is in the spool
     fake = FakeKinesis(refuser)
     fake.create_stream("s", shard_count=2)
     fake.set_retention("s", 8760, increase=True)
@@ -269,17 +268,20 @@ def test_sync_a_dead_letter_leaves_the_spool_once_on_failure_has_returned(
         on_failure=on_failure,
     )
     with producer:
+        futures: list[Any] = []
 
-        def put(i: int) -> None:
-            producer.put(b"good-%d" % i, "k").result(30)
+        def put(i: int) -> None:  # under "put", each returns once its record is on disk
+            futures.append(producer.put(b"good-%d" % i, "k"))
             if i < len(BAD):
-                producer.put(BAD[i], "k").result(30)
+                futures.append(producer.put(BAD[i], "k"))
 
         threads = [threading.Thread(target=put, args=(i,)) for i in range(4)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join(30)
+        refuser.opened.set()
+        assert sorted(f.result(30).ok for f in futures) == [False] * 3 + [True] * 4
         assert entered.wait(30)
         wait_until(lambda: len(marked(spool)) == 3)  # each on disk as a dead letter
         crashed = crash_copy(spool, tmp_path / "crashed")
