@@ -6,7 +6,8 @@ waits until every record accepted before it is resolved). Every resolution goes 
 :meth:`Ledger.resolve`, which resolves each outcome at most once and keeps the counts
 exact: the one place where "exactly once" is enforced. It is also where a record that
 fails is seen failing: each one, with its data, goes into the outbox (a ``DeadLetters``
-effect) when the producer keeps dead letters; any resolution sets the outbox's progress.
+effect) when the producer keeps dead letters, with a spool as a dead letter the spool keeps
+until it is taken (``SpoolBook.dead``); any resolution sets the outbox's progress.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .._failures import FailedRecord
-from .._outcome import R_AT, R_OK, Outcome, Resolution
+from .._outcome import R_AT, R_ERROR_CODE, R_ERROR_MESSAGE, R_OK, Outcome, Resolution
 from ._accumulator import unpack
 from ._effects import DeadLetters, Outbox
 from ._spool import SpoolBook
@@ -113,19 +114,30 @@ class Ledger:
         if records:
             self.records -= records
             self.bytes -= size
-            if self.spool is not None:
-                self.spool.done(members, res[R_OK])
+            tickets = None
+            spool = self.spool
+            if spool is not None:
+                if res[R_OK] or not self.dead_letters:
+                    spool.done(members, res[R_OK])
+                else:  # dead letters: kept in the spool until taken
+                    tickets = spool.dead(members, res[R_ERROR_CODE], res[R_ERROR_MESSAGE])
             if failing:
-                self._failed(failing, res)
+                self._failed(failing, res, tickets)
             self.outbox.progressed()
         return records, size
 
-    def _failed(self, failing: list[tuple[Outcome, bytes]], res: Resolution) -> None:
+    def _failed(
+        self,
+        failing: list[tuple[Outcome, bytes]],
+        res: Resolution,
+        tickets: dict[Outcome, int] | None = None,
+    ) -> None:
         records = [
             FailedRecord(data, o._partition_key, o._explicit_hash_key, o._stream, o._result(res))
             for o, data in failing  # each unresolved before: failed by this call
         ]
-        self.outbox.push(DeadLetters(records, res[R_AT]))
+        kept = [tickets.get(o, 0) for o, _ in failing] if tickets else None
+        self.outbox.push(DeadLetters(records, res[R_AT], kept))
 
     def _forget_epoch(self, epoch: int) -> None:
         pending = self._epoch_pending
@@ -168,20 +180,28 @@ class Ledger:
                     break
         return found
 
-    def resolve_all(self, res: Resolution) -> int:
+    def resolve_all(self, res: Resolution, unkept: Resolution | None = None) -> int:
         """Resolve every unresolved outcome with ``res`` (close and abort); returns how many.
 
-        With a spool they are not failed for good: they stay in it (no dead letters)."""
+        With a spool they are not failed for good: they stay in it (no dead letters), but
+        those the close's last commit could not write (``SpoolBook.kept``), which resolve
+        with ``unkept`` and are dead letters."""
         pending, self._unresolved = self._unresolved, {}
-        failing = None
+        failing = lost_failing = None
+        lost: set[Outcome] = set()
         if self.spool is not None:
-            self.spool.kept(pending)
+            lost = self.spool.kept(pending)
+            if lost and self.dead_letters and unkept is not None and not unkept[R_OK]:
+                lost_failing = _with_data(sorted(lost, key=_arrival))
         elif self.dead_letters and not res[R_OK]:
             failing = _with_data(sorted(pending, key=_arrival))  # in the order of arrival
         for outcome in pending:
             if outcome._lane is not None:
                 outcome._lane.forget()
-        count = sum(1 for outcome in pending if outcome._resolve(res))
+        count = 0
+        for outcome in pending:
+            resolution = unkept if unkept is not None and outcome in lost else res
+            count += outcome._resolve(resolution)
         self.records = 0
         self.bytes = 0
         self._epoch_pending.clear()
@@ -189,6 +209,8 @@ class Ledger:
         if count:
             if failing:
                 self._failed(failing, res)
+            if lost_failing and unkept is not None:
+                self._failed(lost_failing, unkept)
             self.outbox.progressed()
         return count
 

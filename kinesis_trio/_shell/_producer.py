@@ -192,8 +192,10 @@ class Producer(ProducerViews, SchemaPuts):
                     self._notify_progress,
                     self._wait_progress,
                     self._pipeline.apply,
+                    dead_letters=self._failures.failed,
                 )
                 await spooler.open()
+                self._failures.use_spool(spooler.release)
             if self._default_stream is not None:
                 await self._load_stream(self._default_stream)
             if self._spooler is not None:
@@ -248,18 +250,18 @@ class Producer(ProducerViews, SchemaPuts):
                 # The body's own exception (if any) propagates by itself: we return None.
                 await tg.__aexit__(None, None, None)
             except BaseExceptionGroup as group:
-                self._fail_unresolved(reason or (ABORTED, "producer task failed"))
+                await self._fail_unresolved(reason or (ABORTED, "producer task failed"))
                 await self._close_client()
                 self._set_closed()
                 if len(group.exceptions) == 1:
                     raise group.exceptions[0] from group
                 raise
             except BaseException:
-                self._fail_unresolved(reason or (ABORTED, "producer closing was interrupted"))
+                await self._fail_unresolved(reason or (ABORTED, "producer closing was interrupted"))
                 await self._close_client()
                 self._set_closed()
                 raise
-            self._fail_unresolved(reason or (ABORTED, "producer closed"))
+            await self._fail_unresolved(reason or (ABORTED, "producer closed"))
             # A normal close gives the final metrics flush its documented bound; an exit by
             # exception or cancellation must not wait long for a slow metrics endpoint.
             await self._close_client(
@@ -270,7 +272,7 @@ class Producer(ProducerViews, SchemaPuts):
 
     async def _close_client(self, metrics_timeout: float = _ABORT_METRICS_TIMEOUT) -> None:
         if self._spooler is not None and self._state != _FORKED:
-            await self._spooler.close()
+            await self._spooler.close()  # (closed already, but when entering failed)
         if self._measure and self._engine is not None:
             self._engine.count_received()
             with anyio.CancelScope(shield=True), anyio.move_on_after(metrics_timeout):
@@ -286,7 +288,9 @@ class Producer(ProducerViews, SchemaPuts):
             self._state = _CLOSED
         self._failures.close(self._now())  # the iterators end once they have taken the rest
 
-    def _fail_unresolved(self, reason: tuple[str, str]) -> None:
+    async def _fail_unresolved(self, reason: tuple[str, str]) -> None:
+        if self._spooler is not None and self._state != _FORKED:
+            await self._spooler.close()  # first: each outcome says if it is in the spool
         if self._engine is not None and self._pipeline is not None:
             self._engine.fail_unresolved(reason[0], reason[1], self._now())
             self._pipeline.apply()  # the dead letters

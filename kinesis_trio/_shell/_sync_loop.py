@@ -6,7 +6,6 @@ resolver that settles the futures in batches, and the delivery of failed records
 from __future__ import annotations
 
 import collections
-import os
 import threading
 from collections.abc import Callable, Sequence
 
@@ -15,7 +14,7 @@ import anyio.abc
 import anyio.lowlevel
 import sniffio
 
-from .._core._spool import Row
+from .._core._spool import Row, kept_note, spool_note, unkept_note
 from .._failures import FailedRecord
 from .._logging import get_logger
 from .._outcome import ABORTED, CLOSE_TIMEOUT, RecordResult
@@ -97,21 +96,9 @@ class Loop:
         assert call_soon is not None and close_event is not None
         call_soon(close_event.set)
 
-    def _timeout_message(self, kept: bool = False) -> str:
-        """Why a record failed when the close ran out of time; ``kept``: it stays in the
-        spool."""
-        message = f"not confirmed within close_timeout ({self._config.close_timeout} s)"
-        return message + self._kept_note() if kept else message
-
-    def _kept_note(self) -> str:
-        """What a record's failure says when the spool keeps it (as the engine says it)."""
-        spool = self._config.spool_dir
-        if spool is None:
-            return ""
-        return (
-            f"; it stays in the spool ({os.fspath(spool)}): the next producer to open it "
-            "sends it again"
-        )
+    def _timeout_message(self) -> str:
+        """Why a record failed when the close ran out of time."""
+        return f"not confirmed within close_timeout ({self._config.close_timeout} s)"
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """The main task: the producer's scope, the pump and the resolver."""
@@ -173,8 +160,14 @@ class Loop:
             call_soon = self._line.call_soon
             assert call_soon is not None
             caller = self._failure_caller = _CallbackThread(self._call_on_failure, call_soon)
-        async for record in producer.failures():
+        feed = producer._failures
+        while True:
+            try:
+                record, ticket = await feed.next_entry()
+            except StopAsyncIteration:
+                break
             await caller.call(record)
+            feed.settle(ticket)  # on_failure returned: a dead letter may leave the spool
         if self._line.state == CLOSED:  # after the close: the last ones, then the thread ends
             while self._unsent_failures:
                 await caller.call(self._unsent_failures.popleft())
@@ -341,8 +334,10 @@ class Loop:
             assert outcome is not None
             result = outcome.result()
             if rewrite and result.error_code == ABORTED:
+                # what the engine said of the spool stays said (it keeps the record or not)
+                note = spool_note(result.error_message)
                 result = result._replace(
-                    error_code=CLOSE_TIMEOUT, error_message=self._timeout_message(kept=True)
+                    error_code=CLOSE_TIMEOUT, error_message=self._timeout_message() + note
                 )
             item.future.set_result(result)
         self._line.release(items)
@@ -386,14 +381,11 @@ class Loop:
         error = spooler.closed_error() if spooler is not None else None
         if queued:
             if error is None:
-                self._fail_unsent(queued[:kept], self._kept_note(), kept=True)
+                path = str(self._config.spool_dir)
+                self._fail_unsent(queued[:kept], kept_note(path), kept=True)
             else:  # the last commit failed: they are not in the spool
                 why = spooler.book.error if spooler is not None else None
-                self._fail_unsent(
-                    queued[:kept],
-                    f"; the close's last commit did not write it to the spool ({why}): "
-                    "it is not kept",
-                )
+                self._fail_unsent(queued[:kept], unkept_note(why))
             room = (
                 f"; the spool had no room for it (spool_max_bytes {self._config.spool_max_bytes})"
             )
