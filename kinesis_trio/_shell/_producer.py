@@ -250,24 +250,16 @@ class Producer(ProducerViews, SchemaPuts):
                 # The body's own exception (if any) propagates by itself: we return None.
                 await tg.__aexit__(None, None, None)
             except BaseExceptionGroup as group:
-                await self._fail_unresolved(reason or (ABORTED, "producer task failed"))
-                await self._close_client()
-                self._set_closed()
+                await self._finish(reason or (ABORTED, "producer task failed"))
                 if len(group.exceptions) == 1:
                     raise group.exceptions[0] from group
                 raise
             except BaseException:
-                await self._fail_unresolved(reason or (ABORTED, "producer closing was interrupted"))
-                await self._close_client()
-                self._set_closed()
+                await self._finish(reason or (ABORTED, "producer closing was interrupted"))
                 raise
-            await self._fail_unresolved(reason or (ABORTED, "producer closed"))
             # A normal close gives the final metrics flush its documented bound; an exit by
             # exception or cancellation must not wait long for a slow metrics endpoint.
-            await self._close_client(
-                _CLOSE_METRICS_TIMEOUT if exc_type is None else _ABORT_METRICS_TIMEOUT
-            )
-            self._set_closed()
+            await self._finish(reason or (ABORTED, "producer closed"), exc_type is None)
         return None
 
     async def _close_client(self, metrics_timeout: float = _ABORT_METRICS_TIMEOUT) -> None:
@@ -288,13 +280,18 @@ class Producer(ProducerViews, SchemaPuts):
             self._state = _CLOSED
         self._failures.close(self._now())  # the iterators end once they have taken the rest
 
-    async def _fail_unresolved(self, reason: tuple[str, str]) -> None:
+    async def _finish(self, reason: tuple[str, str], slow: bool = False) -> None:
+        """The close's end: the spool's last commit first (each outcome then says whether it
+        is in the spool), the rest failed with ``reason``, then the client (``slow``: a
+        normal close, whose final metrics flush gets its documented bound)."""
         if self._spooler is not None and self._state != _FORKED:
-            await self._spooler.close()  # first: each outcome says if it is in the spool
+            await self._spooler.close()
         if self._engine is not None and self._pipeline is not None:
             self._engine.fail_unresolved(reason[0], reason[1], self._now())
             self._pipeline.apply()  # the dead letters
         self._notify_progress()
+        await self._close_client(_CLOSE_METRICS_TIMEOUT if slow else _ABORT_METRICS_TIMEOUT)
+        self._set_closed()
 
     # -- put ------------------------------------------------------------------------------
 
