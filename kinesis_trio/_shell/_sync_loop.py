@@ -48,6 +48,8 @@ class Loop:
         "_durables",
         "_error",
         "_failure_caller",
+        "_handed_event",
+        "_handing",
         "_kept",
         "_line",
         "_on_failure",
@@ -81,6 +83,9 @@ class Loop:
         #: records failed here, never handed to the Producer (queued when it closed)
         self._unsent_failures: collections.deque[FailedRecord] = collections.deque()
         self._failure_caller: _CallbackThread | None = None
+        #: a record is in ``on_failure`` now; the event is set when none is left to hand
+        self._handing = False
+        self._handed_event: anyio.Event | None = None
         #: records (and marks) in the producer whose callers wait until they are in the
         #: spool, not yet waited for; the durability task takes them all at once
         self._durables: list[Item] = []
@@ -131,6 +136,7 @@ class Loop:
                         with anyio.move_on_after(self._config.close_timeout) as scope:
                             await pumped.wait()
                             await producer.flush()
+                            await self._failures_handed_over(producer)
                         self._timed_out = scope.cancelled_caught
                     tg.cancel_scope.cancel()
                 self._keep_queued(producer)
@@ -166,12 +172,31 @@ class Loop:
                 record, ticket = await feed.next_entry()
             except StopAsyncIteration:
                 break
+            self._handing = True
             await caller.call(record)
+            self._handing = False
             feed.settle(ticket)  # on_failure returned: a dead letter may leave the spool
+            if not len(feed.buffer) and self._handed_event is not None:
+                self._handed_event.set()
+                self._handed_event = None
         if self._line.state == CLOSED:  # after the close: the last ones, then the thread ends
             while self._unsent_failures:
                 await caller.call(self._unsent_failures.popleft())
             await caller.stop()
+
+    async def _failures_handed_over(self, producer: Producer) -> None:
+        """At a close, before the producer closes: wait until ``on_failure`` returned for
+        each record failed so far, so that their dead letters leave the spool in its last
+        commit (delivered after it, they would stay and be handed over again by the next
+        producer). Within ``close_timeout``, as the flush."""
+        if self._on_failure is None:
+            return
+        buffer = producer._failures.buffer
+        while len(buffer) or self._handing:
+            event = self._handed_event
+            if event is None:
+                event = self._handed_event = anyio.Event()
+            await event.wait()
 
     def _call_on_failure(self, record: FailedRecord) -> None:
         """In the callback's thread: the callback; what it raises is logged, not raised."""

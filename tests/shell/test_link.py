@@ -161,8 +161,10 @@ async def test_requests_up_a_slow_link_shrink_to_what_it_carries(virtual: bool) 
     assert not any(a.error_code for r in results for a in r.attempts)
     carried = rate * timeout / 2
     # one request may be larger (full, before any answer showed what the link carries);
-    # every one after it is what the link carries in half the timeout
-    over = [i for i, size in enumerate(sizes) if size > carried]
+    # every one after it is what the link carries in half the timeout. On the real clock a
+    # busy machine's pauses land in the samples the sizes are read from: one answered
+    # early may be probed up to twice its size, so the bound there is twice as wide.
+    over = [i for i, size in enumerate(sizes) if size > (carried if virtual else 2 * carried)]
     assert len(over) <= 1, sizes
     if virtual:  # on the real clock a busy machine's slowness adds to each (no error: each
         # request completed within its deadline, as checked above)
