@@ -342,8 +342,8 @@ def test_a_record_failed_just_before_the_close_leaves_the_spool_once_on_failure_
     held = threading.Event()  # PutRecords to "gone" wait until it is set
 
     async def hold(operation: str, body: dict[str, Any]) -> httpx.Response | None:
-        while operation == "PutRecords" and body["StreamName"] == "gone" and not held.is_set():
-            await anyio.sleep(0.01)
+        if operation == "PutRecords" and body["StreamName"] == "gone":
+            await anyio.to_thread.run_sync(held.wait, 10)
         return None
 
     fake = FakeKinesis(hold)
