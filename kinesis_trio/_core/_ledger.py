@@ -12,7 +12,6 @@ until it is taken (``SpoolBook.dead``); any resolution sets the outbox's progres
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 
 from .._failures import FailedRecord
@@ -24,10 +23,6 @@ from ._state import KRecord
 
 __all__ = ["Ledger"]
 
-#: the order of acceptance is pruned of resolved records once it is this long, or twice
-#: as long as after the last prune
-_PRUNE_MIN = 4096
-
 
 class Ledger:
     """Outstanding records and bytes, unresolved outcomes and flush epochs."""
@@ -35,8 +30,6 @@ class Ledger:
     __slots__ = (
         "_epoch_count",
         "_epoch_pending",
-        "_order",
-        "_prune_at",
         "_unresolved",
         "bytes",
         "dead_letters",
@@ -63,12 +56,8 @@ class Ledger:
         self.epoch = 0
         self._epoch_count = 0  # unresolved records of the current epoch (cheap per record)
         self._epoch_pending: dict[int, int] = {}  # ... of closed epochs
-        self._unresolved: set[Outcome] = set()
-        #: the unresolved in order of acceptance (the first of a stream is its oldest),
-        #: with resolved ones among them until a prune: a set and a deque cost a record
-        #: less than one ordered dict (whose deletions leave holes it copies away)
-        self._order: deque[Outcome] = deque()
-        self._prune_at = _PRUNE_MIN
+        #: in order of acceptance (a dict: the first of a stream is its oldest)
+        self._unresolved: dict[Outcome, None] = {}
         self.outbox = outbox
         #: each record failed, with its data, goes into the outbox (``DeadLetters``)
         self.dead_letters = dead_letters
@@ -87,22 +76,8 @@ class Ledger:
         """Count an accepted record (created in the current epoch)."""
         self.records += 1
         self.bytes += size
-        self._unresolved.add(outcome)
-        order = self._order
-        order.append(outcome)
-        if len(order) > self._prune_at:
-            self._prune()
+        self._unresolved[outcome] = None
         self._epoch_count += 1
-
-    def _prune(self) -> None:
-        """Drop the resolved from the order (amortized: at most once per doubling)."""
-        unresolved = self._unresolved
-        order = self._order
-        while order and order[0] not in unresolved:
-            order.popleft()
-        if len(order) > 2 * len(unresolved):  # resolved ones in the middle too
-            self._order = order = deque(o for o in order if o in unresolved)
-        self._prune_at = max(2 * len(order), _PRUNE_MIN)
 
     def resolve(self, members: Sequence[Outcome], res: Resolution) -> tuple[int, int]:
         """Resolve the members of one Kinesis record (member ``i`` as sub-record ``i``);
@@ -114,7 +89,7 @@ class Ledger:
             failing = _with_data(members)
         records = size = 0
         epoch = self.epoch
-        discard = self._unresolved.discard
+        discard = self._unresolved.pop
         lane = None  # the admission lane being credited, and what it is owed back
         owed = 0
         for sub, outcome in enumerate(members):
@@ -129,7 +104,7 @@ class Ledger:
                 lane = outcome._lane
                 owed = 0
             owed += n
-            discard(outcome)
+            discard(outcome, None)
             if outcome._epoch == epoch:
                 self._epoch_count -= 1
             else:
@@ -190,21 +165,14 @@ class Ledger:
 
     def unresolved_outcomes(self) -> list[Outcome]:
         """The outcomes not resolved yet (a copy), oldest first."""
-        unresolved = self._unresolved
-        return [o for o in self._order if o in unresolved]
+        return list(self._unresolved)
 
     def oldest_arrivals(self, streams: int) -> dict[str, float]:
         """When each stream's oldest unresolved record arrived, by stream name: the first
         of each stream in order of acceptance, so the walk stops once ``streams`` streams
         are found (at the first record, with one stream) instead of visiting every record."""
         found: dict[str, float] = {}
-        unresolved = self._unresolved
-        order = self._order
-        while order and order[0] not in unresolved:
-            order.popleft()
-        for outcome in order:
-            if outcome not in unresolved:
-                continue
+        for outcome in self._unresolved:
             name = outcome._stream
             if name not in found:
                 found[name] = outcome._arrival
@@ -218,10 +186,7 @@ class Ledger:
         With a spool they are not failed for good: they stay in it (no dead letters), but
         those the close's last commit could not write (``SpoolBook.kept``), which resolve
         with ``unkept`` and are dead letters."""
-        pending = self.unresolved_outcomes()
-        self._unresolved = set()
-        self._order = deque()
-        self._prune_at = _PRUNE_MIN
+        pending, self._unresolved = self._unresolved, {}
         failing = lost_failing = None
         lost: set[Outcome] = set()
         if self.spool is not None:

@@ -69,25 +69,6 @@ def test_the_oldest_unresolved_record_of_each_stream_is_the_first_left_of_it() -
     assert ledger.oldest_arrivals(2) == {}  # nothing unresolved: no age
 
 
-def test_the_order_of_acceptance_stays_as_long_as_what_is_unresolved_without_samples() -> None:
-    """With metrics off nothing samples the oldest: the order of acceptance is pruned as
-    records are accepted, never longer than twice the unresolved (or the least prune),
-    whichever records resolve (the oldest stuck, the rest resolved out of order)."""
-    ledger = Ledger(1_000_000, 10**9, Outbox())
-    made = []
-    for i in range(50_000):
-        o = Outcome(b"x", "k", None, 0, 1, float(i), "ab"[i % 2], 0)
-        ledger.accept(o, o._size)
-        made.append(o)
-        if i % 100 not in (0, 1):  # 98 in 100 resolved, one behind, the first never
-            ledger.resolve([made[i - 1]], written("s-0", "1", False, i, 0.0, 0.0, 1.0))
-        assert len(ledger._order) <= max(2 * (ledger.unresolved() + 1), 4096) + 1
-    kept = ledger.unresolved_outcomes()
-    assert kept == [o for o in made if o._resolution is None]  # in order of acceptance
-    first_b = next(o for o in kept if o._stream == "b")
-    assert ledger.oldest_arrivals(2) == {"a": 0.0, "b": first_b._arrival}
-
-
 def dead_letters(outbox: Outbox) -> list[tuple[list[FailedRecord], float]]:
     """The dead letters the ledger left in the outbox since the last call."""
     return [(e.records, e.at) for e in outbox.take() if isinstance(e, DeadLetters)]
