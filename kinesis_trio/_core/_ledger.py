@@ -28,7 +28,6 @@ class Ledger:
     """Outstanding records and bytes, unresolved outcomes and flush epochs."""
 
     __slots__ = (
-        "_epoch_count",
         "_epoch_pending",
         "_unresolved",
         "bytes",
@@ -54,8 +53,9 @@ class Ledger:
         self.bytes = 0
         #: records accepted now belong to this flush epoch
         self.epoch = 0
-        self._epoch_count = 0  # unresolved records of the current epoch (cheap per record)
-        self._epoch_pending: dict[int, int] = {}  # ... of closed epochs
+        # unresolved records of closed epochs (those of the current one are the rest: none
+        # is counted per record until its epoch closes)
+        self._epoch_pending: dict[int, int] = {}
         #: in order of acceptance (a dict: the first of a stream is its oldest)
         self._unresolved: dict[Outcome, None] = {}
         self.outbox = outbox
@@ -77,7 +77,6 @@ class Ledger:
         self.records += 1
         self.bytes += size
         self._unresolved[outcome] = None
-        self._epoch_count += 1
 
     def resolve(self, members: Sequence[Outcome], res: Resolution) -> tuple[int, int]:
         """Resolve the members of one Kinesis record (member ``i`` as sub-record ``i``);
@@ -90,27 +89,31 @@ class Ledger:
         records = size = 0
         epoch = self.epoch
         discard = self._unresolved.pop
-        lane = None  # the admission lane being credited, and what it is owed back
-        owed = 0
+        lane = None  # the admission lane being credited, and ``size`` when it began
+        mark = 0
+        older = run = 0  # an earlier epoch and how many of its records came in a row
         for sub, outcome in enumerate(members):
             if not outcome._resolve(res, sub):
                 continue
             records += 1
-            n = outcome._size
-            size += n
             if outcome._lane is not lane:
                 if lane is not None:
-                    lane.drained(owed, res[R_OK], res[R_AT])
+                    lane.drained(size - mark, res[R_OK], res[R_AT])
                 lane = outcome._lane
-                owed = 0
-            owed += n
+                mark = size
+            size += outcome._size
             discard(outcome, None)
-            if outcome._epoch == epoch:
-                self._epoch_count -= 1
-            else:
-                self._forget_epoch(outcome._epoch)
+            if outcome._epoch != epoch:
+                if outcome._epoch == older:
+                    run += 1
+                else:
+                    if run:
+                        self._forget_epoch(older, run)
+                    older, run = outcome._epoch, 1
         if lane is not None:
-            lane.drained(owed, res[R_OK], res[R_AT])
+            lane.drained(size - mark, res[R_OK], res[R_AT])
+        if run:
+            self._forget_epoch(older, run)
         if records:
             self.records -= records
             self.bytes -= size
@@ -139,9 +142,9 @@ class Ledger:
         kept = [tickets.get(o, 0) for o, _ in failing] if tickets else None
         self.outbox.push(DeadLetters(records, res[R_AT], kept))
 
-    def _forget_epoch(self, epoch: int) -> None:
+    def _forget_epoch(self, epoch: int, count: int) -> None:
         pending = self._epoch_pending
-        left = pending[epoch] - 1
+        left = pending[epoch] - count
         if left:
             pending[epoch] = left
         else:
@@ -150,9 +153,10 @@ class Ledger:
     def close_epoch(self) -> int:
         """Start a new epoch (a flush); returns the one ``flush()`` must see resolved."""
         target = self.epoch
-        if self._epoch_count:
-            self._epoch_pending[target] = self._epoch_count
-            self._epoch_count = 0
+        pending = self._epoch_pending
+        current = self.records - sum(pending.values())  # the rest are of this epoch
+        if current:
+            pending[target] = current
         self.epoch += 1
         return target
 
@@ -205,7 +209,6 @@ class Ledger:
         self.records = 0
         self.bytes = 0
         self._epoch_pending.clear()
-        self._epoch_count = 0
         if count:
             if failing:
                 self._failed(failing, res)
