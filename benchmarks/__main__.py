@@ -89,6 +89,11 @@ COMMANDS: dict[str, tuple[str, str, float]] = {
 TOOLS: dict[str, tuple[str, str]] = {
     "ab": ("benchmarks.ab", "Two trees of kinesis_trio side by side (an A/B for a change)"),
     "plots": ("benchmarks._plots", "The charts, drawn from the results' JSON"),
+    "gsr": (
+        "benchmarks.gsr",
+        "Glue Schema Registry: CPU per record of each format against plain bytes, and the "
+        "cached put path's requests (printed, no result file; about 2 min)",
+    ),
     "admission": (
         "benchmarks.admission",
         "Admission by time on and off: slow, throttled and overloaded endpoints, a slow link "

@@ -11,6 +11,10 @@ record dropped is always the newest one, the one being offered:
 - the decision is taken once, when the record fails, so the count and the log say which
   stream the dropped records were for, at the time they failed.
 
+With a spool, a failed record may come with a ticket: the spool keeps it as a dead letter
+until it leaves the buffer, taken or dropped; the feed then gives the ticket back
+(:meth:`FailureFeed.settle`), for a ``SyncProducer`` once ``on_failure`` has returned.
+
 When to log the drops is decided here too (:meth:`FailureBuffer.notice`): at the first drop,
 then at most once per ``notice_interval`` seconds, with the count since the last notice.
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 import anyio
@@ -76,7 +81,7 @@ class FailureBuffer:
         self.max_records = max_records
         self.max_bytes = max_bytes
         self.notice_interval = notice_interval
-        self._queue: deque[FailedRecord] = deque()
+        self._queue: deque[tuple[FailedRecord, int]] = deque()  # each with its ticket
         #: data bytes of the records held
         self.bytes = 0
         #: records dropped since the buffer was made (full when they failed)
@@ -87,8 +92,9 @@ class FailureBuffer:
     def __len__(self) -> int:
         return len(self._queue)
 
-    def offer(self, record: FailedRecord) -> bool:
-        """Keep ``record`` if there is room (True); else drop it and count it (False).
+    def offer(self, record: FailedRecord, ticket: int = 0) -> bool:
+        """Keep ``record`` (and its spool ``ticket``) if there is room (True); else drop it
+        and count it (False).
 
         A record larger than ``max_bytes`` on its own is kept when the buffer is empty: the
         bound is never passed by more than one record.
@@ -100,17 +106,22 @@ class FailureBuffer:
             stream = record.stream_name
             self._unreported[stream] = self._unreported.get(stream, 0) + 1
             return False
-        queue.append(record)
+        queue.append((record, ticket))
         self.bytes += size
         return True
 
     def take(self) -> FailedRecord | None:
         """The oldest record kept (it leaves the buffer), or ``None`` if there is none."""
+        entry = self.take_entry()
+        return None if entry is None else entry[0]
+
+    def take_entry(self) -> tuple[FailedRecord, int] | None:
+        """The oldest record kept and its ticket (it leaves the buffer), or ``None``."""
         if not self._queue:
             return None
-        record = self._queue.popleft()
-        self.bytes -= len(record.data)
-        return record
+        entry = self._queue.popleft()
+        self.bytes -= len(entry[0].data)
+        return entry
 
     def notice(self, now: float, *, final: bool = False) -> dict[str, int]:
         """The drops to log now, by stream (empty: nothing to log yet). Due at the first
@@ -127,7 +138,7 @@ class FailureFeed:
     """A producer's dead letters: its :class:`FailureBuffer`, the wake-up of the iterators
     waiting on it, the drop log and metric, and whether the producer has closed."""
 
-    __slots__ = ("_closed", "_event", "_measure", "_metrics", "buffer")
+    __slots__ = ("_closed", "_event", "_measure", "_metrics", "_release", "buffer")
 
     def __init__(self, max_records: int, max_bytes: int, metrics: Metrics) -> None:
         self.buffer = FailureBuffer(max_records, max_bytes)
@@ -135,22 +146,39 @@ class FailureFeed:
         self._measure = metrics.enabled
         self._event: anyio.Event | None = None  # set (and dropped) when a record is kept
         self._closed = False
+        #: gives a dead letter's ticket back to the spool (it may leave it): see settle
+        self._release: Callable[[int], None] | None = None
+
+    def use_spool(self, release: Callable[[int], None]) -> None:
+        """Tickets go back to the spool through ``release`` (``SpoolBook.release``)."""
+        self._release = release
+
+    def settle(self, ticket: int) -> None:
+        """The record of ``ticket`` left the buffer for good (taken and handled, or
+        dropped): the spool may let its dead letter go."""
+        if ticket and self._release is not None:
+            self._release(ticket)
 
     @property
     def dropped(self) -> int:
         """Failed records dropped because the buffer was full."""
         return self.buffer.dropped
 
-    def failed(self, records: list[FailedRecord], now: float) -> None:
-        """The pipeline's ``on_failed``: offer each record that failed now to the buffer."""
+    def failed(
+        self, records: list[FailedRecord], now: float, tickets: list[int] | None = None
+    ) -> None:
+        """The pipeline's ``on_failed``: offer each record that failed now to the buffer
+        (with its spool ticket, if any: a dropped one's goes back at once)."""
         buffer = self.buffer
         kept = False
         dropped: dict[str, int] = {}
-        for record in records:
-            if buffer.offer(record):
+        for i, record in enumerate(records):
+            ticket = tickets[i] if tickets else 0
+            if buffer.offer(record, ticket):
                 kept = True
             else:
                 dropped[record.stream_name] = dropped.get(record.stream_name, 0) + 1
+                self.settle(ticket)
         if dropped:
             if self._measure:
                 for stream, count in dropped.items():
@@ -189,12 +217,19 @@ class FailureFeed:
 
     async def next(self) -> FailedRecord:
         """The oldest record kept, waiting for one; ``StopAsyncIteration`` once closed and
-        empty. A checkpoint; cancelling it loses no record."""
+        empty. A checkpoint; cancelling it loses no record. Taken, it is settled."""
+        record, ticket = await self.next_entry()
+        self.settle(ticket)
+        return record
+
+    async def next_entry(self) -> tuple[FailedRecord, int]:
+        """As :meth:`next`, with the record's ticket, not settled: the caller settles it
+        once it has handled the record (``SyncProducer``: ``on_failure`` returned)."""
         while True:
             await anyio.lowlevel.checkpoint()
-            record = self.buffer.take()
-            if record is not None:
-                return record
+            entry = self.buffer.take_entry()
+            if entry is not None:
+                return entry
             if self._closed:
                 raise StopAsyncIteration
             event = self._event

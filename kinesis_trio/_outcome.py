@@ -363,9 +363,20 @@ class Outcome:
         return True
 
 
-def sealed_into(members: list[Outcome], aggregate: object) -> None:
+def sealed_into(members: list[Outcome], aggregate: object, lane: Any) -> tuple[int, float]:
     """``members`` were sealed into ``aggregate``, which holds their data from now (one
-    copy in memory): ``Outcome._sealed`` for each, in one call per aggregate."""
+    copy in memory): ``Outcome._sealed`` for each, in one call per aggregate. Those not
+    charged to an admission lane yet are charged to ``lane`` (``_core._admission``):
+    returns the bytes of the unresolved ones, for the lane to owe, and when the first
+    member arrived (:meth:`Lane.sealed`)."""
+    size = 0
     for o in members:
         o._data = None
         o._agg = aggregate
+        if o._lane is None:
+            o._lane = lane
+            if o._resolution is None:
+                size += o._size
+    # the first was accepted first (re-routed members, which may be older, were charged
+    # where they were placed: then the lane owes something and ``since`` is not used)
+    return size, members[0]._arrival

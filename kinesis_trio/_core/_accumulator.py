@@ -140,11 +140,13 @@ class Accumulator:
             and hash_key <= shard_map.ends[index]
         ):
             shard = stream.shards[index]
+            sizer = shard.sizer
             lane = shard.lane
-            if lane.owed >= lane.allow:  # admission by time: nothing changed yet
+            # admission by time, the aggregate in formation included (its records are
+            # charged to the lane when it is sealed: ``_aggregate``); nothing changed yet
+            if lane.owed + sizer.size >= lane.allow:
                 lane.refused(now)
                 raise anyio.WouldBlock
-            sizer = shard.sizer
             pks = sizer.pks
             found = pks.get(partition_key)
             if found is None:
@@ -177,7 +179,6 @@ class Accumulator:
                         )
                     else:
                         parts += (record_header(key_index, n, inner), outcome._data)  # type: ignore[arg-type]
-                lane.charge(outcome, now)
                 stream.window_bytes += grow
                 if stream.window_bytes >= self.early_size:
                     self.send_early(stream, now)
@@ -202,7 +203,9 @@ class Accumulator:
         shard = stream.shards[0 if gap else index]
         if not check_room:  # placed anew: it owes its bytes where it goes now
             lane = outcome._lane
-            if lane is not None and lane is not shard.lane:
+            if lane is None:  # not charged yet (it was in an aggregate in formation)
+                shard.lane.charge(outcome, now)
+            elif lane is not shard.lane:
                 lane.move(outcome, shard.lane, now)
             return self._place(stream, shard, gap, outcome, pk_len, now, False)
         lane = shard.lane
@@ -431,6 +434,8 @@ class Accumulator:
                 only = members[0]
                 data = only._data
                 assert data is not None
+                if only._lane is None and only._resolution is None:
+                    shard.lane.charge(only, only._arrival)  # charged at the seal (``add``)
                 batch.append(
                     KRecord(
                         members,
@@ -576,7 +581,8 @@ def _aggregate(
         deadline,
         True,
     )
-    sealed_into(members, krec)
+    lane = shard.lane
+    lane.sealed(*sealed_into(members, krec, lane))
     return krec
 
 

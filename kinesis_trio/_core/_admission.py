@@ -44,15 +44,18 @@ The estimator's rules, each against a trap a drain-rate estimator falls into:
   its window (:meth:`Lane.note`) as busy time that confirmed nothing, so a shard that is
   throttled throughout gets a pace of what it confirms, not of what it once did.
 
-The engine decides; the accumulator checks ``allow`` where it routes a record, and the
-ledger charges and credits lanes (``Outcome._lane``) as records are accepted and resolved.
+The engine decides; the accumulator checks ``allow`` where it routes a record and charges
+the lane (``Outcome._lane``) as it accepts one, and the ledger credits it as records are
+resolved. A burst's records in a shard's aggregate in formation are charged when it is sealed,
+once per aggregate (:meth:`Lane.sealed`), as owing from the first one's acceptance; until
+then the check counts the aggregate's size beside what the lane owes.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from .._logging import get_logger
@@ -150,6 +153,7 @@ class Lane:
         "_at",
         "_busy",
         "_confirmed",
+        "_idle_at",
         "_logged",
         "_marks",
         "_since",
@@ -177,6 +181,7 @@ class Lane:
         self.holding = False
         self._busy = 0.0  # busy seconds before the current busy period
         self._since = 0.0  # when the current busy period began (owed > 0)
+        self._idle_at = -_INF  # when it last came to owe nothing
         self._confirmed = 0  # bytes confirmed, in all
         # (busy seconds, bytes confirmed) marks: the window's start is the first
         self._marks: deque[tuple[float, int]] = deque([(0.0, 0)])
@@ -190,12 +195,23 @@ class Lane:
         return self.owed < self.allow
 
     def charge(self, outcome: Outcome, now: float) -> None:
-        """``outcome`` was accepted for this shard: it owes its bytes until it is resolved
-        (the ledger credits them back: :meth:`drained`)."""
+        """``outcome`` was accepted for this shard at ``now``: it owes its bytes until it is
+        resolved (the ledger credits them back: :meth:`drained`)."""
         if not self.owed:
-            self._since = now
+            self._since = now if now > self._idle_at else self._idle_at
         self.owed += outcome._size
         outcome._charged(self)
+
+    def sealed(self, size: int, since: float) -> None:
+        """An aggregate was sealed for this shard with ``size`` bytes of records not charged
+        yet (``Outcome`` s ``sealed_into`` it charged them here), the first accepted at
+        ``since``: the records a burst puts into an aggregate in formation are charged once
+        per aggregate, not one by one, and owe from their acceptance as if they had been."""
+        if not size:
+            return
+        if not self.owed:
+            self._since = since if since > self._idle_at else self._idle_at
+        self.owed += size
 
     def move(self, outcome: Outcome, to: Lane, now: float) -> None:
         """``outcome``, charged here, is placed anew on ``to``'s shard (a reshard retired
@@ -207,6 +223,7 @@ class Lane:
         if self.owed <= 0:
             self.owed = 0
             self._busy = busy
+            self._idle_at = now
         to.charge(outcome, now)
 
     def busy(self, now: float) -> float:
@@ -222,6 +239,7 @@ class Lane:
         if owed <= 0:
             owed = 0
             self._busy = busy
+            self._idle_at = now
         self.owed = owed
         if ok:
             self._confirmed += size
@@ -307,17 +325,12 @@ class _Stream(Protocol):
 
 
 def delays(
-    unresolved: Iterable[Outcome], streams: Iterable[_Stream], now: float
+    oldest: Mapping[str, float], streams: Iterable[_Stream], now: float
 ) -> dict[str, tuple[float, float]]:
     """Per stream (by name): ``(oldest, projected)``, the age of its oldest unresolved
-    record and the projected wait of a record accepted now on its slowest shard
-    (seconds; ``inf`` when a shard owes records and has confirmed none yet)."""
-    oldest: dict[str, float] = {}
-    for outcome in unresolved:
-        name = outcome._stream
-        arrival = outcome._arrival
-        if arrival < oldest.get(name, _INF):
-            oldest[name] = arrival
+    record (``oldest``: when it arrived, by stream) and the projected wait of a record
+    accepted now on its slowest shard (seconds; ``inf`` when a shard owes records and has
+    confirmed none yet)."""
     out: dict[str, tuple[float, float]] = {}
     for stream in streams:
         projected = max((s.lane.delay(now) for s in stream.shards), default=0.0)

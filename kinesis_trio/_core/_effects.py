@@ -87,10 +87,13 @@ class SendApart(NamedTuple):
 
 
 class DeadLetters(NamedTuple):
-    """Records that failed now (each once), with their data, at ``at``."""
+    """Records that failed now (each once), with their data, at ``at``; ``tickets``: for
+    each, the spool's ticket of a dead letter it keeps until the record is taken (0: none;
+    ``SpoolBook.release``), or ``None`` for none at all."""
 
     records: list[FailedRecord]
     at: float
+    tickets: list[int] | None = None
 
 
 Effect: TypeAlias = (

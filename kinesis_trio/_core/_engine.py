@@ -40,7 +40,7 @@ from ._reshard import ShardMaps
 from ._resolver import Resolver
 from ._retries import Retries
 from ._shards import Shard, ShardMap, hash_key_for, parse_explicit_hash_key
-from ._spool import Row, SpoolBook, recovered_attempt
+from ._spool import Row, SpoolBook, kept_note, recovered_attempt, unkept_note
 from ._state import KRecord, ShardBuffer, StreamState
 from ._streams import StreamFacts
 from ._validate import partition_key_length
@@ -476,10 +476,10 @@ class Engine:
     def sample_delays(self, now: float) -> None:
         """Sample ``OldestRecordAge`` and ``ProjectedDelay`` of every stream."""
         self._sampled = now
-        for name, (oldest, projected) in delays(
-            self.ledger.unresolved_outcomes(), self.streams.values(), now
-        ).items():
-            self.metrics.stream_sample("OldestRecordAge", name, oldest)
+        streams = self.streams
+        oldest = self.ledger.oldest_arrivals(len(streams))
+        for name, (oldest_age, projected) in delays(oldest, streams.values(), now).items():
+            self.metrics.stream_sample("OldestRecordAge", name, oldest_age)
             if projected < _INF:
                 self.metrics.stream_sample("ProjectedDelay", name, projected)
 
@@ -499,18 +499,18 @@ class Engine:
                 outcome._attempted(attempt)
 
     def fail_unresolved(self, code: str, message: str, now: float) -> int:
-        """Fail every record not resolved yet (close, abort); returns how many."""
+        """Fail every record not resolved yet (close, abort); returns how many. With a spool,
+        after its last commit: each message says whether it stays in the spool (on disk)."""
         if not self.ledger.unresolved():
             return 0
         for stream in self.streams.values():
             # Written to a shard whose range was never checked: maybe delivered (ambiguous).
             self.maps.note_unverified(stream, "before the producer closed")
-        if self.spool is not None:
-            message += (
-                f"; it stays in the spool ({self.config.spool_dir}): the next producer to "
-                "open it sends it again"
-            )
-        count = self.resolver.resolve_all(failed(code, message, now))
+        spool, unkept = self.spool, None
+        if spool is not None:
+            unkept = failed(code, message + unkept_note(spool.error), now)
+            message += kept_note(str(self.config.spool_dir))
+        count = self.resolver.resolve_all(failed(code, message, now), unkept)
         _log.warning("records_failed_on_close", records=count, error_code=code)
         return count
 

@@ -6,7 +6,8 @@ waits until every record accepted before it is resolved). Every resolution goes 
 :meth:`Ledger.resolve`, which resolves each outcome at most once and keeps the counts
 exact: the one place where "exactly once" is enforced. It is also where a record that
 fails is seen failing: each one, with its data, goes into the outbox (a ``DeadLetters``
-effect) when the producer keeps dead letters; any resolution sets the outbox's progress.
+effect) when the producer keeps dead letters, with a spool as a dead letter the spool keeps
+until it is taken (``SpoolBook.dead``); any resolution sets the outbox's progress.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .._failures import FailedRecord
-from .._outcome import R_AT, R_OK, Outcome, Resolution
+from .._outcome import R_AT, R_ERROR_CODE, R_ERROR_MESSAGE, R_OK, Outcome, Resolution
 from ._accumulator import unpack
 from ._effects import DeadLetters, Outbox
 from ._spool import SpoolBook
@@ -27,7 +28,6 @@ class Ledger:
     """Outstanding records and bytes, unresolved outcomes and flush epochs."""
 
     __slots__ = (
-        "_epoch_count",
         "_epoch_pending",
         "_unresolved",
         "bytes",
@@ -53,9 +53,11 @@ class Ledger:
         self.bytes = 0
         #: records accepted now belong to this flush epoch
         self.epoch = 0
-        self._epoch_count = 0  # unresolved records of the current epoch (cheap per record)
-        self._epoch_pending: dict[int, int] = {}  # ... of closed epochs
-        self._unresolved: set[Outcome] = set()
+        # unresolved records of closed epochs (those of the current one are the rest: none
+        # is counted per record until its epoch closes)
+        self._epoch_pending: dict[int, int] = {}
+        #: in order of acceptance (a dict: the first of a stream is its oldest)
+        self._unresolved: dict[Outcome, None] = {}
         self.outbox = outbox
         #: each record failed, with its data, goes into the outbox (``DeadLetters``)
         self.dead_letters = dead_letters
@@ -74,8 +76,7 @@ class Ledger:
         """Count an accepted record (created in the current epoch)."""
         self.records += 1
         self.bytes += size
-        self._unresolved.add(outcome)
-        self._epoch_count += 1
+        self._unresolved[outcome] = None
 
     def resolve(self, members: Sequence[Outcome], res: Resolution) -> tuple[int, int]:
         """Resolve the members of one Kinesis record (member ``i`` as sub-record ``i``);
@@ -87,48 +88,63 @@ class Ledger:
             failing = _with_data(members)
         records = size = 0
         epoch = self.epoch
-        discard = self._unresolved.discard
-        lane = None  # the admission lane being credited, and what it is owed back
-        owed = 0
+        discard = self._unresolved.pop
+        lane = None  # the admission lane being credited, and ``size`` when it began
+        mark = 0
+        older = run = 0  # an earlier epoch and how many of its records came in a row
         for sub, outcome in enumerate(members):
             if not outcome._resolve(res, sub):
                 continue
             records += 1
-            n = outcome._size
-            size += n
             if outcome._lane is not lane:
                 if lane is not None:
-                    lane.drained(owed, res[R_OK], res[R_AT])
+                    lane.drained(size - mark, res[R_OK], res[R_AT])
                 lane = outcome._lane
-                owed = 0
-            owed += n
-            discard(outcome)
-            if outcome._epoch == epoch:
-                self._epoch_count -= 1
-            else:
-                self._forget_epoch(outcome._epoch)
+                mark = size
+            size += outcome._size
+            discard(outcome, None)
+            if outcome._epoch != epoch:
+                if outcome._epoch == older:
+                    run += 1
+                else:
+                    if run:
+                        self._forget_epoch(older, run)
+                    older, run = outcome._epoch, 1
         if lane is not None:
-            lane.drained(owed, res[R_OK], res[R_AT])
+            lane.drained(size - mark, res[R_OK], res[R_AT])
+        if run:
+            self._forget_epoch(older, run)
         if records:
             self.records -= records
             self.bytes -= size
-            if self.spool is not None:
-                self.spool.done(members, res[R_OK])
+            tickets = None
+            spool = self.spool
+            if spool is not None:
+                if res[R_OK] or not self.dead_letters:
+                    spool.done(members, res[R_OK])
+                else:  # dead letters: kept in the spool until taken
+                    tickets = spool.dead(members, res[R_ERROR_CODE], res[R_ERROR_MESSAGE])
             if failing:
-                self._failed(failing, res)
+                self._failed(failing, res, tickets)
             self.outbox.progressed()
         return records, size
 
-    def _failed(self, failing: list[tuple[Outcome, bytes]], res: Resolution) -> None:
+    def _failed(
+        self,
+        failing: list[tuple[Outcome, bytes]],
+        res: Resolution,
+        tickets: dict[Outcome, int] | None = None,
+    ) -> None:
         records = [
             FailedRecord(data, o._partition_key, o._explicit_hash_key, o._stream, o._result(res))
             for o, data in failing  # each unresolved before: failed by this call
         ]
-        self.outbox.push(DeadLetters(records, res[R_AT]))
+        kept = [tickets.get(o, 0) for o, _ in failing] if tickets else None
+        self.outbox.push(DeadLetters(records, res[R_AT], kept))
 
-    def _forget_epoch(self, epoch: int) -> None:
+    def _forget_epoch(self, epoch: int, count: int) -> None:
         pending = self._epoch_pending
-        left = pending[epoch] - 1
+        left = pending[epoch] - count
         if left:
             pending[epoch] = left
         else:
@@ -137,9 +153,10 @@ class Ledger:
     def close_epoch(self) -> int:
         """Start a new epoch (a flush); returns the one ``flush()`` must see resolved."""
         target = self.epoch
-        if self._epoch_count:
-            self._epoch_pending[target] = self._epoch_count
-            self._epoch_count = 0
+        pending = self._epoch_pending
+        current = self.records - sum(pending.values())  # the rest are of this epoch
+        if current:
+            pending[target] = current
         self.epoch += 1
         return target
 
@@ -151,30 +168,52 @@ class Ledger:
         return len(self._unresolved)
 
     def unresolved_outcomes(self) -> list[Outcome]:
-        """The outcomes not resolved yet (a copy)."""
+        """The outcomes not resolved yet (a copy), oldest first."""
         return list(self._unresolved)
 
-    def resolve_all(self, res: Resolution) -> int:
+    def oldest_arrivals(self, streams: int) -> dict[str, float]:
+        """When each stream's oldest unresolved record arrived, by stream name: the first
+        of each stream in order of acceptance, so the walk stops once ``streams`` streams
+        are found (at the first record, with one stream) instead of visiting every record."""
+        found: dict[str, float] = {}
+        for outcome in self._unresolved:
+            name = outcome._stream
+            if name not in found:
+                found[name] = outcome._arrival
+                if len(found) >= streams:
+                    break
+        return found
+
+    def resolve_all(self, res: Resolution, unkept: Resolution | None = None) -> int:
         """Resolve every unresolved outcome with ``res`` (close and abort); returns how many.
 
-        With a spool they are not failed for good: they stay in it (no dead letters)."""
-        pending, self._unresolved = self._unresolved, set()
-        failing = None
+        With a spool they are not failed for good: they stay in it (no dead letters), but
+        those the close's last commit could not write (``SpoolBook.kept``), which resolve
+        with ``unkept`` and are dead letters."""
+        pending, self._unresolved = self._unresolved, {}
+        failing = lost_failing = None
+        lost: set[Outcome] = set()
         if self.spool is not None:
-            self.spool.kept(pending)
+            lost = self.spool.kept(pending)
+            if lost and self.dead_letters and unkept is not None and not unkept[R_OK]:
+                lost_failing = _with_data(sorted(lost, key=_arrival))
         elif self.dead_letters and not res[R_OK]:
             failing = _with_data(sorted(pending, key=_arrival))  # in the order of arrival
         for outcome in pending:
             if outcome._lane is not None:
                 outcome._lane.forget()
-        count = sum(1 for outcome in pending if outcome._resolve(res))
+        count = 0
+        for outcome in pending:
+            resolution = unkept if unkept is not None and outcome in lost else res
+            count += outcome._resolve(resolution)
         self.records = 0
         self.bytes = 0
         self._epoch_pending.clear()
-        self._epoch_count = 0
         if count:
             if failing:
                 self._failed(failing, res)
+            if lost_failing and unkept is not None:
+                self._failed(lost_failing, unkept)
             self.outbox.progressed()
         return count
 

@@ -112,8 +112,9 @@ class Resolver:
                 bytes=size,
             )
 
-    def resolve_all(self, res: Resolution) -> int:
-        """Resolve every record not resolved yet with ``res`` (close, abort)."""
+    def resolve_all(self, res: Resolution, unkept: Resolution | None = None) -> int:
+        """Resolve every record not resolved yet with ``res`` (close, abort); with a spool,
+        those its last commit could not write with ``unkept`` (``Ledger.resolve_all``)."""
         if self.order is not None:
             self.order.clear()
-        return self.ledger.resolve_all(res)
+        return self.ledger.resolve_all(res, unkept)

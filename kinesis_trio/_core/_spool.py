@@ -10,11 +10,16 @@ The rules, each in one place here:
 
 - **What is written.** A record accepted and not resolved by the time of the next commit
   is inserted. A record resolved before that is never written (it needs no spool).
-- **What leaves.** A record whose outcome is final (written, or failed for good and handed
-  to ``failures()``) is deleted in the next commit. A record failed by the producer's close
-  (close timeout, abort) is *kept*: it is not failed for good, the next producer to open
-  the spool sends it again; so are the records still queued for the producer at its close
-  (``SyncProducer``'s, which ``put`` returned for), while the spool has room for them.
+- **What leaves.** A record written to the stream is deleted in the next commit. A record
+  failed for good stays as a **dead letter** (marked so, with its error) until the
+  application has taken it from ``failures()`` (or ``on_failure`` has returned), or the
+  failures buffer dropped it (:meth:`SpoolBook.release`): a crash in between keeps it, and
+  the next producer hands it to ``failures()`` again, never sends it. Dead letters do not
+  count in ``spool_max_bytes`` (the failures buffer bounds them). A record failed by the
+  producer's close (close timeout, abort) is *kept*: it is not failed for good, the next
+  producer to open the spool sends it again; so are the records still queued for the
+  producer at its close (``SyncProducer``'s, which ``put`` returned for), while the spool
+  has room for them.
 - **When to write.** ``spool_sync="put"``: as soon as a record waits (group commit: the
   records that arrive while one commit runs go in the next). ``"interval"``: at most
   ``spool_interval`` after the first record that waits. Deletes alone wait for the
@@ -26,35 +31,71 @@ The rules, each in one place here:
   (``SpoolWriteError``), the ones accepted before are kept.
 - **Recovery.** Records read back from the spool at start are accepted before any new
   record (in id order, which is put order), flagged as possible duplicates; the book counts
-  how they end.
+  how they end. Dead letters read back are not sent: they go to ``failures()`` again.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from itertools import repeat
 from operator import attrgetter, itemgetter
 from typing import NamedTuple, overload
 
-from .._outcome import Attempt, Outcome
+from .._failures import FailedRecord
+from .._outcome import Attempt, Outcome, RecordResult
 
 __all__ = [
     "RECOVERED",
+    "RECOVERED_DEAD",
     "Columns",
     "Commit",
     "Inserts",
+    "Mark",
     "RecoveryReport",
     "Row",
     "SpoolBook",
     "columns",
+    "dead_letter",
+    "kept_note",
+    "spool_note",
+    "unkept_note",
 ]
 
 #: A :class:`Row` from a tuple of its fields (``Row(...)`` costs a Python call per record).
 _row = tuple.__new__
 #: The error code of the attempt that marks a recovered record (a possible duplicate).
 RECOVERED = "SpoolRecovered"
+#: The error code of a dead letter read back whose error the spool did not keep.
+RECOVERED_DEAD = "SpoolDeadLetter"
 _INF = math.inf
+
+
+#: How a close's failure message begins its note about the spool (:func:`spool_note`).
+_KEPT_MARK = "; it stays in the spool ("
+_UNKEPT_MARK = "; the close's last commit did not write it to the spool ("
+
+
+def kept_note(path: str) -> str:
+    """What ends the message of a record the close kept in the spool (it is on disk)."""
+    return f"{_KEPT_MARK}{path}): the next producer to open it sends it again"
+
+
+def unkept_note(error: str | None) -> str:
+    """What ends the message of a record the close meant to keep, that its last commit
+    could not write (``error``): it is in neither the spool nor the stream."""
+    return f"{_UNKEPT_MARK}{error}): it is not kept"
+
+
+def spool_note(message: str | None) -> str:
+    """The note about the spool that ends a close's failure ``message`` ("" if none)."""
+    if not message:
+        return ""
+    for mark in (_KEPT_MARK, _UNKEPT_MARK):
+        at = message.find(mark)
+        if at >= 0:
+            return message[at:]
+    return ""
 
 
 class Row(NamedTuple):
@@ -155,15 +196,22 @@ def _made(row_id: int, outcome: Outcome, value: bytes | Row) -> Row:
     return row if row[0] == row_id else _row(Row, (row_id, *row[1:]))
 
 
+#: A dead letter's mark in the spool: its id, error code and message.
+Mark = tuple[int, str | None, str | None]
+
+
 class Commit(NamedTuple):
     """One transaction for the store: rows to insert, ids to delete (``freed``: their
-    bytes), and the id the spool goes on from."""
+    bytes), the id the spool goes on from, rows to mark as dead letters, and the ids of
+    dead letters among the deletes (their marks go too)."""
 
     gen: int
     inserts: Sequence[Row]
     deletes: list[int]
     next_id: int
     freed: int = 0
+    marks: Sequence[Mark] = ()
+    unmarks: Sequence[int] = ()
 
 
 class RecoveryReport(NamedTuple):
@@ -173,7 +221,8 @@ class RecoveryReport(NamedTuple):
     that died may have written them); ``ok`` and ``failed`` count their outcomes so far
     (``failed`` ones went to ``failures()``); ``damaged`` records could not be read back
     intact and were skipped (each logged with its position). ``done`` is True once every
-    recovered record has its outcome.
+    recovered record has its outcome. ``dead_letters`` were read back as dead letters (failed
+    for good before, never taken): handed to ``failures()`` again, not sent.
     """
 
     records: int = 0
@@ -181,6 +230,7 @@ class RecoveryReport(NamedTuple):
     failed: int = 0
     damaged: int = 0
     done: bool = True
+    dead_letters: int = 0
 
 
 def recovered_attempt(now: float) -> Attempt:
@@ -197,20 +247,44 @@ def recovered_attempt(now: float) -> Attempt:
     )
 
 
+def dead_letter(row: Row, code: str | None, message: str | None, now: float) -> FailedRecord:
+    """A dead letter read back from the spool, as ``failures()`` hands it over again: its
+    error as it failed (``RECOVERED_DEAD`` if the spool did not keep it), no attempts."""
+    stream = row.stream.rpartition("/")[2] if row.stream.startswith("arn:") else row.stream
+    result = RecordResult(
+        False,
+        stream,
+        row.partition_key,
+        None,
+        None,
+        None,
+        (),
+        code or RECOVERED_DEAD,
+        message or "a dead letter read back from the spool (its error was not kept)",
+        now,
+        now,
+    )
+    return FailedRecord(row.data, row.partition_key, row.explicit_hash_key, stream, result)
+
+
 class SpoolBook:
     """The spool's records and the schedule of its commits."""
 
     __slots__ = (
+        "_dead",
         "_deletes",
         "_first_wait",
         "_freed",
         "_last_take",
+        "_marks",
         "_mixed",
         "_recovering",
         "_rows",
+        "_unmarks",
         "_unwritten",
         "bytes",
         "damaged",
+        "dead_letters",
         "durable_gen",
         "error",
         "failed_gen",
@@ -251,6 +325,11 @@ class SpoolBook:
         #: ids of records to delete in the next commit, and their bytes
         self._deletes: list[int] = []
         self._freed = 0
+        #: the dead letters in the spool (marked, or to be): id -> bytes (not in ``bytes``)
+        self._dead: dict[int, int] = {}
+        #: marks the next commit writes, and the ids whose marks it deletes
+        self._marks: list[Mark] = []
+        self._unmarks: list[int] = []
         #: when the first record of the next commit began to wait (``inf``: none waits)
         self._first_wait = _INF
         #: when the last commit was taken (deletes alone wait ``interval`` from it)
@@ -267,6 +346,7 @@ class SpoolBook:
         self.reading = False
         self._recovering: set[Outcome] = set()
         self.recovered = self.recovered_ok = self.recovered_failed = self.damaged = 0
+        self.dead_letters = 0
 
     # -- accepting -------------------------------------------------------------------------
 
@@ -322,6 +402,15 @@ class SpoolBook:
         self._recovering.add(outcome)
         self.recovered += 1
 
+    def add_dead(self, row_id: int, size: int) -> int:
+        """A dead letter read back: not sent, handed to ``failures()`` again; its bytes
+        leave the room count (counted when the spool was opened). Returns its ticket
+        (:meth:`release`)."""
+        self._dead[row_id] = size
+        self.bytes -= size
+        self.dead_letters += 1
+        return row_id
+
     def skip_damaged(self, row_id: int, size: int) -> None:
         """A record that could not be read back intact: counted, and deleted."""
         self.damaged += 1
@@ -350,6 +439,37 @@ class SpoolBook:
                 self._recovered_done(outcome, ok)
         self._freed += freed
 
+    def dead(
+        self, members: Sequence[Outcome], code: str | None, message: str | None
+    ) -> dict[Outcome, int]:
+        """``members`` failed for good: those in the spool stay there as dead letters,
+        marked with their error by the next commit, until :meth:`release`; returns each
+        one's ticket. Those not written yet never are (a dead letter that was never
+        durable)."""
+        unwritten, written = self._unwritten, self._rows.pop
+        tickets: dict[Outcome, int] = {}
+        for outcome in members:
+            row_id = written(outcome, None)
+            if row_id is None:
+                if unwritten.pop(outcome, None) is not None:
+                    self.bytes -= outcome._size
+                continue
+            self._dead[row_id] = outcome._size
+            self.bytes -= outcome._size  # a dead letter takes no room (failures' bounds)
+            self._marks.append((row_id, code, message))
+            tickets[outcome] = row_id
+            if self._recovering:
+                self._recovered_done(outcome, False)
+        return tickets
+
+    def release(self, ticket: int) -> None:
+        """The dead letter ``ticket`` was taken (``failures()``, ``on_failure`` returned),
+        or the failures buffer dropped it: it leaves the spool in the next commit."""
+        if self._dead.pop(ticket, None) is None:
+            return
+        self._deletes.append(ticket)
+        self._unmarks.append(ticket)
+
     def _recovered_done(self, outcome: Outcome, ok: bool) -> None:
         if outcome in self._recovering:
             self._recovering.discard(outcome)
@@ -362,11 +482,16 @@ class SpoolBook:
         self._deletes.append(row_id)
         self._freed += size
 
-    def kept(self, outcomes: set[Outcome]) -> None:
-        """The producer closes with ``outcomes`` unresolved: they stay in the spool (those
-        not written yet are written by the last commit). Recovered ones among them are
-        neither ok nor failed: the next producer recovers them again."""
+    def kept(self, outcomes: Collection[Outcome]) -> set[Outcome]:
+        """The producer has closed, after its last commit, with ``outcomes`` unresolved:
+        those on disk stay in the spool; returns the others, those the last commit could
+        not write (it failed: a full disk), which are in neither the spool nor the stream.
+        Recovered ones among the kept are neither ok nor failed: the next producer
+        recovers them again."""
+        unwritten = self._unwritten
+        lost = {outcome for outcome in outcomes if outcome in unwritten}
         self._recovering.difference_update(outcomes)
+        return lost
 
     def keep_queued(self, rows: Sequence[Row], sizes: Sequence[int], now: float) -> int:
         """The producer closes while records it never accepted wait for it (put returned
@@ -400,7 +525,7 @@ class SpoolBook:
         (whatever waits, under either policy: a full disk is not tried in a loop),
         ``spool_interval`` after the last commit was taken."""
         if self.error is not None or not self._unwritten:
-            if self._deletes or self.error is not None:
+            if self._deletes or self._marks or self.error is not None:
                 return self._last_take + self.interval
             return _INF
         return -_INF if self.sync_on_put else self._first_wait + self.interval
@@ -409,7 +534,7 @@ class SpoolBook:
         """The next commit (its rows count as on disk from now), or ``None``. After a
         failed commit there is one even with nothing to write (its rows may all have been
         resolved since): only a commit that succeeds lets new records in again."""
-        if not self._unwritten and not self._deletes and self.error is None:
+        if not self._unwritten and not self._deletes and not self._marks and self.error is None:
             return None
         rows, unwritten = self._rows, self._unwritten
         next_id = self.next_id
@@ -434,11 +559,14 @@ class SpoolBook:
         self._unwritten = {}
         deletes, freed = self._deletes, self._freed
         self._deletes, self._freed = [], 0
-        self._first_wait = _INF if not inserts and not deletes else now
+        marks, unmarks = self._marks, self._unmarks
+        if marks or unmarks:
+            self._marks, self._unmarks = [], []
+        self._first_wait = _INF if not inserts and not deletes and not marks else now
         self._last_take = now
         gen = self.in_flight = self.next_gen
         self.next_gen += 1
-        return Commit(gen, inserts, deletes, self.next_id, freed)
+        return Commit(gen, inserts, deletes, self.next_id, freed, marks, unmarks)
 
     def committed(self, commit: Commit) -> None:
         """``commit`` is on disk: its deletes free their room."""
@@ -446,7 +574,7 @@ class SpoolBook:
         self.durable_gen = commit.gen
         self.in_flight = 0
         self.error = None
-        if not self._unwritten and not self._deletes:
+        if not self._unwritten and not self._deletes and not self._marks:
             self._first_wait = _INF
 
     def commit_failed(self, commit: Commit, error: str) -> None:
@@ -470,6 +598,9 @@ class SpoolBook:
         # a record of the failed commit resolved since: its delete is pointless but harmless
         self._deletes = commit.deletes + self._deletes
         self._freed += commit.freed
+        if commit.marks or commit.unmarks:
+            self._marks = [*commit.marks, *self._marks]
+            self._unmarks = [*commit.unmarks, *self._unmarks]
 
     def target(self) -> int:
         """The commit that writes the records accepted so far (:meth:`durable`)."""
@@ -493,7 +624,7 @@ class SpoolBook:
     def waiting(self) -> bool:
         """Is anything waiting to be written (a record, a delete, or a commit to succeed
         after one failed)?"""
-        return bool(self._unwritten or self._deletes) or self.error is not None
+        return bool(self._unwritten or self._deletes or self._marks) or self.error is not None
 
     def report(self) -> RecoveryReport:
         """What became of the recovered records so far."""
@@ -504,4 +635,5 @@ class SpoolBook:
             self.damaged,
             # not done while reading, nor when the close kept some (they end next time)
             not self.reading and self.recovered_ok + self.recovered_failed == self.recovered,
+            self.dead_letters,
         )

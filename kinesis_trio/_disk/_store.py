@@ -10,7 +10,11 @@ does not match ends the log). On top of that:
 - **one owner**: ``spool.lock`` is held with ``flock`` while a producer has the spool open;
   a second producer (any process) gets :class:`SpoolLockedError`;
 - **a format version** (``PRAGMA user_version``) and an application id: a spool of a newer
-  format, or a database that is not a spool, is refused (:class:`SpoolFormatError`);
+  format, or a database that is not a spool, is refused (:class:`SpoolFormatError`); one of
+  an older format is brought up to this one as it is opened (format 2 added the ``dead``
+  table: the records failed for good and not yet taken from ``failures()``, each with its
+  error code and message; made by the first commit that marks one, so a spool that never
+  held a dead letter is laid out as before);
 - **a checksum per record** (CRC-32 of its stream, keys and data): a record damaged on
   disk is skipped, counted and logged with its id, never sent as it reads;
 - **damaged files**: at open, read-only, its schema and ``PRAGMA quick_check``; a database
@@ -26,26 +30,27 @@ import contextlib
 import fcntl
 import functools
 import os
-import shutil
 import sqlite3
 import threading
 import time
-import urllib.parse
 import zlib
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from itertools import chain, islice
 from typing import NamedTuple
 
 from .._core._spool import Commit, Inserts, Row, columns
 from .._errors import SpoolError, SpoolFormatError, SpoolLockedError
 from .._logging import get_logger
+from ._rows import _UNREADABLE, Damage, Dead, _check, _empty, _head_crc, _read_only, _text, checksum
+from ._salvage import DEAD_TABLE, copy_dead, salvage
+from ._salvage import repaired as _repaired
 
-__all__ = ["Damage", "SpoolStats", "SpoolStore"]
+__all__ = ["Damage", "Dead", "SpoolStats", "SpoolStore", "checksum", "salvage"]
 
 _log = get_logger("kinesis_trio.spool")
 
-#: The spool's format; a spool of a higher one is refused.
-FORMAT_VERSION = 1
+#: The spool's format; a spool of a higher one is refused, one of a lower one migrated.
+FORMAT_VERSION = 2
 #: ``PRAGMA application_id``: "KTRS" (a database without it is not a spool).
 APPLICATION_ID = 0x4B545253
 DB_NAME = "spool.db"
@@ -56,18 +61,13 @@ PAGE_SIZE = 16384
 _BATCH = 50
 #: Bytes a WAL keeps after a checkpoint (SQLite's ``journal_size_limit``).
 _WAL_LIMIT = 16 * 1024 * 1024
-#: What reading a damaged file raises: SQLite's errors, and its messages that quote damaged
-#: bytes (a garbled name in the schema), which the sqlite3 module cannot decode.
-_UNREADABLE = (sqlite3.DatabaseError, UnicodeDecodeError)
-#: Ids probed one by one past a part of the file SQLite cannot read, before jumping.
-_PROBE = 256
-
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS records ("
     " id INTEGER PRIMARY KEY, stream TEXT NOT NULL, pk TEXT, ehk TEXT,"
     " data BLOB NOT NULL, crc INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL)",
 )
+_DEAD_TABLE = DEAD_TABLE
 
 
 class SpoolStats(NamedTuple):
@@ -80,58 +80,6 @@ class SpoolStats(NamedTuple):
     #: aside, if any
     damaged: int = 0
     set_aside: str | None = None
-
-
-class Damage(NamedTuple):
-    """A record that could not be read back intact: its id, why, its size if known."""
-
-    id: int
-    why: str
-    size: int = 0
-
-
-def checksum(row: Row) -> int:
-    """CRC-32 of a record's stream, keys and data (how the spool tells a damaged record)."""
-    return zlib.crc32(row.data, _head_crc(row.stream, row.partition_key, row.explicit_hash_key))
-
-
-@functools.lru_cache(maxsize=4096)
-def _head_crc(stream: str, partition_key: str | None, explicit_hash_key: str | None) -> int:
-    """The CRC-32 of a record's stream and keys, where its data's CRC starts (cached: a
-    stream's records share a few thousand keys at most, mostly)."""
-    head = "\x00".join(
-        (
-            stream,
-            "\x01" if partition_key is None else partition_key,
-            "" if explicit_hash_key is None else explicit_hash_key,
-        )
-    )
-    return zlib.crc32(head.encode("utf-8", "surrogatepass"))
-
-
-def _size(row: Row) -> int:
-    """A record's bytes as the producer counts them: data + UTF-8 partition key."""
-    pk = row.partition_key
-    return len(row.data) + (0 if pk is None else len(pk.encode("utf-8", "surrogatepass")))
-
-
-def _check(values: tuple[object, ...]) -> tuple[Row, int] | Damage:
-    """A row read from SQLite: the record and its size, or why it is damaged."""
-    row_id, stream, pk, ehk, data, crc = values
-    if not isinstance(row_id, int):
-        return Damage(-1, "an id that is not an integer")
-    if (
-        not isinstance(stream, str)
-        or not (pk is None or isinstance(pk, str))
-        or not (ehk is None or isinstance(ehk, str))
-        or not isinstance(data, bytes)
-        or not isinstance(crc, int)
-    ):
-        return Damage(row_id, "a field of the wrong type")
-    row = Row(row_id, stream, pk, ehk, data)
-    if checksum(row) != crc:
-        return Damage(row_id, "checksum mismatch", _size(row))
-    return row, _size(row)
 
 
 class SpoolStore:
@@ -147,6 +95,8 @@ class SpoolStore:
         #: one call on the connection at a time: the writer's commits and recovery's reads
         #: run in worker threads of their own, and may overlap
         self._busy = threading.Lock()
+        #: the database has its ``dead`` table (format 2, once a dead letter was marked)
+        self._dead = False
 
     # -- opening -----------------------------------------------------------------------------
 
@@ -205,7 +155,10 @@ class SpoolStore:
         db = self._connect(self.path)
         if fresh or new:
             self._create(db)
+        else:
+            self._migrate(db)
         self._db = db
+        self._dead = _has_dead(db)
         try:
             return self._stats(db)
         except _UNREADABLE as exc:
@@ -236,7 +189,7 @@ class SpoolStore:
                     f"kinesis_trio's ({FORMAT_VERSION}): open it with the version that wrote it"
                 )
             try:
-                if self._schema(db) != _spool_schema():  # a flip in its text parses, quietly
+                if self._schema(db) not in _spool_schemas(version):  # a flip in its text parses
                     return False, "its schema is not a spool's"
                 db.execute("PRAGMA cell_size_check=ON")
                 check = db.execute("PRAGMA quick_check").fetchall()
@@ -270,6 +223,17 @@ class SpoolStore:
         db.execute(f"PRAGMA application_id={APPLICATION_ID}")
         db.execute(f"PRAGMA user_version={FORMAT_VERSION}")
         db.execute("COMMIT")
+
+    @staticmethod
+    def _migrate(db: sqlite3.Connection) -> None:
+        """A spool of an older format (checked intact) becomes one of this format: from 1,
+        only its version changes (the ``dead`` table comes with the first dead letter);
+        kinesis-trio versions that know only format 1 refuse it from then on."""
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        if version >= FORMAT_VERSION:
+            return
+        db.execute(f"PRAGMA user_version={FORMAT_VERSION}")
+        _log.info("spool_migrated", format_from=version, format_to=FORMAT_VERSION)
 
     @staticmethod
     def _stats(db: sqlite3.Connection) -> SpoolStats:
@@ -332,6 +296,7 @@ class SpoolStore:
                 if batch:
                     self._insert(db, batch, top + 1)
                     copied += len(batch)
+                self._dead = copy_dead(source, db)
             finally:
                 with contextlib.suppress(sqlite3.Error):
                     source.close()
@@ -348,27 +313,46 @@ class SpoolStore:
     # -- writing -------------------------------------------------------------------------------
 
     def commit(self, commit: Commit) -> None:
-        """One transaction: insert ``commit``'s rows, delete its ids, note the next id."""
+        """One transaction: insert ``commit``'s rows, mark its dead letters, delete its ids
+        (and the marks of those that were dead letters), note the next id."""
         with self._busy:
             db = self._require()
-            self._insert(db, commit.inserts, commit.next_id, commit.deletes)
+            marks, unmarks = commit.marks, commit.unmarks
+            if not self._dead and (marks or unmarks):
+                self._insert(
+                    db, commit.inserts, commit.next_id, commit.deletes, marks, unmarks, True
+                )
+                self._dead = True
+            else:
+                self._insert(db, commit.inserts, commit.next_id, commit.deletes, marks, unmarks)
 
     @staticmethod
     def _insert(
         db: sqlite3.Connection,
         rows: Sequence[Row],
         next_id: int,
-        deletes: list[int] = (),  # type: ignore[assignment]
+        deletes: Sequence[int] = (),
+        marks: Sequence[tuple[int, str | None, str | None]] = (),
+        unmarks: Sequence[int] = (),
+        create_dead: bool = False,
     ) -> None:
         try:
             db.execute("BEGIN IMMEDIATE")
+            if create_dead:
+                db.execute(_DEAD_TABLE)
             if rows:
                 _insert_rows(db, rows)
                 db.execute("INSERT OR REPLACE INTO meta (k, v) VALUES ('next_id', ?)", (next_id,))
+            if marks:
+                db.executemany(
+                    "INSERT OR REPLACE INTO dead (id, code, message) VALUES (?, ?, ?)", marks
+                )
             if deletes:
                 db.executemany(
                     "DELETE FROM records WHERE id BETWEEN ? AND ?", _runs(sorted(deletes))
                 )
+            if unmarks:
+                db.executemany("DELETE FROM dead WHERE id BETWEEN ? AND ?", _runs(sorted(unmarks)))
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
@@ -380,24 +364,32 @@ class SpoolStore:
 
     def read(
         self, after: int, limit: int, max_bytes: int = 16 * 1024 * 1024
-    ) -> list[tuple[Row, int] | Damage]:
+    ) -> list[tuple[Row, int] | Dead | Damage]:
         """Up to ``limit`` records with ids above ``after``, in id order, and no more than
         ``max_bytes`` of data past the first (large records are not read 500 at a time):
-        each intact one with its size, or its :class:`Damage`."""
+        each intact one with its size (a :class:`Dead` one if it is a dead letter), or its
+        :class:`Damage`."""
         with self._busy:
             return self._read(after, limit, max_bytes)
 
-    def _read(self, after: int, limit: int, max_bytes: int) -> list[tuple[Row, int] | Damage]:
+    def _read(
+        self, after: int, limit: int, max_bytes: int
+    ) -> list[tuple[Row, int] | Dead | Damage]:
         db = self._require()
-        cursor = db.execute(
-            "SELECT id, stream, pk, ehk, data, crc FROM records WHERE id > ? ORDER BY id LIMIT ?",
-            (after, limit),
-        )
-        out: list[tuple[Row, int] | Damage] = []
+        cursor = db.execute(_READ_DEAD if self._dead else _READ, (after, limit))
+        out: list[tuple[Row, int] | Dead | Damage] = []
         total = 0
         try:
             for values in cursor:
-                checked = _check(tuple(values))
+                checked: tuple[Row, int] | Dead | Damage = _check(tuple(values[:6]))
+                if len(values) > 6 and values[6] is not None and not isinstance(checked, Damage):
+                    code, message = values[7], values[8]
+                    checked = Dead(
+                        checked[0],
+                        checked[1],
+                        code if isinstance(code, str) else None,
+                        message if isinstance(message, str) else None,
+                    )
                 out.append(checked)
                 data = values[4]
                 total += len(data) if isinstance(data, bytes) else 0
@@ -449,63 +441,36 @@ class SpoolStore:
 _ABANDONED: list[sqlite3.Connection | None] = []
 
 
+#: Reading records back, without and with a ``dead`` table.
+_READ = "SELECT id, stream, pk, ehk, data, crc FROM records WHERE id > ? ORDER BY id LIMIT ?"
+_READ_DEAD = (
+    "SELECT r.id, r.stream, r.pk, r.ehk, r.data, r.crc, d.id, d.code, d.message"
+    " FROM records r LEFT JOIN dead d ON d.id = r.id WHERE r.id > ? ORDER BY r.id LIMIT ?"
+)
+
+
+def _has_dead(db: sqlite3.Connection) -> bool:
+    return db.execute("SELECT 1 FROM sqlite_master WHERE name = 'dead'").fetchone() is not None
+
+
 @functools.cache
-def _spool_schema() -> list[tuple[object, ...]]:
-    """What ``sqlite_master`` holds in a spool (but the root pages)."""
+def _spool_schema(dead: bool = False) -> list[tuple[object, ...]]:
+    """What ``sqlite_master`` holds in a spool (but the root pages), with its ``dead``
+    table or without."""
     db = sqlite3.connect(":memory:")
     try:
-        for statement in _SCHEMA:
+        for statement in (*_SCHEMA, _DEAD_TABLE) if dead else _SCHEMA:
             db.execute(statement)
         return SpoolStore._schema(db)
     finally:
         db.close()
 
 
-#: What the 100-byte header of every spool holds but its page size and counters: SQLite's
-#: magic string, WAL mode (file format 2), no reserved bytes, the payload fractions, schema
-#: format 4, UTF-8. A flip in one of them makes the whole file unreadable.
-_HEADER = {
-    0: b"SQLite format 3\x00",
-    18: bytes([2, 2, 0, 64, 32, 32]),
-    44: (4).to_bytes(4, "big"),
-    56: (1).to_bytes(4, "big"),
-}
-
-
-def _repaired(path: str, page_size: int) -> str | None:
-    """A copy of the damaged database at ``path`` with its header's fixed fields as in every
-    spool (its page size, if not one; its page count, if less than the file holds), for
-    salvage; ``None`` if they are intact (or no copy could be made)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(100)
-    except OSError:
-        return None
-    if len(head) < 100:
-        return None
-    fixed = bytearray(head)
-    for at, value in _HEADER.items():
-        fixed[at : at + len(value)] = value
-    size = int.from_bytes(head[16:18], "big")
-    size = 65536 if size == 1 else size
-    if size < 512 or size > 65536 or size & (size - 1):
-        size = page_size
-        fixed[16:18] = (1 if size == 65536 else size).to_bytes(2, "big")
-    pages = os.path.getsize(path) // size
-    if int.from_bytes(head[28:32], "big") < pages:  # pages past it would not be read
-        fixed[28:32] = pages.to_bytes(4, "big")
-    if fixed == head:
-        return None
-    copy = f"{path}.repaired"
-    try:
-        shutil.copyfile(path, copy)
-        if os.path.exists(f"{path}-wal"):
-            shutil.copyfile(f"{path}-wal", f"{copy}-wal")
-        with open(copy, "r+b") as f:
-            f.write(fixed)
-    except OSError:
-        return None
-    return copy
+def _spool_schemas(version: int) -> list[list[tuple[object, ...]]]:
+    """The schemas a spool of format ``version`` may have."""
+    if version >= 2:
+        return [_spool_schema(), _spool_schema(True)]
+    return [_spool_schema()]
 
 
 def _insert_rows(db: sqlite3.Connection, rows: Sequence[Row]) -> None:
@@ -557,118 +522,3 @@ def _runs(ids: list[int]) -> list[tuple[int, int]]:
         last = i
     runs.append((first, last))
     return runs
-
-
-def _text(value: bytes) -> str:
-    """SQLite text as ``str``, even if damaged bytes are not UTF-8 (its record's checksum
-    then fails; quick_check's report of a garbled name still reads)."""
-    return value.decode("utf-8", "surrogateescape")
-
-
-def _read_only(path: str) -> str:
-    """The URI that opens the database at ``path`` read-only."""
-    return f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro"
-
-
-def _empty(path: str) -> bool:
-    """Is the file at ``path`` missing or empty?"""
-    try:
-        return os.path.getsize(path) == 0
-    except OSError:
-        return True
-
-
-def salvage(db: sqlite3.Connection) -> Iterator[Row | Damage]:
-    """Every record that can be read from a damaged database, in id order, and a
-    :class:`Damage` for each one that cannot be read intact.
-
-    Reads in id ranges; past a part of the file SQLite cannot read, probes the next ids one
-    by one (each that fails is counted as one damaged record, as it may have held one),
-    then jumps ahead by doubling steps until a range reads again.
-    """
-    try:
-        top_row = db.execute("SELECT max(rowid) FROM records").fetchone()
-        top = int(top_row[0] or 0)
-    except _UNREADABLE:
-        top = 0
-    with contextlib.suppress(*_UNREADABLE):
-        saved = db.execute("SELECT v FROM meta WHERE k = 'next_id'").fetchone()
-        if saved and isinstance(saved[0], int):
-            top = max(top, saved[0] - 1)
-    after = 0
-    while after < top or top == 0:
-        try:
-            rows = db.execute(
-                f"{_SALVAGE} WHERE rowid > ? ORDER BY rowid LIMIT 500",
-                (after,),
-            ).fetchall()
-        except _UNREADABLE:
-            if top == 0:
-                return
-            after = yield from _probe(db, after, top)
-            continue
-        if not rows:
-            return
-        start = highest = after
-        for values in rows:
-            checked = _salvaged(tuple(values))
-            row_id = checked.id if isinstance(checked, Damage) else checked[0].id
-            if row_id <= start:  # out of order (a damaged page): garbage, or read already
-                continue
-            highest = max(highest, row_id)
-            if isinstance(checked, Damage):
-                yield checked
-                after = max(after, row_id)
-            else:
-                yield checked[0]
-                after = row_id
-        if after <= start:  # nothing past ``start``: never read the same range again
-            after = highest
-            if after <= start:
-                if top == 0:
-                    return
-                after = yield from _probe(db, after, top)
-
-
-#: Salvage reads rows by position and rowid: a damaged schema may have renamed a column, or
-#: made ``id`` a column of its own (NULL) instead of the rowid.
-_SALVAGE = "SELECT rowid, * FROM records"
-
-
-def _salvaged(values: tuple[object, ...]) -> tuple[Row, int] | Damage:
-    """A row salvage read (its rowid, then every column): the record and its size, or
-    why it is damaged."""
-    if len(values) != 7 or not isinstance(values[0], int):
-        return Damage(values[0] if isinstance(values[0], int) else -1, "a row of the wrong shape")
-    return _check((values[0], *values[2:]))
-
-
-def _probe(db: sqlite3.Connection, after: int, top: int) -> Generator[Row | Damage, None, int]:
-    """Past ``after``, where a range read failed: probe ids one by one, then by doubling
-    steps; returns the id reading can go on after."""
-    row_id = after
-    for _ in range(_PROBE):
-        row_id += 1
-        if row_id > top:
-            return top
-        try:
-            values = db.execute(f"{_SALVAGE} WHERE rowid = ?", (row_id,)).fetchone()
-        except _UNREADABLE as exc:
-            yield Damage(row_id, f"unreadable ({exc})")
-            continue
-        if values is not None:
-            checked = _salvaged(tuple(values))
-            yield checked if isinstance(checked, Damage) else checked[0]
-            return row_id
-    step = _PROBE
-    while row_id < top:
-        start = min(row_id + step, top)
-        try:
-            db.execute("SELECT rowid FROM records WHERE rowid > ? ORDER BY rowid LIMIT 1", (start,))
-        except _UNREADABLE:
-            step *= 2
-            row_id = start
-            continue
-        _log.error("spool_ids_unreadable", first=row_id + 1, last=start)
-        return start
-    return top

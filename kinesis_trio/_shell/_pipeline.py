@@ -173,7 +173,7 @@ class Pipeline:
         tg: anyio.abc.TaskGroup,
         now: Callable[[], float],
         engine: Engine,
-        on_failed: Callable[[list[FailedRecord], float], None] | None = None,
+        on_failed: Callable[[list[FailedRecord], float, list[int] | None], None] | None = None,
     ) -> None:
         self.config = config
         self.client = client
@@ -225,7 +225,7 @@ class Pipeline:
             self.tg.start_soon(self._send_part, effect.stream, effect.krecs)
         elif isinstance(effect, DeadLetters):
             if self.on_failed is not None:
-                self.on_failed(effect.records, effect.at)
+                self.on_failed(effect.records, effect.at, effect.tickets)
         else:  # pragma: no cover - every effect is handled above
             raise AssertionError(f"unknown effect {effect!r}")
 

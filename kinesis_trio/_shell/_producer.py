@@ -36,9 +36,11 @@ from .._outcome import ABORTED, CLOSE_TIMEOUT, Outcome
 from ..metrics._names import MetricsSink
 from . import _forks as forks
 from ._pipeline import Pipeline
+from ._schema_puts import SchemaPuts
 from ._views import ProducerViews
 
 if TYPE_CHECKING:
+    from ..gsr._types import SchemaRegistry
     from . import _spooler
 
 __all__ = ["Producer"]
@@ -80,7 +82,7 @@ class _StreamNotLoaded(anyio.WouldBlock):
 _CONTROL_CONNECTIONS = 2
 
 
-class Producer(ProducerViews):
+class Producer(ProducerViews, SchemaPuts):
     """A Kinesis producer with KPL aggregation, per-shard batching, backpressure and outcomes.
 
     Use it as an async context manager, under Trio or asyncio::
@@ -95,7 +97,8 @@ class Producer(ProducerViews):
     ``credentials`` default as the AWS SDKs do (``AWS_REGION``, ``AWS_ENDPOINT_URL_KINESIS``,
     the botocore credential chain). ``transport`` replaces the network for tests:
     ``kinesis_trio.testing``'s fake Kinesis (reached through the producer's own connection
-    pool and HTTP framing), or any ``httpx.AsyncBaseTransport``.
+    pool and HTTP framing), or any ``httpx.AsyncBaseTransport``. ``schema_registry`` (a
+    ``kinesis_trio.gsr.GlueSchemaRegistry``): where ``put_object`` finds schema versions.
     """
 
     def __init__(
@@ -110,7 +113,9 @@ class Producer(ProducerViews):
         profile_name: str | None = None,
         transport: Any = None,
         metrics_sinks: Sequence[MetricsSink] = (),
+        schema_registry: SchemaRegistry | None = None,
     ) -> None:
+        self._schema_registry = schema_registry
         if config is None:
             config = ProducerConfig()
         if not isinstance(config, ProducerConfig):
@@ -187,8 +192,10 @@ class Producer(ProducerViews):
                     self._notify_progress,
                     self._wait_progress,
                     self._pipeline.apply,
+                    dead_letters=self._failures.failed,
                 )
                 await spooler.open()
+                self._failures.use_spool(spooler.release)
             if self._default_stream is not None:
                 await self._load_stream(self._default_stream)
             if self._spooler is not None:
@@ -243,29 +250,21 @@ class Producer(ProducerViews):
                 # The body's own exception (if any) propagates by itself: we return None.
                 await tg.__aexit__(None, None, None)
             except BaseExceptionGroup as group:
-                self._fail_unresolved(reason or (ABORTED, "producer task failed"))
-                await self._close_client()
-                self._set_closed()
+                await self._finish(reason or (ABORTED, "producer task failed"))
                 if len(group.exceptions) == 1:
                     raise group.exceptions[0] from group
                 raise
             except BaseException:
-                self._fail_unresolved(reason or (ABORTED, "producer closing was interrupted"))
-                await self._close_client()
-                self._set_closed()
+                await self._finish(reason or (ABORTED, "producer closing was interrupted"))
                 raise
-            self._fail_unresolved(reason or (ABORTED, "producer closed"))
             # A normal close gives the final metrics flush its documented bound; an exit by
             # exception or cancellation must not wait long for a slow metrics endpoint.
-            await self._close_client(
-                _CLOSE_METRICS_TIMEOUT if exc_type is None else _ABORT_METRICS_TIMEOUT
-            )
-            self._set_closed()
+            await self._finish(reason or (ABORTED, "producer closed"), exc_type is None)
         return None
 
     async def _close_client(self, metrics_timeout: float = _ABORT_METRICS_TIMEOUT) -> None:
         if self._spooler is not None and self._state != _FORKED:
-            await self._spooler.close()
+            await self._spooler.close()  # (closed already, but when entering failed)
         if self._measure and self._engine is not None:
             self._engine.count_received()
             with anyio.CancelScope(shield=True), anyio.move_on_after(metrics_timeout):
@@ -281,11 +280,18 @@ class Producer(ProducerViews):
             self._state = _CLOSED
         self._failures.close(self._now())  # the iterators end once they have taken the rest
 
-    def _fail_unresolved(self, reason: tuple[str, str]) -> None:
+    async def _finish(self, reason: tuple[str, str], slow: bool = False) -> None:
+        """The close's end: the spool's last commit first (each outcome then says whether it
+        is in the spool), the rest failed with ``reason``, then the client (``slow``: a
+        normal close, whose final metrics flush gets its documented bound)."""
+        if self._spooler is not None and self._state != _FORKED:
+            await self._spooler.close()
         if self._engine is not None and self._pipeline is not None:
             self._engine.fail_unresolved(reason[0], reason[1], self._now())
             self._pipeline.apply()  # the dead letters
         self._notify_progress()
+        await self._close_client(_CLOSE_METRICS_TIMEOUT if slow else _ABORT_METRICS_TIMEOUT)
+        self._set_closed()
 
     # -- put ------------------------------------------------------------------------------
 

@@ -9,7 +9,8 @@ event loop:
   ``spool_interval``; each commit is shielded (a cancelled producer still learns whether
   it was written);
 - **recovery** reads the records a dead process left, in id order and in chunks (never the
-  whole spool in memory), and accepts them before any new record;
+  whole spool in memory), and accepts them before any new record; the dead letters among
+  them go to ``failures()`` again (:meth:`Spooler.release` lets one go once taken);
 - **closing** writes what is left (the records kept for the next producer included, and
   those a ``SyncProducer`` still had queued: ``keep``),
   closes the database and lets the lock go; a forked child only lets go of the lock.
@@ -27,9 +28,9 @@ import anyio.to_thread
 
 from .._config import ProducerConfig
 from .._core._engine import Engine
-from .._core._spool import Commit, RecoveryReport, Row, SpoolBook
+from .._core._spool import Commit, RecoveryReport, Row, SpoolBook, dead_letter
 from .._core._state import StreamState
-from .._disk._store import Damage, SpoolStore
+from .._disk._store import Damage, Dead, SpoolStore
 from .._errors import (
     CredentialsError,
     KinesisError,
@@ -37,6 +38,7 @@ from .._errors import (
     SpoolWriteError,
     TransportError,
 )
+from .._failures import FailedRecord
 from .._logging import get_logger
 from .._outcome import PRECEDING_FAILED, Outcome
 
@@ -68,6 +70,7 @@ class Spooler:
         wait_progress: Callable[[], Awaitable[None]],
         apply: Callable[[], None],
         store: SpoolStore | None = None,
+        dead_letters: Callable[[list[FailedRecord], float, list[int] | None], None] | None = None,
     ) -> None:
         assert config.spool_dir is not None
         self.config = config
@@ -77,6 +80,8 @@ class Spooler:
         self.wait_progress = wait_progress
         #: carries out what the engine asked for (a batch to send, a linger timer, dead letters)
         self.apply = apply
+        #: hands dead letters read back to ``failures()`` again (``FailureFeed.failed``)
+        self.dead_letters = dead_letters
         self.store = store or SpoolStore(config.spool_dir)
         self.book = SpoolBook(config.spool_max_bytes, config.spool_sync, config.spool_interval)
         self._wake = anyio.Event()
@@ -277,6 +282,14 @@ class Spooler:
                     book.skip_damaged(item.id, item.size)
                     after = max(after, item.id)
                     continue
+                if isinstance(item, Dead):  # not sent: to failures() again
+                    after = item.row.id
+                    ticket = book.add_dead(item.row.id, item.size)
+                    if self.dead_letters is not None:
+                        now = self.now()
+                        failed = dead_letter(item.row, item.code, item.message, now)
+                        self.dead_letters([failed], now, [ticket])
+                    continue
                 row, size = item
                 after = row.id
                 await self._accept(row, size, load)
@@ -338,6 +351,12 @@ class Spooler:
     def report(self) -> RecoveryReport:
         """What became of the recovered records so far."""
         return self.book.report()
+
+    def release(self, ticket: int) -> None:
+        """A dead letter was taken (or dropped by the failures buffer): it leaves the
+        spool in a coming commit (while the spool is open: after the close, the next
+        producer hands it to ``failures()`` again)."""
+        self.book.release(ticket)
 
     async def recovered(self) -> RecoveryReport:
         """Wait until every recovered record has its outcome (and the log line and the

@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
@@ -44,8 +44,12 @@ from .._failures import FailedRecord
 from .._outcome import RecordResult
 from . import _forks as forks
 from ._producer import Producer
+from ._schema_puts import SyncSchemaPuts
 from ._sync_line import CLOSED, FORKED, Item, Line, await_durable
 from ._sync_loop import Loop
+
+if TYPE_CHECKING:
+    from ..gsr._types import SchemaRegistry
 
 __all__ = ["SyncProducer"]
 
@@ -65,7 +69,7 @@ def _runs_trio() -> bool:
     return True
 
 
-class SyncProducer:
+class SyncProducer(SyncSchemaPuts):
     """A blocking, thread-safe Kinesis producer: the :class:`Producer` on a background thread.
 
     ::
@@ -109,6 +113,8 @@ class SyncProducer:
     producer of the child's own (same arguments, empty books) and goes on, except with a
     spool (``spool_dir``), which stays the parent's: there it raises too.
 
+    With ``schema_registry``, :meth:`put_object` writes typed records (Glue Schema Registry).
+
     With a spool (``config.spool_dir``), ``put`` returns once the record is queued, as
     always, and the record is in the spool within ``spool_interval``; :meth:`wait_durable`
     waits until the records put before are in it. With ``spool_sync="put"``, ``put`` and
@@ -131,6 +137,7 @@ class SyncProducer:
         backend_options: dict[str, Any] | None = None,
         on_failure: Callable[[FailedRecord], object] | None = None,
         after_fork: str = "raise",
+        schema_registry: SchemaRegistry | None = None,
     ) -> None:
         if on_failure is not None and not callable(on_failure):
             raise TypeError(f"on_failure must be callable, got {on_failure!r}")
@@ -147,6 +154,7 @@ class SyncProducer:
             "config": config,
             "profile_name": profile_name,
             "transport": transport,
+            "schema_registry": schema_registry,
         }
         self._on_failure = on_failure
         # The Producer validates its arguments now, in the caller's thread.

@@ -6,7 +6,6 @@ resolver that settles the futures in batches, and the delivery of failed records
 from __future__ import annotations
 
 import collections
-import os
 import threading
 from collections.abc import Callable, Sequence
 
@@ -15,7 +14,7 @@ import anyio.abc
 import anyio.lowlevel
 import sniffio
 
-from .._core._spool import Row
+from .._core._spool import Row, kept_note, spool_note, unkept_note
 from .._failures import FailedRecord
 from .._logging import get_logger
 from .._outcome import ABORTED, CLOSE_TIMEOUT, RecordResult
@@ -49,6 +48,8 @@ class Loop:
         "_durables",
         "_error",
         "_failure_caller",
+        "_handed_event",
+        "_handing",
         "_kept",
         "_line",
         "_on_failure",
@@ -82,6 +83,9 @@ class Loop:
         #: records failed here, never handed to the Producer (queued when it closed)
         self._unsent_failures: collections.deque[FailedRecord] = collections.deque()
         self._failure_caller: _CallbackThread | None = None
+        #: a record is in ``on_failure`` now; the event is set when none is left to hand
+        self._handing = False
+        self._handed_event: anyio.Event | None = None
         #: records (and marks) in the producer whose callers wait until they are in the
         #: spool, not yet waited for; the durability task takes them all at once
         self._durables: list[Item] = []
@@ -97,21 +101,9 @@ class Loop:
         assert call_soon is not None and close_event is not None
         call_soon(close_event.set)
 
-    def _timeout_message(self, kept: bool = False) -> str:
-        """Why a record failed when the close ran out of time; ``kept``: it stays in the
-        spool."""
-        message = f"not confirmed within close_timeout ({self._config.close_timeout} s)"
-        return message + self._kept_note() if kept else message
-
-    def _kept_note(self) -> str:
-        """What a record's failure says when the spool keeps it (as the engine says it)."""
-        spool = self._config.spool_dir
-        if spool is None:
-            return ""
-        return (
-            f"; it stays in the spool ({os.fspath(spool)}): the next producer to open it "
-            "sends it again"
-        )
+    def _timeout_message(self) -> str:
+        """Why a record failed when the close ran out of time."""
+        return f"not confirmed within close_timeout ({self._config.close_timeout} s)"
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         """The main task: the producer's scope, the pump and the resolver."""
@@ -144,6 +136,7 @@ class Loop:
                         with anyio.move_on_after(self._config.close_timeout) as scope:
                             await pumped.wait()
                             await producer.flush()
+                            await self._failures_handed_over(producer)
                         self._timed_out = scope.cancelled_caught
                     tg.cancel_scope.cancel()
                 self._keep_queued(producer)
@@ -173,12 +166,37 @@ class Loop:
             call_soon = self._line.call_soon
             assert call_soon is not None
             caller = self._failure_caller = _CallbackThread(self._call_on_failure, call_soon)
-        async for record in producer.failures():
+        feed = producer._failures
+        while True:
+            try:
+                record, ticket = await feed.next_entry()
+            except StopAsyncIteration:
+                break
+            self._handing = True
             await caller.call(record)
+            self._handing = False
+            feed.settle(ticket)  # on_failure returned: a dead letter may leave the spool
+            if not len(feed.buffer) and self._handed_event is not None:
+                self._handed_event.set()
+                self._handed_event = None
         if self._line.state == CLOSED:  # after the close: the last ones, then the thread ends
             while self._unsent_failures:
                 await caller.call(self._unsent_failures.popleft())
             await caller.stop()
+
+    async def _failures_handed_over(self, producer: Producer) -> None:
+        """At a close, before the producer closes: wait until ``on_failure`` returned for
+        each record failed so far, so that their dead letters leave the spool in its last
+        commit (delivered after it, they would stay and be handed over again by the next
+        producer). Within ``close_timeout``, as the flush."""
+        if self._on_failure is None:
+            return
+        buffer = producer._failures.buffer
+        while len(buffer) or self._handing:
+            event = self._handed_event
+            if event is None:
+                event = self._handed_event = anyio.Event()
+            await event.wait()
 
     def _call_on_failure(self, record: FailedRecord) -> None:
         """In the callback's thread: the callback; what it raises is logged, not raised."""
@@ -341,8 +359,10 @@ class Loop:
             assert outcome is not None
             result = outcome.result()
             if rewrite and result.error_code == ABORTED:
+                # what the engine said of the spool stays said (it keeps the record or not)
+                note = spool_note(result.error_message)
                 result = result._replace(
-                    error_code=CLOSE_TIMEOUT, error_message=self._timeout_message(kept=True)
+                    error_code=CLOSE_TIMEOUT, error_message=self._timeout_message() + note
                 )
             item.future.set_result(result)
         self._line.release(items)
@@ -386,14 +406,11 @@ class Loop:
         error = spooler.closed_error() if spooler is not None else None
         if queued:
             if error is None:
-                self._fail_unsent(queued[:kept], self._kept_note(), kept=True)
+                path = str(self._config.spool_dir)
+                self._fail_unsent(queued[:kept], kept_note(path), kept=True)
             else:  # the last commit failed: they are not in the spool
                 why = spooler.book.error if spooler is not None else None
-                self._fail_unsent(
-                    queued[:kept],
-                    f"; the close's last commit did not write it to the spool ({why}): "
-                    "it is not kept",
-                )
+                self._fail_unsent(queued[:kept], unkept_note(why))
             room = (
                 f"; the spool had no room for it (spool_max_bytes {self._config.spool_max_bytes})"
             )

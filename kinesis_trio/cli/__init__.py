@@ -7,6 +7,8 @@
     progress on stderr, a summary on stdout, failed records (line + error) as JSON lines in
     ``--failed FILE``; exit code 1 when any record failed. ``--spool DIR`` keeps the records
     read on disk until written: a run started again on DIR after a crash sends them first.
+    ``--schema FILE --schema-format F --schema-name N`` writes JSON lines as Glue Schema
+    Registry records.
 ``kinesis-trio perf [--stream S] [-s SIZE] [-n COUNT] [-r RATE] [--duration S]``
     A load generator like ``rdkafka_performance -P``: throughput, latency percentiles (from
     each record's scheduled time when ``-r`` is given: no coordinated omission), CPU per
@@ -17,7 +19,8 @@
 ``kinesis-trio tail --stream S [-f] [-n N] [--format raw|json|base64]``
     Read a stream back (like ``kcat -C``): every shard or ``--shard ID``, from the start,
     ``--from-latest``, ``--from-timestamp`` or ``--from-sequence``; KPL aggregates split as
-    the KCL does; ``-f`` keeps polling and follows resharding.
+    the KCL does; ``-f`` keeps polling and follows resharding; ``--decode gsr`` prints Glue
+    Schema Registry records decoded, as JSON lines.
 ``kinesis-trio demo``
     Write 100,000 records and print a one-row table (the README's first command).
 

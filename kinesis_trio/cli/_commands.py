@@ -15,6 +15,7 @@ from ..testing._emulators import ENGINES
 from ._options import (
     _FAILED_HELP,
     _PROG,
+    GLUE_ENDPOINT_HELP,
     _add_common,
     _add_tail,
     _non_negative_seconds,
@@ -65,6 +66,42 @@ class _Command:
     args: tuple[_Arg, ...]
 
 
+_SCHEMA = "schema (Glue Schema Registry)"
+#: ``produce --schema``: JSON lines written as schema-registered records
+_SCHEMA_ARGS = (
+    _arg(
+        "--schema",
+        metavar="FILE",
+        help="write each JSON line as a record of this schema (an Avro schema, a JSON Schema "
+        "or a .proto file), GSR header first, as the Java and Python GSR readers read them",
+        group=_SCHEMA,
+    ),
+    _arg(
+        "--schema-format",
+        choices=("AVRO", "JSON", "PROTOBUF"),
+        help="the schema's format",
+        group=_SCHEMA,
+    ),
+    _arg("--schema-name", metavar="NAME", help="the schema's name in the registry", group=_SCHEMA),
+    _arg(
+        "--schema-message",
+        metavar="NAME",
+        help="PROTOBUF: the message each line is, in protobuf's JSON form (default: the "
+        "file's first message)",
+        group=_SCHEMA,
+    ),
+    _arg("--registry", metavar="NAME", help="the registry (default-registry)", group=_SCHEMA),
+    _arg(
+        "--auto-register",
+        action="store_true",
+        help="create the schema (BACKWARD compatibility), or register the file as its new "
+        "version, when the registry does not have it",
+        group=_SCHEMA,
+    ),
+    _arg("--compress", action="store_true", help="zlib-compress each payload", group=_SCHEMA),
+    _arg("--glue-endpoint-url", metavar="URL", help=GLUE_ENDPOINT_HELP, group=_SCHEMA),
+)
+
 #: The subcommands but ``tail`` (``_tail_options``), their options in help order.
 _COMMANDS: dict[str, _Command] = {
     "produce": _Command(
@@ -73,7 +110,8 @@ _COMMANDS: dict[str, _Command] = {
         "--json parses JSON lines so that --key-field / --key-template can pick the "
         "partition key. The default partition key is a random uuid4 per record. With --spool "
         "DIR, the records read are kept on disk until written, and a run started again on "
-        "DIR after a crash sends them first. Exit status 1 when any record failed.",
+        "DIR after a crash sends them first. With --schema FILE, each JSON line is written as "
+        "a Glue Schema Registry record of that schema. Exit status 1 when any record failed.",
         progress_interval=5.0,
         args=(
             _arg("input", nargs="?", metavar="FILE", help="input file (default: stdin)"),
@@ -133,6 +171,7 @@ _COMMANDS: dict[str, _Command] = {
                 help="spool_max_bytes: data + keys the spool holds before reading waits (1GiB)",
                 group="spool (survives restarts)",
             ),
+            *_SCHEMA_ARGS,
         ),
     ),
     "perf": _Command(

@@ -140,6 +140,7 @@ def _run_python(args: argparse.Namespace, streams: list[tuple[str, int]]) -> int
                 f"  export AWS_ENDPOINT_URL_KINESIS={url} {_REGION_ENV}",
                 flush=True,
             )
+            say(f"  Glue Schema Registry too: export AWS_ENDPOINT_URL_GLUE={url}", flush=True)
 
     try:
         anyio.run(run_local, settings, ready, fake)

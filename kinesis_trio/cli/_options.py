@@ -9,7 +9,7 @@ import re
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import anyio
 
@@ -19,6 +19,9 @@ from .._config import ProducerConfig
 from .._errors import ResourceNotFoundError
 from .._shell._producer import Producer
 from ..testing._emulators import EmulatorKind, LocalKinesis, default_engine, node_available
+
+if TYPE_CHECKING:
+    from ..gsr._types import SchemaRegistry
 
 _PROG = "kinesis-trio"
 _LOCAL_CREDENTIALS = StaticCredentials("AKIDLOCALDEMO", "local-demo-secret")
@@ -187,8 +190,25 @@ def _add_tail(sub: Any) -> None:
         help="raw: the data and a newline; json: one object a line with the record's "
         "fields; base64: the data in base64 (default raw)",
     )
+    gsr = tail.add_argument_group("Glue Schema Registry")
+    gsr.add_argument(
+        "--decode",
+        choices=["gsr"],
+        help="gsr: decode each record as a Glue Schema Registry record (its writer schema "
+        "fetched from the registry, cached) and print one JSON object a line with its "
+        "fields, schema version and value (--format is then ignored)",
+    )
+    gsr.add_argument("--glue-endpoint-url", metavar="URL", help=GLUE_ENDPOINT_HELP)
     _add_connection(tail)
     _add_output(tail, progress_interval=0.5, unless_terminal="stdout")
+
+
+#: ``--glue-endpoint-url`` (``produce --schema``, ``tail --decode gsr``)
+GLUE_ENDPOINT_HELP = (
+    "Glue endpoint of the schema registry (default: AWS_ENDPOINT_URL_GLUE, else the Kinesis "
+    "endpoint when one is configured, as kinesis-trio local serves Glue on its port, else "
+    "Glue's regional endpoint)"
+)
 
 
 def _add_connection(parser: argparse.ArgumentParser) -> None:
@@ -348,7 +368,9 @@ class _Target:
         except ValueError as exc:  # no region, malformed endpoint URL
             raise _UsageError(str(exc).replace("region_name=...", "--region")) from None
 
-    def producer(self, stream: str, config: ProducerConfig) -> Producer:
+    def producer(
+        self, stream: str, config: ProducerConfig, schema_registry: SchemaRegistry | None = None
+    ) -> Producer:
         return Producer(
             stream,
             region_name=self.region,
@@ -356,6 +378,7 @@ class _Target:
             credentials=self.credentials,
             config=config,
             profile_name=self.profile,
+            schema_registry=schema_registry,
         )
 
 

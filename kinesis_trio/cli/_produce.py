@@ -25,6 +25,7 @@ from .._config import ProducerConfig
 from .._core._spool import RECOVERED, RecoveryReport
 from .._outcome import ABORTED, CLOSE_TIMEOUT, RecordResult
 from .._shell._producer import Producer
+from ._gsr import SchemaInput, registry_for, schema_input
 from ._options import _READ_CHUNK, _config, _Target, _UsageError, _with_target
 from ._output import (
     _exit_code,
@@ -254,15 +255,19 @@ async def _read_and_put(
     tracker: _Tracker,
     counts: _LineCounts,
     durable: Callable[[], Awaitable[None]] | None = None,
+    schema: SchemaInput | None = None,
 ) -> None:
     """Put each line read; ``durable``: awaited after the lines of each read (``--spool-sync
-    put``: they are in the spool before the next read)."""
+    put``: they are in the spool before the next read); ``schema``: each JSON line encoded
+    with it (``put_object``; a line that does not match fails locally, ``SchemaMismatch``)."""
     put = producer.put
     now = anyio.current_time
     limit = producer.record_limit()
     records = keying.records
     json_lines = keying.json or records
-    line_limit = limit * 4 // 3 + 65_536 if records else limit  # base64 and the fields
+    # base64 and the fields; a JSON line encoded with a schema may shrink (Avro, Protobuf)
+    line_limit = limit * 4 // 3 + 65_536 if records or schema else limit
+    mismatch = () if schema is None else schema.mismatch
     buffer = b""
     discarding = False  # inside a line longer than max_record_size: drop up to its newline
     eof = False
@@ -303,7 +308,14 @@ async def _read_and_put(
             context = (counts.lines, data, False, ehk)
             start = now()
             try:
-                outcome = await put(data, key, ehk)
+                if schema is None:
+                    outcome = await put(data, key, ehk)
+                else:
+                    obj = schema.value(json.loads(data))
+                    outcome = await producer.put_object(obj, key, ehk, schema=schema.schema)
+            except mismatch as exc:
+                tracker.fail_local("SchemaMismatch", str(exc), context)
+                continue
             except (TypeError, ValueError) as exc:
                 tracker.fail_local("InvalidRecord", str(exc), context)
                 continue
@@ -369,6 +381,9 @@ def _recovery_row(report: RecoveryReport) -> tuple[str, str]:
 
 def _run_produce(args: argparse.Namespace) -> int:
     config = _spooled(args, _config(args))
+    schema = schema_input(args)
+    if schema is not None:
+        args.json = True  # the lines are JSON: --key-field and the templates' fields work
     keying = _Keying(args)
     with contextlib.ExitStack() as stack:
         if args.input in (None, "-"):
@@ -410,7 +425,10 @@ def _run_produce(args: argparse.Namespace) -> int:
             progress = _Progress("produce", None, quiet=args.quiet, interval=args.progress_interval)
             interrupts = _Interrupts(progress)
             reader = _ChunkReader(fd)
-            producer = target.producer(args.stream, config)
+            registry = None
+            if schema is not None:
+                registry = registry_for(args, target, auto_register=args.auto_register)
+            producer = target.producer(args.stream, config, schema_registry=registry)
             durable = producer.wait_durable if args.spool_sync == "put" else None
             t0 = t1 = 0.0
             try:
@@ -423,7 +441,7 @@ def _run_produce(args: argparse.Namespace) -> int:
                             t0 = anyio.current_time()
                             with interrupts.stop_scope:
                                 await _read_and_put(
-                                    producer, reader, keying, tracker, counts, durable
+                                    producer, reader, keying, tracker, counts, durable, schema
                                 )
                                 await producer.recovered()  # the spool's backlog, if any
                             await producer.flush()
@@ -446,6 +464,9 @@ def _run_produce(args: argparse.Namespace) -> int:
             finally:
                 reader.stopped.set()
                 progress.close(tracker)
+                if registry is not None:
+                    with anyio.CancelScope(shield=True):
+                        await registry.client.aclose()
             elapsed = max(t1 - t0, 1e-9)
             lines = f"{counts.lines:,}"
             if counts.blank:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import contextlib
 import datetime
 import json
 import math
@@ -19,7 +20,7 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Literal, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal, TextIO
 
 import anyio
 import anyio.abc
@@ -32,7 +33,11 @@ from .._errors import (
     ResourceNotFoundError,
     TransportError,
 )
+from ._gsr import decoded_line, registry_for
 from ._options import _PROG, _Failure, _Target, _UsageError, _with_target
+
+if TYPE_CHECKING:
+    from ..gsr._decode import Decoder
 from ._tailing import (
     ReadPacer,
     ShardInfo,
@@ -135,11 +140,21 @@ def format_record(
 # -- the reader ---------------------------------------------------------------------------------
 
 
+#: a user record: its Kinesis record, data, partition key, explicit hash key, sub-sequence
+_User = tuple[dict[str, Any], bytes, str | None, str | None, int | None]
+
+
 class _Tail:
     def __init__(
-        self, client: KinesisClient, options: TailOptions, out: BinaryIO, err: TextIO
+        self,
+        client: KinesisClient,
+        options: TailOptions,
+        out: BinaryIO,
+        err: TextIO,
+        decoder: Decoder | None = None,
     ) -> None:
         self.client = client
+        self.decoder = decoder
         self.options = options
         self.out = out
         self.err = err
@@ -320,7 +335,10 @@ class _Tail:
                 continue
             errors = 0
             records, behind = page.records, page.behind
-            lines, nbytes = self._lines(shard, records)
+            if self.decoder is None:
+                lines, nbytes = self._lines(shard, records)
+            else:
+                lines, nbytes = await self._decoded_lines(shard, records)
             if records:
                 last = records[-1]["SequenceNumber"]
             if behind is not None:
@@ -335,9 +353,9 @@ class _Tail:
             if caught_up and not options.follow:
                 return False
 
-    def _lines(self, shard: ShardInfo, records: list[dict[str, Any]]) -> tuple[list[bytes], int]:
-        fmt = self.options.format
-        lines: list[bytes] = []
+    def _users(self, shard: ShardInfo, records: list[dict[str, Any]]) -> tuple[list[_User], int]:
+        """The user records of a page (aggregates split as the KCL does) and its bytes."""
+        users: list[_User] = []
         nbytes = 0
         for record in records:
             try:
@@ -358,10 +376,8 @@ class _Tail:
                 )
             for user in split.records:
                 if user.aggregated:
-                    lines.append(
-                        format_record(
-                            fmt,
-                            shard.shard_id,
+                    users.append(
+                        (
                             record,
                             user.data,
                             user.partition_key,
@@ -370,7 +386,34 @@ class _Tail:
                         )
                     )
                 else:
-                    lines.append(format_record(fmt, shard.shard_id, record, data, key, None, None))
+                    users.append((record, data, key, None, None))
+        return users, nbytes
+
+    def _lines(self, shard: ShardInfo, records: list[dict[str, Any]]) -> tuple[list[bytes], int]:
+        fmt = self.options.format
+        users, nbytes = self._users(shard, records)
+        return [format_record(fmt, shard.shard_id, *user) for user in users], nbytes
+
+    async def _decoded_lines(
+        self, shard: ShardInfo, records: list[dict[str, Any]]
+    ) -> tuple[list[bytes], int]:
+        """``--decode gsr``: each user record decoded (its writer schema fetched once)."""
+        from ..gsr._types import SchemaError
+
+        decoder = self.decoder
+        assert decoder is not None
+        users, nbytes = self._users(shard, records)
+        lines: list[bytes] = []
+        for record, data, key, ehk, sub in users:
+            decoded, error = None, None
+            try:
+                decoded = await decoder.decode(data)
+            except SchemaError as exc:  # not a GSR record, or a version the registry lacks
+                error = f"{type(exc).__name__}: {exc}"
+            arrival = _iso(record.get("ApproximateArrivalTimestamp"))
+            lines.append(
+                decoded_line(shard.shard_id, record, key, ehk, sub, arrival, decoded, error)
+            )
         return lines, nbytes
 
     # -- progress
@@ -418,9 +461,11 @@ async def tail(
     options: TailOptions,
     out: BinaryIO,
     err: TextIO,
+    decoder: Decoder | None = None,
 ) -> TailStats:
-    """Read the stream ``options`` names and write its records to ``out``."""
-    return await _Tail(client, options, out, err).run()
+    """Read the stream ``options`` names and write its records to ``out`` (decoded as GSR
+    records by ``decoder``, if given: one JSON object a line)."""
+    return await _Tail(client, options, out, err, decoder).run()
 
 
 # -- the command --------------------------------------------------------------------------------
@@ -469,7 +514,17 @@ def _run_tail(args: argparse.Namespace) -> int:
 
     async def main(target: _Target) -> int:
         interrupted = False
-        async with target.client() as client, anyio.create_task_group() as tg:
+        decoder = None
+        async with contextlib.AsyncExitStack() as stack:
+            if args.decode == "gsr":
+                from ..gsr._decode import Decoder
+
+                registry = await stack.enter_async_context(registry_for(args, target))
+                decoder = Decoder(registry)
+            elif args.glue_endpoint_url is not None:
+                raise _UsageError("--glue-endpoint-url needs --decode gsr")
+            client = await stack.enter_async_context(target.client())
+            tg = await stack.enter_async_context(anyio.create_task_group())
 
             async def on_ctrl_c() -> None:
                 # Ctrl-C as a cancellation of the reader, whatever it is awaiting (the
@@ -483,7 +538,7 @@ def _run_tail(args: argparse.Namespace) -> int:
 
             if threading.current_thread() is threading.main_thread():
                 tg.start_soon(on_ctrl_c)
-            reader = _Tail(client, options, out, sys.stderr)
+            reader = _Tail(client, options, out, sys.stderr, decoder)
             await reader.run()
             if reader.broken_pipe:
                 _silence_stdout()

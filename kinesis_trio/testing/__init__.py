@@ -40,7 +40,9 @@ a stream's ``StreamCreationTimestamp``: the wall clock when it was created, fixe
 ``(operation, body)``, a PutRecords ``Records`` replaced by its entry count and a PutRecord
 ``Data`` by its length (so a test can check, say, that writes name the stream by ARN); both
 keep the latest ``request_log`` requests at least, twice that at most (10,000 by
-default). Records older than their stream's retention period (24 hours by default) are
+default). Glue's schema registry calls (``X-Amz-Target: AWSGlue.<Op>``) are answered on the
+same endpoint by ``fake.glue`` (``docs/local.md``, "The Glue Schema Registry"). Records older
+than their stream's retention period (24 hours by default) are
 trimmed within a second, on the stream's next read or write; open shards over all
 streams are capped at ``shard_limit`` (20,000: ``LimitExceededException`` past it).
 

@@ -4,7 +4,8 @@
 database in WAL mode. Tables::
 
     meta(key, value)       format "2", last_sequence (the fake's sequence counter, the last
-                           one handed out), migrated_from (the JSON file it was made from)
+                           one handed out), migrated_from (the JSON file it was made from),
+                           glue (the Glue schema registry as JSON, ``FakeGlue.snapshot``)
     streams(name, created, mode, max_record_size, record_distribution_strategy,
             channel_count, next_shard, retention_hours)
     shards(stream, position, shard_id, start_hash_key, end_hash_key, parent_shard_id,
@@ -297,6 +298,10 @@ class StateStore:
             except (ValueError, TypeError, ArithmeticError) as exc:  # a safety net
                 raise self._fail(f"not a valid state ({type(exc).__name__}: {exc})") from None
             self._held = held
+        try:
+            fake.glue.restore(self._meta.get("glue", ""))
+        except ValueError as exc:
+            raise self._fail(f"meta: glue: {exc}") from None
         fake._restore(streams, last_seq)
         self._last = self._metadata(fake)
         return True
@@ -423,6 +428,9 @@ class StateStore:
                 now_held[name, shard_id] = (first, last)
         drops = [key for key in held if key not in now_held]
         pending = dict(self._pending_meta)
+        glue = fake.glue.snapshot()
+        if glue != self._meta.get("glue", ""):
+            pending["glue"] = glue
         if self.initialized and not (new or trims or drops or pending) and metadata == self._last:
             return None
         plan = SavePlan(

@@ -17,6 +17,7 @@ from ._checks import _stream_name
 from ._control import _Control
 from ._faults import Faults, _FaultInjection
 from ._framing import FakeTransport
+from ._glue import FakeGlue
 from ._model import _MIB, _STATUS, _Fail
 from ._reading import _Reading
 from ._shapes import check_input
@@ -127,6 +128,8 @@ class FakeKinesis(_Writing, _Control, _Reading):
         #: this message, nothing stored (reads are served): the served engine sets it while
         #: it cannot save its state.
         self.write_block: str | None = None
+        #: The Glue Schema Registry served on the same endpoint (``X-Amz-Target: AWSGlue.*``).
+        self.glue: FakeGlue = FakeGlue()
 
     def _upload_delay(self, nbytes: int) -> float:
         """How long ``nbytes`` handed to the uplink now take to reach the fake."""
@@ -187,6 +190,11 @@ class FakeKinesis(_Writing, _Control, _Reading):
             injected = await self.hook(operation, body)
             if injected is not None:
                 return injected
+        if target.startswith("AWSGlue."):
+            try:
+                return self._respond(200, self.glue.answer(operation, body))
+            except _Fail as fail:
+                return self._error(fail.status, fail.code, fail.message)
         if self.server is not None:
             await self._queue(operation, body, len(raw))
         faults = self._faults

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from kinesis_trio._core._admission import FIRST, MIN_SPAN, WINDOW, Admission, Lane
 from kinesis_trio._core._shards import hash_key_for
 from kinesis_trio._core._state import ShardBuffer, StreamState
-from kinesis_trio._outcome import Outcome
+from kinesis_trio._outcome import Outcome, failed
 from tests.support.engine import engine
 
 TTL = 30.0
@@ -213,8 +213,35 @@ def test_a_held_shard_refuses_its_records_and_another_shard_still_takes_them() -
     assert (eng.ledger.records, eng.ledger.bytes) == (records, size)  # nothing changed
     assert hot.is_empty() and hot.lane.owed == 10 and hot.lane.holding
     outcome = eng.accept(stream, b"x" * 100, cold_key, None, 1.0)
-    assert outcome._lane is cold.lane and cold.lane.owed == 100 + len(cold_key)
     assert eng.ledger.records == records + 1
+    assert outcome in cold.members  # in the aggregate in formation: charged at its seal
+    eng.seal(cold)
+    assert outcome._lane is cold.lane and cold.lane.owed == 100 + len(cold_key)
+
+
+def test_a_burst_is_charged_once_per_aggregate_as_owing_from_its_first_record() -> None:
+    eng, _, stream = engine(record_ttl=TTL)
+    (shard,) = stream.shards
+    ln = shard.lane
+    outcomes = [eng.accept(stream, b"x" * 100, f"k{i}", None, 2.0 + i) for i in range(5)]
+    assert ln.owed == 0 and all(o._lane is None for o in outcomes)
+    # the check counts the aggregate in formation beside what the lane owes
+    ln.allow = shard.sizer.size
+    with pytest.raises(anyio.WouldBlock):
+        eng.accept(stream, b"x" * 100, "k9", None, 7.0)
+    ln.allow = math.inf
+    eng.ledger.resolve([outcomes[0]], failed("X", "gone", 7.0))  # resolved before the seal
+    eng.seal(shard)
+    owed = sum(o._size for o in outcomes[1:])
+    assert ln.owed == owed and all(o._lane is ln for o in outcomes)
+    assert ln.busy(10.0) == pytest.approx(8.0)  # owing since the first record's acceptance
+    eng.ledger.resolve(outcomes[1:], failed("X", "gone", 10.0))
+    assert ln.owed == 0 and ln.busy(20.0) == pytest.approx(8.0)  # idle since
+    # a lone record sealed later owes from its acceptance, not from before the lane's idling
+    only = eng.accept(stream, b"x" * 100, "k1", None, 9.0)
+    eng.seal(shard)
+    assert only._lane is ln and ln.owed == only._size
+    assert ln.busy(20.0) == pytest.approx(8.0 + 10.0)  # busy again since 10.0, not 9.0
 
 
 def _route(stream: StreamState, key: str) -> ShardBuffer:

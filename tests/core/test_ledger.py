@@ -52,6 +52,23 @@ def test_members_get_their_sub_record_index() -> None:
     assert [o.result().sub_sequence_number for o in members] == [0, 1, 2]
 
 
+def test_the_oldest_unresolved_record_of_each_stream_is_the_first_left_of_it() -> None:
+    """``OldestRecordAge`` reads it once a second: the walk stops at each stream's first
+    unresolved record in order of acceptance, and every later record is younger."""
+    ledger = Ledger(100, 10_000, Outbox())
+    made = []
+    for i, stream in enumerate(["a", "a", "b", "a", "b"]):
+        o = Outcome(b"x", "k", None, 0, 2, float(i), stream, 0)
+        ledger.accept(o, o._size)
+        made.append(o)
+    assert ledger.oldest_arrivals(2) == {"a": 0.0, "b": 2.0}
+    assert ledger.oldest_arrivals(1) == {"a": 0.0}  # one stream: the first record
+    ledger.resolve([made[0], made[2]], written("s-0", "1", False, 5.0, 0.0, 0.0, 1.0))
+    assert ledger.oldest_arrivals(2) == {"a": 1.0, "b": 4.0}
+    ledger.resolve([made[1], made[3], made[4]], failed("E", "m", 6.0))
+    assert ledger.oldest_arrivals(2) == {}  # nothing unresolved: no age
+
+
 def dead_letters(outbox: Outbox) -> list[tuple[list[FailedRecord], float]]:
     """The dead letters the ledger left in the outbox since the last call."""
     return [(e.records, e.at) for e in outbox.take() if isinstance(e, DeadLetters)]

@@ -92,6 +92,20 @@ def test_kept_records_stay_in_the_spool_and_unwritten_ones_are_written() -> None
     assert b.bytes == 6 and not b.waiting()
 
 
+def test_a_record_the_last_commit_could_not_write_is_not_kept() -> None:
+    """The close's last commit failed (a full disk): the records it meant to write are in
+    neither the spool nor the stream; ``kept`` names them (their outcome must not say they
+    stay in the spool), and keeps the others."""
+    b = book()
+    written = add(b, b"a")
+    b.committed(take(b))
+    unwritten = add(b, b"b")
+    b.commit_failed(take(b), "database or disk is full")
+    assert b.kept({written, unwritten}) == {unwritten}
+    b.committed(take(b))
+    assert b.kept({written}) == set()
+
+
 def test_records_queued_at_the_close_are_kept_after_the_others_while_they_fit() -> None:
     """A SyncProducer's queue at its close: kept in order, from the first, while they fit
     once the resolved records' deletes have freed their room; none after one that does not."""

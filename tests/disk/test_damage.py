@@ -239,7 +239,7 @@ def _open_and_read(where: Path) -> Opened:
         if isinstance(item, Damage):
             damaged += 1
         else:
-            row, size = item
+            row, size = item[0], item[1]
             rows[row.id] = row
             key = row.partition_key
             assert size == len(row.data) + (0 if key is None else len(key.encode()))

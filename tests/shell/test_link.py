@@ -139,8 +139,8 @@ async def test_requests_up_a_slow_link_shrink_to_what_it_carries(virtual: bool) 
     needed 17 s per request (the default deadline was 12 s), each sent again and again.
     Once an answer shows that a size takes longer than half the timeout, requests are made
     of what the link carries in that time (3 s, 1.2 MB), each completes well within its
-    deadline, and every record is written once, on its first attempt. On asyncio, the same
-    with every time scaled down."""
+    deadline, and every record is written once, on its first attempt. On asyncio, with every
+    time scaled down, what a busy machine cannot change: every record on its first attempt."""
     timeout = 6.0 if virtual else 1.0
     rate = 400_000 * 6.0 / timeout
     sizes: list[int] = []
@@ -159,12 +159,15 @@ async def test_requests_up_a_slow_link_shrink_to_what_it_carries(virtual: bool) 
         results = [await o.wait() for o in outcomes]
     assert all(r.ok for r in results)
     assert not any(a.error_code for r in results for a in r.attempts)
-    carried = rate * timeout / 2
-    # one request may be larger (full, before any answer showed what the link carries);
-    # every one after it is what the link carries in half the timeout
-    over = [i for i, size in enumerate(sizes) if size > carried]
-    assert len(over) <= 1, sizes
-    if virtual:  # on the real clock a busy machine's slowness adds to each (no error: each
-        # request completed within its deadline, as checked above)
+    if virtual:
+        # one request may be larger (full, before any answer showed what the link carries);
+        # every one after it is what the link carries in half the timeout. (On the real
+        # clock a busy machine decides how many records are queued when the first requests
+        # go, and so how many full ones go before the first large answer: two beside two
+        # busy loops. What it cannot change is asserted above: every record written on its
+        # first attempt, no request given up.)
+        over = [i for i, size in enumerate(sizes) if size > rate * timeout / 2]
+        assert len(over) <= 1, sizes
+        # (on the real clock a busy machine's slowness adds to each duration too)
         durations = sorted({r.attempts[0].duration for r in results})
         assert durations[-2] <= timeout  # all but the first request: well within it

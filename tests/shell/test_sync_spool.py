@@ -332,6 +332,55 @@ def test_a_close_keeps_what_is_unresolved_and_the_next_producer_recovers_it(
     assert on_disk(spool) == []
 
 
+def test_a_record_failed_just_before_the_close_leaves_the_spool_once_on_failure_returns(
+    tmp_path: Path, backend: str
+) -> None:
+    """A record that fails for good while the producer closes is handed to ``on_failure``
+    before the spool's last commit: its dead letter leaves the spool with that commit, and
+    the next producer does not hand it over again. (It failed a loaded run of the test
+    above: the close's last commit ran while ``on_failure`` still held the record.)"""
+    held = threading.Event()  # PutRecords to "gone" wait until it is set
+
+    async def hold(operation: str, body: dict[str, Any]) -> httpx.Response | None:
+        if operation == "PutRecords" and body["StreamName"] == "gone":
+            await anyio.to_thread.run_sync(held.wait, 10)
+        return None
+
+    fake = FakeKinesis(hold)
+    fake.create_stream("s", shard_count=2)
+    spool = tmp_path / "spool"
+    entered, release = threading.Event(), threading.Event()
+    failed: list[FailedRecord] = []
+
+    def on_failure(record: FailedRecord) -> None:
+        entered.set()
+        release.wait(10)
+        failed.append(record)
+
+    fake.create_stream("gone", shard_count=1)
+
+    async def delete_gone() -> None:
+        async with connect(fake) as client:
+            await client.call("DeleteStream", {"StreamName": "gone"})
+
+    producer = spooled(fake, backend, spool, on_failure=on_failure)
+    with producer:
+        future = producer.put(b"lost", "k", stream_name="gone")
+        producer.wait_durable(timeout=10)  # in the spool, then its stream goes
+        anyio.run(delete_gone)
+        held.set()
+        assert future.result(timeout=10).error_code == "ResourceNotFoundException"
+        assert entered.wait(10)
+        # the close starts while on_failure holds the record; it lets it go a while after
+        threading.Timer(0.2, release.set).start()
+    assert [f.data for f in failed] == [b"lost"]
+    assert on_disk(spool) == []
+    again: list[FailedRecord] = []
+    with spooled(fake, backend, spool, on_failure=again.append) as second:
+        assert second.recovered(timeout=10).dead_letters == 0
+    assert again == []
+
+
 def test_a_second_producer_on_the_same_spool_is_refused(tmp_path: Path, backend: str) -> None:
     fake = new_fake()
     spool = tmp_path / "spool"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kinesis_trio._core._spool import Commit, Row
-from kinesis_trio._disk._store import PAGE_SIZE, Damage, SpoolStore
+from kinesis_trio._disk._store import PAGE_SIZE, Damage, Dead, SpoolStore
 from kinesis_trio._shell import _spooler
 
 #: real seconds a held commit waits before it goes on by itself
@@ -54,7 +54,7 @@ class CountingStore(SpoolStore):
 
     def read(
         self, after: int, limit: int, max_bytes: int = 16 * 1024 * 1024
-    ) -> list[tuple[Row, int] | Damage]:
+    ) -> list[tuple[Row, int] | Dead | Damage]:
         self.reads.append(limit)
         return super().read(after, limit, max_bytes)
 

@@ -319,3 +319,37 @@ def test_an_aggregate_straddling_shards_is_dropped_and_reported(
     assert (
         f"shard {placed[0]['ShardId']}, sequence number {placed[0]['SequenceNumber']}" in reports[0]
     )
+
+
+def test_produce_with_a_schema_then_tail_decoded(
+    python_engine: EmulatorEndpoint, tmp_path: Path
+) -> None:
+    """``produce --schema`` registers the schema on the engine's Glue (same port) and writes
+    GSR records; ``tail --decode gsr`` prints them back as JSON values."""
+    endpoint = python_engine.endpoint_url
+    stream = create_stream(endpoint, shards=2)
+    schema = tmp_path / "order.avsc"
+    schema.write_text(
+        json.dumps(
+            {
+                "type": "record",
+                "name": "Order",
+                "fields": [
+                    {"name": "user", "type": "string"},
+                    {"name": "n", "type": "long"},
+                    {"name": "text", "type": "string"},
+                ],
+            }
+        ),
+        "utf-8",
+    )
+    path, docs = lines_file(tmp_path, 40)
+    name = f"orders-{uuid.uuid4().hex[:8]}"
+    gsr = ["--schema", str(schema), "--schema-format", "AVRO", "--schema-name", name]
+    produce_file(endpoint, stream, path, *gsr, "--auto-register", "--key-field", "user")
+    out = tail(endpoint, "--stream", stream, "--decode", "gsr", "-n", "40")
+    assert out.returncode == 0, out.stderr
+    got = rows(out.stdout)
+    assert sorted((r["value"]["n"], r["value"]) for r in got) == sorted((d["n"], d) for d in docs)
+    assert {r["partition_key"] for r in got} == {d["user"] for d in docs}
+    assert len({r["schema_version_id"] for r in got}) == 1
