@@ -197,16 +197,15 @@ class Lane:
     def charge(self, outcome: Outcome, now: float) -> None:
         """``outcome`` was accepted for this shard at ``now``: it owes its bytes until it is
         resolved (the ledger credits them back: :meth:`drained`)."""
-        if not self.owed:
-            self._since = now if now > self._idle_at else self._idle_at
-        self.owed += outcome._size
+        self.sealed(outcome._size, now)
         outcome._charged(self)
 
     def sealed(self, size: int, since: float) -> None:
         """An aggregate was sealed for this shard with ``size`` bytes of records not charged
-        yet (``Outcome`` s ``sealed_into`` it charged them here), the first accepted at
-        ``since``: the records a burst puts into an aggregate in formation are charged once
-        per aggregate, not one by one, and owe from their acceptance as if they had been."""
+        yet (``sealed_into`` charged them here), the first accepted at ``since``: the records
+        a burst puts into an aggregate in formation are charged once per aggregate, not one
+        by one, and owe from their acceptance (or from when the lane last came to owe
+        nothing, if later) as if they had been."""
         if not size:
             return
         if not self.owed:

@@ -173,8 +173,10 @@ class Loop:
             except StopAsyncIteration:
                 break
             self._handing = True
-            await caller.call(record)
-            self._handing = False
+            try:
+                await caller.call(record)
+            finally:  # cancelled (the close's timeout), the close waits for it no more
+                self._handing = False
             feed.settle(ticket)  # on_failure returned: a dead letter may leave the spool
             if not len(feed.buffer) and self._handed_event is not None:
                 self._handed_event.set()

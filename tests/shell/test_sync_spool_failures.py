@@ -124,7 +124,9 @@ def test_a_wait_for_durability_pending_when_the_close_fails_to_write_raises(
                 for i in range(3):
                     producer.put(b"%d" % i * BIG, "k")
                 waits = [pool.submit(producer.wait_durable, THREAD_BOUND) for _ in range(3)]
-            wait_until(store.holding.is_set)  # the commit they wait for, held
+            # the commit they wait for, held, and all three accepted (a put still on its way
+            # to the producer when the close begins is refused: ProducerClosedError)
+            wait_until(lambda: store.holding.is_set() and producer.outstanding_records == 3)
             closing = pool.submit(producer.close, abort=True)
             # the producer's scope is closing: the task that answered them is cancelled
             wait_until(lambda: producer._producer._state != _OPEN)
