@@ -258,6 +258,8 @@ class LambdaProducer:
         #: this process's spool (under ``spool_dir``), once open
         self.spool: Path | None = None
         self._drained = False
+        #: the drain of the spools no process runs on (see ``_drain``), once begun
+        self._draining: anyio.CancelScope | None = None
 
     # -- the producer ---------------------------------------------------------------------
 
@@ -285,10 +287,15 @@ class LambdaProducer:
         return _slots.claim(self._root, open_in)
 
     def close(self) -> None:
-        """Flush and close this process's producer (an ``atexit`` hook does it otherwise)."""
+        """Flush and close this process's producer (an ``atexit`` hook does it otherwise).
+        A drain of other processes' spools still running stops: what it has not sent stays
+        in their spools, for the next process."""
         with self._lock:
             sync, self._sync = self._sync, None
         if sync is not None and self._pid == os.getpid():
+            draining = self._draining
+            if draining is not None:
+                self._on_loop(sync, draining.cancel)
             sync.close()
 
     # -- invocations ----------------------------------------------------------------------
@@ -372,7 +379,8 @@ class LambdaProducer:
             self._drained = True
             portal = sync._portal
             if portal is not None:
-                portal.start_task_soon(self._drain, self._root, self.spool)
+                self._draining = portal.call(anyio.CancelScope)  # made on its loop
+                portal.start_task_soon(self._drain, self._root, self.spool, self._draining)
 
     @staticmethod
     def _on_loop(sync: SyncProducer, fn: Callable[[], object]) -> None:
@@ -380,9 +388,14 @@ class LambdaProducer:
         if portal is not None:
             portal.call(fn)
 
-    async def _drain(self, root: Path, own: Path) -> None:
+    async def _drain(self, root: Path, own: Path, scope: anyio.CancelScope) -> None:
         """Send the records of the spools no process runs on (left by a process that
-        ended), each through a producer of its own that holds its lock meanwhile."""
+        ended), each through a producer of its own that holds its lock meanwhile; until
+        ``scope`` is cancelled (the close: its producer's close keeps what is unsent)."""
+        with scope:
+            await self._drain_each(root, own)
+
+    async def _drain_each(self, root: Path, own: Path) -> None:
         for spool in _slots.siblings(root, own):
             config = dataclasses.replace(self._config, spool_dir=spool)
             args = {k: v for k, v in self._args.items() if k not in _SYNC_ONLY}

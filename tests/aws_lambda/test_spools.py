@@ -10,12 +10,16 @@ from typing import Any
 
 import pytest
 
+from kinesis_trio._core._spool import Row
 from kinesis_trio.aws_lambda import Invocation, LambdaProducer
 from kinesis_trio.testing import FakeKinesis
 from tests.aws_lambda.support import Context, Gate, lambda_producer, user_data, wait_until
+from tests.support.spool import data_on_disk, dead_on_disk, left_behind
 
 
-def _make(fake: FakeKinesis, backend: str, root: Path) -> tuple[LambdaProducer, Any]:
+def _make(
+    fake: FakeKinesis, backend: str, root: Path, **options: Any
+) -> tuple[LambdaProducer, Any]:
     kinesis = lambda_producer(
         fake,
         backend,
@@ -24,6 +28,7 @@ def _make(fake: FakeKinesis, backend: str, root: Path) -> tuple[LambdaProducer, 
         margin=0.0,
         close_timeout=0.2,
         spool_sync="put",
+        **options,
     )
 
     @kinesis.handler
@@ -65,3 +70,34 @@ def test_each_process_its_spool_and_none_left_behind(tmp_path: Path, backend: st
         c.close()
     stored = user_data(fake)
     assert sorted(set(stored)) == [b"a1", b"a2", b"b1", b"c1"]
+
+
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
+def test_a_close_stops_a_drain_and_leaves_the_rest_for_the_next(
+    tmp_path: Path, backend: str
+) -> None:
+    """A process drains a spool no process runs on; it is closed while that spool's
+    records are in flight, unanswered: the close does not wait for the drain (before,
+    it waited until the records expired, then left them as dead letters, never sent);
+    they stay in that spool, and the next process sends them."""
+    gate = Gate()
+    fake = FakeKinesis(gate)
+    fake.create_stream("s", shard_count=1)
+    root = tmp_path / "spool"
+    left_behind(root / "process-1", [Row(1, "s", "k", None, b"left")])
+    a, handle_a = _make(fake, backend, root, record_ttl=5.0)
+    try:
+        assert handle_a({}, Context()) == "done"  # takes process-0; drains process-1 after
+        wait_until(lambda: gate.held == 1, limit=60)  # the drain's request, unanswered
+    finally:
+        a.close()
+    assert data_on_disk(root / "process-1") == [b"left"]
+    assert dead_on_disk(root / "process-1") == []  # kept, not failed for good
+    assert user_data(fake) == []
+    gate.opened.set()
+    c, handle_c = _make(fake, backend, root)
+    try:
+        assert handle_c({}, Context()) == "done"
+        wait_until(lambda: b"left" in user_data(fake), limit=60)
+    finally:
+        c.close()

@@ -139,3 +139,18 @@ def on_disk(spool: Path) -> list[tuple[int, str, str | None, bytes]]:
 
 def data_on_disk(spool: Path) -> list[bytes]:
     return [row[3] for row in on_disk(spool)]
+
+
+def dead_on_disk(spool: Path) -> list[tuple[int, str | None]]:
+    """The dead letters marked in the spool's file now (id, error code)."""
+    db = sqlite3.connect(f"file:{spool / 'spool.db'}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        rows = (
+            db.execute("SELECT id, code FROM dead ORDER BY id").fetchall()
+            if "dead" in tables
+            else []
+        )
+    finally:
+        db.close()
+    return [(int(r[0]), r[1]) for r in rows]
