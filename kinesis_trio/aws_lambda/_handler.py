@@ -30,6 +30,7 @@ import inspect
 import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -323,7 +324,7 @@ class LambdaProducer:
                             sync.flush(timeout=self._budget(context))
                 return self._answer(invocation, answer)
             finally:
-                self._pause(sync)
+                self._pause(sync, begun=is_async)
 
         handle.__name__ = getattr(fn, "__name__", "handler")
         handle.__doc__ = fn.__doc__
@@ -337,10 +338,13 @@ class LambdaProducer:
         context: Context,
         invocation: Invocation,
     ) -> Any:
-        answer = await fn(event, context, invocation)
-        if invocation._outcomes:
-            with anyio.move_on_after(self._budget(context)):
-                await self.producer._producer.flush()
+        try:
+            answer = await fn(event, context, invocation)
+            if invocation._outcomes:
+                with anyio.move_on_after(self._budget(context)):
+                    await self.producer._producer.flush()
+        finally:
+            _begin_pause(self.producer._producer)
         return answer
 
     def _budget(self, context: Context) -> float:
@@ -365,16 +369,24 @@ class LambdaProducer:
         return _batch.batch_response(failed, order)
 
     def _resume(self, sync: SyncProducer) -> None:
-        """The invocation starts: the pause ``record_ttl`` did not count ends."""
-        engine = sync._producer._engine
-        if engine is not None and engine.pauses.paused:
-            self._on_loop(sync, lambda: engine.pauses.end(sync._producer._now()))
+        """The invocation starts: the pause ``record_ttl`` did not count ends. Not waited
+        for: the loop runs it before the invocation's records, handed over after it."""
+        call_soon = sync._line.call_soon
+        if call_soon is not None:
+            call_soon(partial(_end_pause, sync._producer))
 
-    def _pause(self, sync: SyncProducer) -> None:
-        """The handler returns: the environment may be frozen from now on."""
-        engine = sync._producer._engine
-        if engine is not None:
-            self._on_loop(sync, lambda: engine.pauses.begin(sync._producer._now()))
+    def _pause(self, sync: SyncProducer, begun: bool = False) -> None:
+        """The handler returns: the environment may be frozen from now on (``begun``: the
+        pause began on the loop already, an async handler's). Waited for while a record
+        may be in flight (its expiry depends on when the pause began); not otherwise."""
+        producer = sync._producer
+        call_soon = sync._line.call_soon
+        if begun or call_soon is None:
+            pass
+        elif self.spool is None and not sync._line.outstanding_records:
+            call_soon(partial(_begin_pause, producer))
+        else:
+            self._on_loop(sync, partial(_begin_pause, producer))
         if not self._drained and self._root is not None and self.spool is not None:
             self._drained = True
             portal = sync._portal
@@ -404,6 +416,18 @@ class LambdaProducer:
                     await producer.recovered()
             except Exception as exc:  # a living sibling's (locked), or failing: left for later
                 _log.info("lambda_spool_not_drained", spool=str(spool), error=repr(exc)[:200])
+
+
+def _end_pause(producer: Producer) -> None:
+    engine = producer._engine
+    if engine is not None and engine.pauses.paused:
+        engine.pauses.end(producer._now())
+
+
+def _begin_pause(producer: Producer) -> None:
+    engine = producer._engine
+    if engine is not None:
+        engine.pauses.begin(producer._now())
 
 
 #: SyncProducer's arguments that the async Producer does not take
