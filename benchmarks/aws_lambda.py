@@ -13,6 +13,10 @@ written). Then **warm** invocations put 1, 10, 100 and 1,000 records of 200 byte
 - ``boto3``: ``boto3.client("kinesis").put_records`` in chunks of 500, sending the failed
   entries again (full-jitter backoff, 10 attempts), as the functions the issue names do.
 
+A third row, **dependencies**, is the cold start's floor: the import alone of what the
+package needs before its first request (httpx, h11, anyio with its memory streams and
+portal, asyncio, botocore's SigV4 signer and credential providers), timed the same way.
+
 Both run in a virtual environment of their own holding what a deployment package would:
 this checkout's package with its runtime dependencies, and boto3 at the version of the
 project's environment (made once per run with uv, in a temporary folder), not the project's
@@ -94,6 +98,16 @@ def handler(event, context):
     return event["n"]
 """
 
+#: the floor: the import of the package's dependencies alone (no record is sent)
+DEPENDENCIES = """
+import time
+t0 = time.perf_counter()
+import anyio, anyio.from_thread, anyio.streams.memory, asyncio, h11, httpx
+import botocore.auth, botocore.credentials
+print("RESULT " + json.dumps({"cold": time.perf_counter() - t0}))
+raise SystemExit
+"""
+
 _RUN = """
 handler({"n": 1}, Context())
 cold = time.perf_counter() - t0
@@ -135,10 +149,13 @@ def _deployment(folder: Path) -> str:
 
 
 def _child(python: str, code: str, endpoint: str, stream: str, warm: int) -> dict[str, Any]:
-    script = (
-        f"import json\nSTREAM = {stream!r}\nENDPOINT = {endpoint!r}\nWARM = {warm}\n"
-        f"SIZES = {SIZES!r}\n{code}{_CONTEXT}{_RUN}"
-    )
+    if code is DEPENDENCIES:
+        script = f"import json\n{code}"
+    else:
+        script = (
+            f"import json\nSTREAM = {stream!r}\nENDPOINT = {endpoint!r}\nWARM = {warm}\n"
+            f"SIZES = {SIZES!r}\n{code}{_CONTEXT}{_RUN}"
+        )
     env = dict(
         os.environ,
         AWS_ACCESS_KEY_ID="AKIDLAMBDA",
@@ -154,7 +171,7 @@ def _child(python: str, code: str, endpoint: str, stream: str, warm: int) -> dic
     if out.returncode != 0 or line is None:
         raise RuntimeError(f"the child failed ({out.returncode}): {out.stderr[-2000:]}")
     data: dict[str, Any] = json.loads(line[len("RESULT ") :])
-    data["warm"] = {int(k): v for k, v in data["warm"].items()}
+    data["warm"] = {int(k): v for k, v in data.get("warm", {}).items()}
     return data
 
 
@@ -165,30 +182,37 @@ def main() -> None:
     args = parser.parse_args()
     info = machine_info()
     started = time.perf_counter()
-    runs: dict[str, list[dict[str, Any]]] = {"kinesis_trio": [], "boto3": []}
+    runs: dict[str, list[dict[str, Any]]] = {"kinesis_trio": [], "boto3": [], "dependencies": []}
+    codes = {"kinesis_trio": KINESIS_TRIO, "boto3": BOTO3, "dependencies": DEPENDENCIES}
     with tempfile.TemporaryDirectory() as folder, LocalKinesis("python") as engine:
         python = _deployment(Path(folder))
         endpoint = engine.endpoint_url
         for r in range(args.rounds):
             stream = create_stream(endpoint, 4, prefix="lambda")
-            order = ["kinesis_trio", "boto3"] if r % 2 == 0 else ["boto3", "kinesis_trio"]
+            order = list(codes) if r % 2 == 0 else list(reversed(codes))
             for name in order:
-                code = KINESIS_TRIO if name == "kinesis_trio" else BOTO3
-                runs[name].append(_child(python, code, endpoint, stream, args.warm))
+                runs[name].append(_child(python, codes[name], endpoint, stream, args.warm))
                 print(f"round {r + 1} {name}: {runs[name][-1]}", flush=True)
             delete_stream(endpoint, stream)
     total = time.perf_counter() - started
     medians = {
         name: {
             "cold": median_of([x["cold"] for x in found]),
-            **{n: median_of([x["warm"][n] for x in found]) for n in SIZES},
+            **{n: median_of([x["warm"][n] for x in found if x["warm"]]) for n in SIZES},
         }
         for name, found in runs.items()
+        if name != "dependencies"
     }
+    floor = median_of([x["cold"] for x in runs["dependencies"]])
+    medians["dependencies"] = {"cold": floor}
     ours, theirs = medians["kinesis_trio"], medians["boto3"]
     rows = [
-        [name, f"{m['cold'] * 1000:.0f}", *(f"{m[n] * 1000:.1f}" for n in SIZES)]
-        for name, m in medians.items()
+        [
+            name,
+            f"{medians[name]['cold'] * 1000:.0f}",
+            *(f"{medians[name][n] * 1000:.1f}" for n in SIZES),
+        ]
+        for name in ("kinesis_trio", "boto3")
     ]
     rows.append(
         [
@@ -197,13 +221,17 @@ def main() -> None:
             *(f"{ours[n] / theirs[n]:.2f}x" for n in SIZES),
         ]
     )
+    rows.append(["dependencies (import only)", f"{floor * 1000:.0f}", *("" for _ in SIZES)])
+    rows.append(["dependencies / boto3", f"{floor / theirs['cold']:.2f}x", *("" for _ in SIZES)])
     md = report_header("# Lambda: cold start and warm invocations", info, total)
     md += [
         f"Medians of {args.rounds} rounds (a fresh process per contender and round, the "
         f"warm figures the median of {args.warm} invocations each), in ms, against the "
         "Python local engine on this machine (4 shards). Cold: from before the first "
         "import to the first confirmed record. Warm: one invocation putting N records of "
-        "200 bytes and returning once all are confirmed.",
+        "200 bytes and returning once all are confirmed. Dependencies: the import alone of "
+        "what the package must load before its first request (httpx, h11, anyio, asyncio, "
+        "botocore's signer and credential providers), the floor of its cold start.",
         "",
         markdown_table(
             ["", "cold start", *(f"warm, {n:,}" for n in SIZES)],
