@@ -60,7 +60,8 @@ import anyio
 from kinesis_trio import Outcome, Producer, ProducerConfig, RecordResult, StaticCredentials
 from kinesis_trio._outcome import EXPIRED
 
-from ._common import ROOT, create_stream, delete_stream
+from ._command import ROOT
+from ._emulator import create_stream, delete_stream
 
 CREDS = StaticCredentials("AKIDBENCH", "bench-secret")
 REGION = "us-east-1"
