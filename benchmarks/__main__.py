@@ -122,7 +122,7 @@ def _run_all(argv: list[str]) -> None:
     unknown = [n for n in names if n not in COMMANDS]
     if unknown:
         raise SystemExit(f"unknown commands: {', '.join(unknown)}")
-    from benchmarks._common import RESULTS_DIR
+    from benchmarks._report import RESULTS_DIR
 
     load = os.getloadavg()[0]
     if load > 0.5:
@@ -151,9 +151,9 @@ def main() -> None:
     module = COMMANDS[name][0] if name in COMMANDS else TOOLS.get(name, ("", ""))[0]
     if not module:
         raise SystemExit(f"benchmarks: no command {name!r} (python -m benchmarks lists them)")
-    from benchmarks import _common
+    from benchmarks import _command
 
-    _common.COMMAND[:] = ["benchmarks", name, *rest]
+    _command.COMMAND[:] = ["benchmarks", name, *rest]
     sys.argv = [f"python -m benchmarks {name}", *rest]
     importlib.import_module(module).main()
 

@@ -21,16 +21,10 @@ from typing import Any
 
 import anyio
 
-from benchmarks._common import (
-    create_stream,
-    delete_stream,
-    machine_info,
-    markdown_table,
-    median_of,
-    proc_cpu_seconds,
-    publish,
-    report_header,
-)
+from benchmarks._child import proc_cpu_seconds
+from benchmarks._emulator import create_stream, delete_stream
+from benchmarks._report import machine_info, markdown_table, publish, report_header
+from benchmarks._summary import median_of
 from kinesis_trio import Producer, ProducerConfig, StaticCredentials
 from kinesis_trio.testing._emulators import ENGINES, LocalKinesis, node_available
 

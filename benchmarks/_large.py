@@ -27,7 +27,8 @@ from typing import Any
 
 import anyio
 
-from benchmarks._common import command_line, machine_info, record_index
+from benchmarks._command import command_line
+from benchmarks._report import machine_info, record_index
 
 RESULTS = Path(__file__).parent / "results"
 MIB = 1024 * 1024

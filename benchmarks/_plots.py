@@ -32,7 +32,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator
 
-from benchmarks._common import record_index
+from benchmarks._report import record_index
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MIB = 1024 * 1024

@@ -36,14 +36,8 @@ from typing import Any
 import anyio
 import trio
 
-from benchmarks._common import (
-    machine_info,
-    markdown_table,
-    proc_cpu_seconds,
-    proc_rss_mib,
-    publish,
-    report_header,
-)
+from benchmarks._child import proc_cpu_seconds, proc_rss_mib
+from benchmarks._report import machine_info, markdown_table, publish, report_header
 from kinesis_trio import KinesisClient, KinesisError, StaticCredentials
 
 STREAM = "soak"

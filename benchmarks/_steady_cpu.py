@@ -333,7 +333,7 @@ def _own(segments: dict[str, list[dict[str, Any]]], name: str) -> list[float]:
 def _gc(segments: dict[str, list[dict[str, Any]]], name: str) -> tuple[float, float]:
     """The collector's share of a segment: its µs per record beyond the null segment's (the
     median over the rounds), and the median of its full passes per segment."""
-    from benchmarks._common import median_of
+    from benchmarks._summary import median_of
 
     prod, null = segments[f"producer {name}"], segments[f"null {name}"]
     us = median_of(
@@ -365,7 +365,8 @@ def main() -> None:
         print(json.dumps(_run(Plan(**json.loads(args.child)))), flush=True)
         return
 
-    from benchmarks._common import machine_info, markdown_table, median_of, publish, report_header
+    from benchmarks._report import machine_info, markdown_table, publish, report_header
+    from benchmarks._summary import median_of
 
     info = machine_info()
     started = time.perf_counter()

@@ -51,10 +51,9 @@ def main() -> None:
     parser.add_argument("--name", default="steady_rates", help="results/<name>.{md,json,png}")
     args = parser.parse_args()
 
-    from benchmarks._common import (
+    from benchmarks._emulator import create_stream, delete_stream
+    from benchmarks._report import (
         RESULTS_DIR,
-        create_stream,
-        delete_stream,
         machine_info,
         markdown_table,
         publish,

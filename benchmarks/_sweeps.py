@@ -22,21 +22,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks._common import (
-    command_line,
-    cost_medians,
-    emulator_session,
-    failed_total,
-    fmt,
-    fmt_int,
-    log,
-    markdown_table,
-    median_field,
-    on_off,
-    publish,
-    report_header,
-    run_on_fresh_stream,
-)
+from benchmarks._command import command_line, log
+from benchmarks._report import markdown_table, publish, report_header
+from benchmarks._runs import emulator_session, on_off, run_on_fresh_stream
+from benchmarks._summary import cost_medians, failed_total, fmt, fmt_int, median_field
 
 MIB = 1024 * 1024
 #: data + partition key must fit in 1 MiB: the "1 MiB" point leaves room for the key

@@ -26,15 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._common import (
-    ROOT,
-    create_stream,
-    delete_stream,
-    machine_info,
-    publish,
-    report_header,
-    start_emulator,
-)
+from ._command import ROOT
+from ._emulator import create_stream, delete_stream, start_emulator
+from ._report import machine_info, publish, report_header
 
 CASES: list[tuple[str, list[str]]] = [
     ("ff trio", ["--backend", "trio", "--mode", "fire-and-forget"]),

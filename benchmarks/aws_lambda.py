@@ -39,15 +39,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import (
-    create_stream,
-    delete_stream,
-    machine_info,
-    markdown_table,
-    median_of,
-    publish,
-    report_header,
-)
+from benchmarks._emulator import create_stream, delete_stream
+from benchmarks._report import machine_info, markdown_table, publish, report_header
+from benchmarks._summary import median_of
 from kinesis_trio.testing._emulators import LocalKinesis
 
 SIZES = (1, 10, 100, 1000)

@@ -44,7 +44,8 @@ from typing import Any
 
 import anyio
 
-from benchmarks._common import command_line, record_index
+from benchmarks._command import command_line
+from benchmarks._report import record_index
 from kinesis_trio import KinesisClient, Outcome, Producer, ProducerConfig, StaticCredentials
 from kinesis_trio import __version__ as kinesis_trio_version
 from kinesis_trio.testing import FakeKinesis, Faults

@@ -12,7 +12,7 @@ Parts (``python -m benchmarks engines [speed|soak] [options]``; both without one
 
 from __future__ import annotations
 
-from benchmarks._common import run_parts
+from benchmarks._command import run_parts
 
 PARTS = {"speed": "benchmarks._engines", "soak": "benchmarks._soak"}
 

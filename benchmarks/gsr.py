@@ -38,7 +38,7 @@ from kinesis_trio.gsr import AvroSchema, GlueSchemaRegistry, JsonSchema, Protobu
 from kinesis_trio.gsr._protobuf import compile_definition
 from kinesis_trio.testing import FakeKinesis
 
-from ._common import markdown_table
+from ._report import markdown_table
 
 CREDS = StaticCredentials("AKIDBENCH", "bench-secret")
 GLUE_OPS = ("GetSchemaByDefinition", "CreateSchema", "RegisterSchemaVersion", "GetSchemaVersion")

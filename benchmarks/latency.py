@@ -27,26 +27,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from benchmarks._common import (
-    RESULTS_DIR,
+from benchmarks._command import command_line, log
+from benchmarks._report import RESULTS_DIR, markdown_table, publish, report_header
+from benchmarks._runs import (
     Variant,
     add_stream_flags,
     agg_tag,
-    command_line,
     emulator_session,
-    fmt,
-    fmt_int,
-    log,
-    markdown_table,
-    median_field,
-    median_of,
     on_off,
-    publish,
-    report_header,
-    run_summary,
     run_variant,
     select,
 )
+from benchmarks._summary import fmt, fmt_int, median_field, median_of, run_summary
 
 
 def variants() -> list[Variant]:

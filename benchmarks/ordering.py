@@ -24,16 +24,10 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from ._common import (
-    command_line,
-    create_stream,
-    delete_stream,
-    machine_info,
-    machine_line,
-    record_index,
-    run_child,
-    start_emulator,
-)
+from ._child import run_child
+from ._command import command_line
+from ._emulator import create_stream, delete_stream, start_emulator
+from ._report import machine_info, machine_line, record_index
 
 RESULTS = Path(__file__).parent / "results"
 CASES: list[tuple[str, list[str]]] = [

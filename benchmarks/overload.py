@@ -40,7 +40,9 @@ from kinesis_trio import (
 )
 from kinesis_trio.testing._emulators import LocalKinesis
 
-from ._common import create_stream, delete_stream, log, machine_info, publish, report_header
+from ._command import log
+from ._emulator import create_stream, delete_stream
+from ._report import machine_info, publish, report_header
 
 CREDS = StaticCredentials("AKIDLOCAL", "local-secret")
 REGION = "us-east-1"

@@ -215,18 +215,11 @@ def main() -> None:
     parser.add_argument("--name", default="processes", help="results/<name>.{md,json,png}")
     args = parser.parse_args()
 
-    from benchmarks._common import (
-        RESULTS_DIR,
-        command_line,
-        delete_stream,
-        log,
-        machine_info,
-        markdown_table,
-        proc_cpu_seconds,
-        publish,
-        report_header,
-    )
+    from benchmarks._child import proc_cpu_seconds
+    from benchmarks._command import command_line, log
+    from benchmarks._emulator import delete_stream
     from benchmarks._plots import processes_chart
+    from benchmarks._report import RESULTS_DIR, machine_info, markdown_table, publish, report_header
     from kinesis_trio.testing._emulators import LocalKinesis, default_engine
 
     info = machine_info()

@@ -26,7 +26,7 @@ import httpx
 import trio
 import trio.testing
 
-from benchmarks._common import machine_info, publish, report_header
+from benchmarks._report import machine_info, publish, report_header
 from kinesis_trio import Producer, ProducerConfig, ResourceNotFoundError, StaticCredentials
 from kinesis_trio.testing import FakeKinesis, Faults
 from kinesis_trio.testing._emulators import LocalKinesis

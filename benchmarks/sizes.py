@@ -15,7 +15,7 @@ Parts (``python -m benchmarks sizes [sweeps|large] [options]``; both without one
 
 from __future__ import annotations
 
-from benchmarks._common import run_parts
+from benchmarks._command import run_parts
 
 PARTS = {"sweeps": "benchmarks._sweeps", "large": "benchmarks._large"}
 

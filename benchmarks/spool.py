@@ -44,21 +44,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import (
-    ROOT,
-    add_stream_flags,
-    command_line,
-    emulator_session,
-    fmt,
-    fmt_int,
-    latency_fields,
-    log,
-    markdown_table,
-    median_field,
-    publish,
-    report_header,
-    run_on_fresh_stream,
-)
+from benchmarks._command import ROOT, command_line, log
+from benchmarks._report import markdown_table, publish, report_header
+from benchmarks._runner import latency_fields
+from benchmarks._runs import add_stream_flags, emulator_session, run_on_fresh_stream
+from benchmarks._summary import fmt, fmt_int, median_field
 
 #: ``spool_sync="interval"``'s targets: CPU per record against no spool, and p99 above linger
 CPU_RATIO_TARGET = 2.0

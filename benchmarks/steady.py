@@ -15,7 +15,7 @@ Parts (``python -m benchmarks steady [cpu|rates] [options]``; both without one):
 
 from __future__ import annotations
 
-from benchmarks._common import run_parts
+from benchmarks._command import run_parts
 
 PARTS = {"cpu": "benchmarks._steady_cpu", "rates": "benchmarks._steady_rates"}
 

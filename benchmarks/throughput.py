@@ -21,29 +21,22 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks import _common as common
-from benchmarks._common import (
+from benchmarks import _runs
+from benchmarks._command import command_line, log
+from benchmarks._report import markdown_table, publish, report_header
+from benchmarks._runs import (
     add_stream_flags,
     agg_tag,
-    command_line,
     emulator_session,
-    fmt,
-    fmt_int,
-    log,
-    markdown_table,
-    median_of,
     on_off,
-    publish,
-    report_header,
-    run_summary,
     run_variant,
     select,
-    spread_pct,
 )
+from benchmarks._summary import fmt, fmt_int, median_of, run_summary, spread_pct
 
 
 @dataclass(kw_only=True)
-class Variant(common.Variant):
+class Variant(_runs.Variant):
     count_share: float  # of --count
     table: str = "main"
     fixed_count: int = 0  # records regardless of --count (0: count_share of --count)

@@ -25,10 +25,8 @@ from typing import Any
 import boto3
 from aws_kinesis_agg.aggregator import RecordAggregator
 
-from benchmarks._common import (
-    ACCESS_KEY,
-    REGION,
-    SECRET_KEY,
+from benchmarks._emulator import ACCESS_KEY, REGION, SECRET_KEY
+from benchmarks._runner import (
     Measurement,
     cpu_seconds,
     latency_timeline,

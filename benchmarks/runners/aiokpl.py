@@ -27,12 +27,14 @@ from typing import Any
 import anyio
 from aiokpl import Config, Producer
 
-from benchmarks._common import (
+from benchmarks._emulator import (
     ACCESS_KEY,
     LIFTED_BYTES_PER_SHARD,
     LIFTED_RECORDS_PER_SHARD,
     REGION,
     SECRET_KEY,
+)
+from benchmarks._runner import (
     Measurement,
     cpu_seconds,
     emit,

@@ -14,7 +14,7 @@ import argparse
 import time
 from typing import Any
 
-from benchmarks._common import (
+from benchmarks._runner import (
     Measurement,
     cpu_seconds,
     latency_timeline,

@@ -34,10 +34,8 @@ import time
 
 import anyio
 
-from benchmarks._common import (
-    ACCESS_KEY,
-    REGION,
-    SECRET_KEY,
+from benchmarks._emulator import ACCESS_KEY, REGION, SECRET_KEY
+from benchmarks._runner import (
     Measurement,
     Paced,
     cpu_seconds,

@@ -10,10 +10,10 @@ import dataclasses
 import anyio
 import pytest
 
-from benchmarks import admission
+from benchmarks import _admission_engine, _admission_runs, admission
 from benchmarks._shaper import Link, shaping_proxy
 
-TINY = admission.Sizes(
+TINY = _admission_runs.Sizes(
     overload_count=50,
     rate=200.0,
     window=0.3,
@@ -25,16 +25,16 @@ TINY = admission.Sizes(
 )
 
 
-def _case(name: str) -> admission.Case:
-    return next(c for c in admission.cases(TINY) if c.name == name)
+def _case(name: str) -> _admission_runs.Case:
+    return next(c for c in _admission_runs.cases(TINY) if c.name == name)
 
 
 def _settings() -> list[bool]:
     """Off always; on once this build's ProducerConfig has admission_ttl_share."""
-    return [False, True] if admission.default_share() is not None else [False]
+    return [False, True] if _admission_runs.default_share() is not None else [False]
 
 
-def _counted_once(run: admission.Run) -> None:
+def _counted_once(run: _admission_runs.Run) -> None:
     assert not run.error
     assert 0 < run.accepted <= run.offered
     resolved = run.ok + run.expired + sum(run.failed_other.values())
@@ -48,15 +48,17 @@ def _counted_once(run: admission.Run) -> None:
 
 @pytest.mark.anyio
 async def test_a_paced_endpoint_run_counts_every_accepted_record_once() -> None:
-    case = admission.Case(
+    case = _admission_runs.Case(
         "paced",
         "tiny",
-        admission.Workload(putters=[admission.Putter(200.0, admission.KEYS)], window=0.3),
-        admission.EngineSpec(pace=2_000_000.0),
+        _admission_runs.Workload(
+            putters=[_admission_runs.Putter(200.0, _admission_runs.KEYS)], window=0.3
+        ),
+        _admission_engine.EngineSpec(pace=2_000_000.0),
     )
     for on in _settings():
-        config = admission.producer_config(on, TINY.ttl)
-        run = await admission.run_in_process(case, config, limit=30)
+        config = _admission_runs.producer_config(on, TINY.ttl)
+        run = await _admission_runs.run_in_process(case, config, limit=30)
         _counted_once(run)
         assert run.offered == 60
         assert run.engine["requests"] >= 1 and "served" in run.engine
@@ -67,7 +69,9 @@ async def test_the_hot_shard_case_runs_two_putters_against_the_limits() -> None:
     case = _case("hot-shard")
     assert case.engine is not None and case.engine.limits
     assert case.workload.putters[0].keys == ["hot"]
-    run = await admission.run_in_process(case, admission.producer_config(False, TINY.ttl), 30)
+    run = await _admission_runs.run_in_process(
+        case, _admission_runs.producer_config(False, TINY.ttl), 30
+    )
     _counted_once(run)
     assert "entries_throttled" in run.engine
 
@@ -75,26 +79,28 @@ async def test_the_hot_shard_case_runs_two_putters_against_the_limits() -> None:
 @pytest.mark.anyio
 async def test_the_slow_link_case_reports_the_bytes_the_link_carried() -> None:
     case = _case("slow-link")
-    run = await admission.run_in_process(case, admission.producer_config(False, TINY.ttl), 30)
+    run = await _admission_runs.run_in_process(
+        case, _admission_runs.producer_config(False, TINY.ttl), 30
+    )
     _counted_once(run)
     assert run.offered == run.accepted == 100
     # every record's data went up the link at least once
-    assert run.engine["up_bytes"] >= 100 * admission.RECORD
+    assert run.engine["up_bytes"] >= 100 * _admission_runs.RECORD
     assert run.engine["link_seconds"] == pytest.approx(run.engine["up_bytes"] / 2e6, abs=1e-3)
     assert "MB up" in admission._link_cell(run)
 
 
 def test_off_is_the_producer_without_admission_and_on_needs_the_setting() -> None:
-    off = admission.producer_config(False, 12.0)
+    off = _admission_runs.producer_config(False, 12.0)
     assert off.record_ttl == 12.0
-    if admission.default_share() is None:
-        with pytest.raises(admission.AdmissionUnavailable):
-            admission.producer_config(True, 12.0)
-        assert admission.run_case(_case("slow-link"), "trio", True, TINY, None, None).error
+    if _admission_runs.default_share() is None:
+        with pytest.raises(_admission_runs.AdmissionUnavailable):
+            _admission_runs.producer_config(True, 12.0)
+        assert _admission_runs.run_case(_case("slow-link"), "trio", True, TINY, None, None).error
     else:  # read by name: a tree without the setting type-checks too
         assert dataclasses.asdict(off)["admission_ttl_share"] is None
-        on = dataclasses.asdict(admission.producer_config(True, 12.0))
-        assert on["admission_ttl_share"] == admission.default_share()
+        on = dataclasses.asdict(_admission_runs.producer_config(True, 12.0))
+        assert on["admission_ttl_share"] == _admission_runs.default_share()
         assert on["admission_ttl_share"] is not None
 
 
@@ -161,7 +167,7 @@ async def test_the_client_send_buffer_option_sets_each_new_connections_buffer() 
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
     port = listener.extra(anyio.abc.SocketAttribute.local_port)
     async with listener:
-        with admission.client_send_buffer(256 * 1024):
+        with _admission_runs.client_send_buffer(256 * 1024):
             stream = await anyio.connect_tcp("127.0.0.1", port)
         async with stream:
             raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)

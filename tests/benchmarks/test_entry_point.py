@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import __main__ as entry
-from benchmarks import _common
+from benchmarks import _command, _report
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,10 +72,10 @@ def test_the_pieces_the_steady_benchmark_times_still_exist() -> None:
 def test_the_index_names_each_file_with_its_commit_and_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_common, "RESULTS_DIR", tmp_path)
-    monkeypatch.setattr(_common, "INDEX_JSON", tmp_path / "index.json")
-    monkeypatch.setattr(_common, "INDEX_MD", tmp_path / "index.md")
-    monkeypatch.setattr(_common, "COMMAND", ["benchmarks", "reliability", "--seconds", "5"])
+    monkeypatch.setattr(_report, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(_report, "INDEX_JSON", tmp_path / "index.json")
+    monkeypatch.setattr(_report, "INDEX_MD", tmp_path / "index.md")
+    monkeypatch.setattr(_command, "COMMAND", ["benchmarks", "reliability", "--seconds", "5"])
     info = {
         "git_commit": "abc1234",
         "date": "2026-11-27 16:00:00 UTC",
@@ -88,9 +88,9 @@ def test_the_index_names_each_file_with_its_commit_and_command(
     }
     (tmp_path / "reliability.md").write_text("# r\n")
     (tmp_path / "gone.md").write_text("# g\n")
-    _common.record_index([tmp_path / "reliability.md", tmp_path / "gone.md"], info)
+    _report.record_index([tmp_path / "reliability.md", tmp_path / "gone.md"], info)
     (tmp_path / "gone.md").unlink()
-    _common.record_index([tmp_path / "reliability.md"], info)
+    _report.record_index([tmp_path / "reliability.md"], info)
     index = (tmp_path / "index.md").read_text()
     row = next(line for line in index.splitlines() if "reliability.md" in line)
     assert "abc1234" in row

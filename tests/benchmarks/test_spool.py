@@ -11,7 +11,7 @@ from typing import Any, cast
 import anyio
 import pytest
 
-from benchmarks import _common, spool
+from benchmarks import _runner, spool
 from benchmarks.runners import kinesis_trio as runner
 from kinesis_trio import Producer
 
@@ -38,7 +38,7 @@ async def _waiting_put(key: str) -> str:
 @pytest.mark.virtual_time
 async def test_putters_keep_to_the_schedule_while_each_put_waits(anyio_backend: Any) -> None:
     keys = ["a", "b", "c"]
-    paced, put_latency = await _common.put_paced_pool(
+    paced, put_latency = await _runner.put_paced_pool(
         _waiting_put, keys, 10, 1000.0, anyio.current_time, tasks=10
     )
     assert paced.outcomes == [keys[i % 3] for i in range(10)]
@@ -54,7 +54,7 @@ async def test_putters_keep_to_the_schedule_while_each_put_waits(anyio_backend: 
 async def test_one_putter_falls_behind_and_its_lag_counts_from_the_schedule(
     anyio_backend: Any,
 ) -> None:
-    paced, put_latency = await _common.put_paced_pool(
+    paced, put_latency = await _runner.put_paced_pool(
         _waiting_put, ["k"], 10, 1000.0, anyio.current_time, tasks=1
     )
     # one put at a time: record 9 starts after nine puts of 10 ms, 9 ms after it was due

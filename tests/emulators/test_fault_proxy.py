@@ -1,4 +1,4 @@
-"""The fault-injecting proxy (tests/fault_proxy.py) in front of the real emulators."""
+"""The fault-injecting proxy (tests/support/fault_proxy.py) in front of the real emulators."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ import httpx
 import pytest
 
 from tests.support.emulators import EmulatorEndpoint
-from tests.support.fault_proxy import FaultProxy, Faults, ProxyEvent
+from tests.support.fault_proxy import FaultProxy
+from tests.support.fault_spec import Faults, ProxyEvent
 
 _AUTH = (
     "AWS4-HMAC-SHA256 Credential=test/20200101/us-east-1/kinesis/aws4_request, "

@@ -8,7 +8,7 @@ processed, its answer lost) and resharding. Checked here:
    16 keys (four hot), random and forced faults of every kind (throttled and failed
    entries, 500/503, hangs and resets before and after processing, latency), a split and a
    merge in the middle of the run.
-2. Through the fault proxy (tests/fault_proxy.py) in front of real emulators, with a split
+2. Through the fault proxy (tests/support/fault_proxy.py) in front of real emulators, with a split
    and a merge done mid-run by a direct client.
 3. The contrast: the same fake run with ``ordering="none"`` breaks per-key order.
 

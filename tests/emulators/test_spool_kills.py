@@ -57,7 +57,8 @@ import pytest
 from kinesis_trio import deaggregate
 from tests.support import spool_child
 from tests.support.emulators import EmulatorEndpoint, client_for, new_stream
-from tests.support.fault_proxy import FaultProxy, Faults
+from tests.support.fault_proxy import FaultProxy
+from tests.support.fault_spec import Faults
 from tests.support.helpers import read_stream
 from tests.support.spool_child import Run, parse, record
 
