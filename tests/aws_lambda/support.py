@@ -95,11 +95,3 @@ def user_data(fake: FakeKinesis, stream: str = "s") -> list[bytes]:
     return sorted(
         u.data for r in fake.records(stream) for u in deaggregate(r.data, r.partition_key or "")
     )
-
-
-def wait_until(condition: Any, limit: float = 30.0) -> None:
-    """Poll a condition another thread makes true (bounded)."""
-    end = time.monotonic() + limit
-    while not condition():
-        assert time.monotonic() < end, "not within the limit"
-        time.sleep(0.01)

@@ -33,7 +33,7 @@ from kinesis_trio import (
 )
 from kinesis_trio.testing import FakeKinesis, Faults
 from tests.support.emulators import EmulatorEndpoint
-from tests.support.helpers import CREDS, fake_producer
+from tests.support.helpers import CREDS, fake_producer, wait_until
 
 
 @pytest.fixture(params=["trio", "asyncio"])
@@ -90,19 +90,15 @@ def landed(fake: FakeKinesis, stream: str = "s") -> Counter[bytes]:
     return found
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.005)
-
-
 @pytest.fixture
 def watchdog() -> Iterator[None]:
     """Fail (rather than hang) a test whose producer thread never stops."""
     before = set(threading.enumerate())
     yield
-    wait_until(lambda: not [t for t in set(threading.enumerate()) - before if t.is_alive()])
+    wait_until(
+        lambda: not [t for t in set(threading.enumerate()) - before if t.is_alive()],
+        what="the test's threads to stop",
+    )
 
 
 pytestmark = pytest.mark.usefixtures("watchdog")
@@ -125,7 +121,7 @@ def test_put_and_result(backend: str) -> None:
         more[0].add_done_callback(lambda f: seen.append(f.result()))
         done, not_done = concurrent.futures.wait(more, timeout=10)
         assert len(done) == 2 and not not_done
-        wait_until(lambda: len(seen) == 1)
+        wait_until(lambda: len(seen) == 1, what="the done callback")
         assert seen[0].ok
         assert producer.outstanding_records == 0
     assert landed(fake) == Counter({b"hello": 1, b"a": 1, b"b": 1})
@@ -191,7 +187,10 @@ def test_backpressure_bounds_outstanding_and_resumes(backend: str) -> None:
 
         thread = threading.Thread(target=putter)
         thread.start()
-        wait_until(lambda: len(accepted) == bound and gate.held > 0)
+        wait_until(
+            lambda: len(accepted) == bound and gate.held > 0,
+            what="the bound of puts accepted and a request held",
+        )
         time.sleep(0.3)
         assert thread.is_alive() and len(accepted) == bound  # put is waiting for room
         assert producer.outstanding_records == bound
@@ -313,7 +312,7 @@ def test_exception_in_with_block_resolves_every_future(backend: str) -> None:
         assert first.result(timeout=10).ok
         gate.opened.clear()
         futures = [producer.put(b"p%d" % i, f"k{i}") for i in range(200)]
-        wait_until(lambda: gate.held > 0)
+        wait_until(lambda: gate.held > 0, what="a request held at the gate")
         raise RuntimeError("boom")
     assert first.result().ok
     results = [f.result(timeout=0) for f in futures]
@@ -345,7 +344,7 @@ def test_close_timeout_fails_what_is_unconfirmed(backend: str) -> None:
     fake = new_fake(gate)
     producer = sync_producer(fake, backend, close_timeout=0.5).open()
     futures = [producer.put(b"t%d" % i, "k") for i in range(20)]
-    wait_until(lambda: gate.held > 0)
+    wait_until(lambda: gate.held > 0, what="a request held at the gate")
     started = time.monotonic()
     producer.close()
     assert time.monotonic() - started < 30  # at its 0.5 s timeout, not held by the gate
@@ -374,7 +373,7 @@ def test_open_errors_and_callback_put(backend: str) -> None:
         future = producer.put(b"x", "k")
         future.add_done_callback(again)
         future.result(timeout=10)
-        wait_until(lambda: bool(errors))
+        wait_until(lambda: bool(errors), what="the callback's error")
     assert "own thread" in str(errors[0])
 
 
@@ -483,7 +482,7 @@ def test_on_failure_that_raises_is_logged_and_the_producer_goes_on(
     ):
         first = [producer.put(b"a%d" % i, "k", stream_name="bad") for i in range(5)]
         assert not any(f.result(timeout=10).ok for f in first)
-        wait_until(lambda: len(got) == 5)
+        wait_until(lambda: len(got) == 5, what="five failed records")
         then = [producer.put(b"b%d" % i, "k") for i in range(5)]
         again = [producer.put(b"c%d" % i, "k", stream_name="bad") for i in range(5)]
         assert all(f.result(timeout=10).ok for f in then)
@@ -500,7 +499,7 @@ def test_on_failure_gets_the_records_the_close_fails(backend: str) -> None:
     got: list[FailedRecord] = []
     producer = failing_producer(fake, backend, got.append, close_timeout=0.5).open()
     futures = [producer.put(b"t%d" % i, f"k{i}") for i in range(30)]
-    wait_until(lambda: gate.held > 0)
+    wait_until(lambda: gate.held > 0, what="a request held at the gate")
     producer.close()
     assert sorted(r.data for r in got) == sorted(b"t%d" % i for i in range(30))
     assert {r.result.error_code for r in got} == {"ProducerCloseTimeout"}

@@ -11,7 +11,6 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from kinesis_trio import (
 from kinesis_trio._outcome import CLOSE_TIMEOUT
 from kinesis_trio.testing import FakeKinesis
 from tests.shell.test_forks import in_child, outcome_of
-from tests.support.helpers import CREDS, connect
+from tests.support.helpers import CREDS, connect, wait_until
 from tests.support.spool import BIG, FRESH_PAGES, Stores, count_stores, data_on_disk, on_disk
 
 #: records stay unresolved until a flush (the linger and the TTL far away)
@@ -61,17 +60,10 @@ def watchdog() -> Iterator[None]:
         left = set(threading.enumerate()) - before
         return not [t for t in left if t.is_alive() and not t.name.startswith("Trio thread")]
 
-    wait_until(stopped)
+    wait_until(stopped, what="the test's threads to stop")
 
 
 pytestmark = pytest.mark.usefixtures("watchdog")
-
-
-def wait_until(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.005)
 
 
 class Never:
@@ -203,11 +195,15 @@ def test_puts_from_threads_waiting_on_one_write_share_the_next(
         try:
             first = threading.Thread(target=worker, args=(0,))
             first.start()
-            wait_until(store.holding.is_set)  # the write with t0 in it is held
+            # the write with t0 in it is held
+            wait_until(store.holding.is_set, what="the held spool write")
             others = [threading.Thread(target=worker, args=(t,)) for t in range(1, threads)]
             for w in others:
                 w.start()
-            wait_until(lambda: producer._producer.outstanding_records == threads)
+            wait_until(
+                lambda: producer._producer.outstanding_records == threads,
+                what="every thread's record outstanding",
+            )
             assert returned == []  # every put waits for the disk
         finally:
             store.hold = None
@@ -258,7 +254,7 @@ def test_a_put_under_spool_sync_put_from_a_callback_is_refused(
         assert not first.done()  # its callback runs on the producer's thread
         first.add_done_callback(again)
         producer.flush(timeout=10)
-        wait_until(lambda: errors)
+        wait_until(lambda: errors, what="the callback's error")
     assert "would wait for the spool" in str(errors[0])
 
 
@@ -292,13 +288,14 @@ def test_a_full_disk_under_spool_sync_put(tmp_path: Path, backend: str, stores: 
         assert isinstance(error, SpoolWriteError) and error.outcome is None
         assert "not accepted" in str(error)
         store.make_room()
-        wait_until(lambda: data_on_disk(spool) == [b"a" * BIG])  # written again
+        # written again
+        wait_until(lambda: data_on_disk(spool) == [b"a" * BIG], what="the record on disk")
 
         def accepted() -> bool:  # once the book has seen that commit
             probe = p.put(b"probe", "k")
             return not (probe.done() and probe.exception() is not None)
 
-        wait_until(accepted)
+        wait_until(accepted, what="a put accepted again")
         third = p.put(b"c" * BIG, "k")
         assert data_on_disk(spool)[-1] == b"c" * BIG
         p.flush(timeout=10)
@@ -317,7 +314,7 @@ def test_a_full_disk_under_spool_sync_interval(
     with spooled(fake, backend, spool, spool_interval=0.05, **HOLD) as producer:
         store = stores[0]
         first = producer.put(b"a" * BIG, "k")
-        wait_until(lambda: store.failed)
+        wait_until(lambda: store.failed, what="a failed commit")
         with pytest.raises(SpoolWriteError, match="writing to the spool failed"):
             producer.wait_durable(timeout=10)
         refused = producer.put(b"b" * BIG, "k")

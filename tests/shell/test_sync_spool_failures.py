@@ -27,9 +27,9 @@ from tests.shell.test_sync_spool import (  # noqa: F401 (watchdog: a fixture)
     new_fake,
     spooled,
     stored,
-    wait_until,
     watchdog,
 )
+from tests.support.helpers import wait_until
 from tests.support.spool import (
     BIG,
     FRESH_PAGES,
@@ -126,10 +126,15 @@ def test_a_wait_for_durability_pending_when_the_close_fails_to_write_raises(
                 waits = [pool.submit(producer.wait_durable, THREAD_BOUND) for _ in range(3)]
             # the commit they wait for, held, and all three accepted (a put still on its way
             # to the producer when the close begins is refused: ProducerClosedError)
-            wait_until(lambda: store.holding.is_set() and producer.outstanding_records == 3)
+            wait_until(
+                lambda: store.holding.is_set() and producer.outstanding_records == 3,
+                what="a held spool write and three records outstanding",
+            )
             closing = pool.submit(producer.close, abort=True)
             # the producer's scope is closing: the task that answered them is cancelled
-            wait_until(lambda: producer._producer._state != _OPEN)
+            wait_until(
+                lambda: producer._producer._state != _OPEN, what="the producer to leave open"
+            )
         finally:
             store.hold = None
             release.set()
@@ -160,7 +165,7 @@ def test_wait_durable_during_a_close_waits_for_its_last_commit(
         puts = in_threads([put_in(producer, i) for i in range(3)])
         assert all(ended.exception() is None for ended in puts)
         closing = pool.submit(producer.close)
-        wait_until(lambda: "closing" in repr(producer))
+        wait_until(lambda: "closing" in repr(producer), what="the producer closing")
         waits = [pool.submit(wait) for _ in range(3)]
         closing.result(THREAD_BOUND)
         assert [ended.exception(THREAD_BOUND) for ended in waits] == [None] * 3
@@ -253,9 +258,13 @@ def test_records_queued_behind_a_recovering_spool_at_the_close_stay_in_the_spool
         fake, backend, spool, spool_sync=sync, close_timeout=0.2, on_failure=failed.append
     )
     with producer, concurrent.futures.ThreadPoolExecutor(threads) as pool:
-        wait_until(hook.loading.is_set)  # recovery is held: the pump waits behind it
+        # recovery is held: the pump waits behind it
+        wait_until(hook.loading.is_set, what="recovery held")
         puts = [pool.submit(puts_of(producer, t, per_thread, sync)) for t in range(threads)]
-        wait_until(lambda: producer.outstanding_records == threads * per_thread)  # queued
+        wait_until(  # queued
+            lambda: producer.outstanding_records == threads * per_thread,
+            what="every thread's records queued",
+        )
         if sync == "interval":  # put returned: accepted
             assert not any(f.done() for ended in puts for f in ended.result(THREAD_BOUND))
         else:  # put_many waits until they are in the spool, or resolved
@@ -311,7 +320,9 @@ def test_records_queued_behind_a_full_spool_at_the_close_fail_saying_it_had_no_r
 
         puts = in_threads([three(t) for t in range(4)])
         futures = [f for ended in puts for f in ended.result(0)]
-        wait_until(lambda: producer._producer.outstanding_records == 3)  # the spool is full
+        wait_until(  # the spool is full
+            lambda: producer._producer.outstanding_records == 3, what="three records outstanding"
+        )
     results = [f.result(0) for f in futures]
     assert [r.error_code for r in results] == [CLOSE_TIMEOUT] * 12
     kept = [r for r in results if "it stays in the spool" in (r.error_message or "")]
@@ -337,7 +348,8 @@ def test_records_queued_at_a_close_whose_last_commit_fails_fail_saying_so(
     failed: list[FailedRecord] = []
     producer = spooled(fake, backend, spool, close_timeout=0.2, on_failure=failed.append)
     with producer:
-        wait_until(hook.loading.is_set)  # recovery is held: the pump waits behind it
+        # recovery is held: the pump waits behind it
+        wait_until(hook.loading.is_set, what="recovery held")
         puts = in_threads([put_in(producer, i) for i in range(4)])
         futures = [ended.result(0) for ended in puts]
     for future in futures:
