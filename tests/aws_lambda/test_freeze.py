@@ -17,8 +17,9 @@ from trio.testing import MockClock
 
 from kinesis_trio.aws_lambda import Invocation, RecordsFailedError
 from kinesis_trio.testing import FakeKinesis
-from tests.aws_lambda.support import Context, Gate, lambda_producer, user_data
-from tests.support.helpers import wait_until
+from tests.aws_lambda.support import Context, lambda_producer
+from tests.support.helpers import user_data, wait_until
+from tests.support.sync_kit import Gate
 
 
 class _JumpLoop(asyncio.SelectorEventLoop):

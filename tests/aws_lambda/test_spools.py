@@ -13,9 +13,10 @@ import pytest
 from kinesis_trio._core._spool import Row
 from kinesis_trio.aws_lambda import Invocation, LambdaProducer
 from kinesis_trio.testing import FakeKinesis
-from tests.aws_lambda.support import Context, Gate, lambda_producer, user_data
-from tests.support.helpers import wait_until
+from tests.aws_lambda.support import Context, lambda_producer
+from tests.support.helpers import user_data, wait_until
 from tests.support.spool import data_on_disk, dead_on_disk, left_behind
+from tests.support.sync_kit import Gate
 
 
 def _make(

@@ -13,18 +13,16 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 
 from kinesis_trio import (
     FailedRecord,
     KinesisClient,
     ProducerClosedError,
-    ProducerConfig,
     RecordResult,
     ResourceNotFoundError,
     StaticCredentials,
@@ -33,50 +31,8 @@ from kinesis_trio import (
 )
 from kinesis_trio.testing import FakeKinesis, Faults
 from tests.support.emulators import EmulatorEndpoint
-from tests.support.helpers import CREDS, fake_producer, wait_until
-
-
-@pytest.fixture(params=["trio", "asyncio"])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-class Gate:
-    """A FakeKinesis hook holding every PutRecords until ``opened`` is set (any thread)."""
-
-    def __init__(self) -> None:
-        self.opened = threading.Event()
-        self.held = 0
-
-    async def __call__(self, operation: str, body: dict[str, Any]) -> httpx.Response | None:
-        if operation == "PutRecords":
-            self.held += 1
-            try:
-                while not self.opened.is_set():  # noqa: ASYNC110 -- a threading.Event
-                    await anyio.sleep(0.005)
-            finally:
-                self.held -= 1
-        return None
-
-
-def new_fake(hook: Gate | None = None, shards: int = 4) -> FakeKinesis:
-    fake = FakeKinesis(hook)
-    fake.create_stream("s", shard_count=shards)
-    return fake
-
-
-def sync_producer(
-    fake: FakeKinesis, backend: str, stream: str | None = "s", **config: Any
-) -> SyncProducer:
-    return SyncProducer(
-        stream,
-        region_name="us-east-1",
-        endpoint_url="http://fake.local",
-        credentials=CREDS,
-        config=ProducerConfig(**config),
-        transport=fake.transport(),
-        backend=backend,
-    )
+from tests.support.helpers import fake_producer, wait_until
+from tests.support.sync_kit import Gate, new_fake, sync_producer
 
 
 def landed(fake: FakeKinesis, stream: str = "s") -> Counter[bytes]:
@@ -88,17 +44,6 @@ def landed(fake: FakeKinesis, stream: str = "s") -> Counter[bytes]:
         ):
             found[user.data] += 1
     return found
-
-
-@pytest.fixture
-def watchdog() -> Iterator[None]:
-    """Fail (rather than hang) a test whose producer thread never stops."""
-    before = set(threading.enumerate())
-    yield
-    wait_until(
-        lambda: not [t for t in set(threading.enumerate()) - before if t.is_alive()],
-        what="the test's threads to stop",
-    )
 
 
 pytestmark = pytest.mark.usefixtures("watchdog")
@@ -418,16 +363,8 @@ def test_kinesalite(local_engine: EmulatorEndpoint) -> None:
 def failing_producer(
     fake: FakeKinesis, backend: str, on_failure: Callable[[FailedRecord], object], **config: Any
 ) -> SyncProducer:
-    return SyncProducer(
-        "s",
-        region_name="us-east-1",
-        endpoint_url="http://fake.local",
-        credentials=CREDS,
-        config=ProducerConfig(record_max_buffered_time=0.01, **config),
-        transport=fake.transport(),
-        backend=backend,
-        on_failure=on_failure,
-    )
+    config.setdefault("record_max_buffered_time", 0.01)
+    return sync_producer(fake, backend, on_failure=on_failure, **config)
 
 
 def test_on_failure_gets_each_failed_record_once_in_a_worker_thread(backend: str) -> None:

@@ -21,39 +21,21 @@ from kinesis_trio._disk._store import Damage, SpoolStore
 from kinesis_trio._outcome import ABORTED, CLOSE_TIMEOUT
 from kinesis_trio._shell._producer import _OPEN
 from kinesis_trio.testing import FakeKinesis
-from tests.shell.test_sync_spool import (  # noqa: F401 (watchdog: a fixture)
-    HOLD,
-    Never,
-    new_fake,
-    spooled,
-    stored,
-    watchdog,
-)
-from tests.support.helpers import wait_until
+from tests.support.helpers import user_data, wait_until
 from tests.support.spool import (
     BIG,
     FRESH_PAGES,
     RoomLater,
     Stores,
-    count_stores,
     left_behind,
     on_disk,
 )
+from tests.support.sync_kit import HOLD, Never, new_fake, spooled
 
-pytestmark = pytest.mark.usefixtures("watchdog")
+pytestmark = pytest.mark.usefixtures("spool_watchdog")
 
 #: real seconds a test waits for its threads
 THREAD_BOUND = 10.0
-
-
-@pytest.fixture(params=["trio", "asyncio"])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def stores(monkeypatch: pytest.MonkeyPatch) -> Stores:
-    return count_stores(monkeypatch)
 
 
 def in_threads(calls: list[Callable[[], Any]]) -> list[concurrent.futures.Future[Any]]:
@@ -84,7 +66,7 @@ def test_a_close_after_a_failed_commit_under_put_ends(
     """Before, the writer tried the failed commit again at once, over and over, and never
     saw the close's cancel: ``close()`` hung until the disk had room."""
     never = Never()  # the records stay unresolved: the writer has them to write
-    fake = new_fake(never)
+    fake = new_fake(never, shards=2)
     spool = tmp_path / "spool"
     stores.full_disk = FRESH_PAGES
     producer = spooled(
@@ -110,7 +92,7 @@ def test_a_wait_for_durability_pending_when_the_close_fails_to_write_raises(
     """Before, the close answered every pending wait for durability (``put`` under
     ``"put"``, ``wait_durable``) "durable", although its last commit had failed and not a
     record was on disk."""
-    fake = new_fake(Never())  # the records stay unresolved: the close keeps them
+    fake = new_fake(Never(), shards=2)  # the records stay unresolved: the close keeps them
     spool = tmp_path / "spool"
     stores.full_disk = FRESH_PAGES
     producer = spooled(fake, backend, spool, spool_sync=sync, spool_interval=60, **HOLD)
@@ -152,7 +134,7 @@ def test_wait_durable_during_a_close_waits_for_its_last_commit(
     """Before, ``wait_durable()`` called while another thread closed the producer returned
     at once, before anything was on disk (the close's last commit wrote the records
     later): a kill during that close lost what the caller was told was durable."""
-    fake = new_fake(Never())  # the records stay unresolved: the close keeps them
+    fake = new_fake(Never(), shards=2)  # the records stay unresolved: the close keeps them
     spool = tmp_path / "spool"
     producer = spooled(fake, backend, spool, spool_interval=60, close_timeout=0.5, **HOLD)
     seen: list[int] = []
@@ -177,7 +159,7 @@ def test_wait_durable_after_a_close_that_left_records_unwritten_raises(
     tmp_path: Path, backend: str, stores: Stores
 ) -> None:
     """Before, it returned: the records it vouched for were not on disk."""
-    fake = new_fake(Never())  # the records stay unresolved: the close keeps them
+    fake = new_fake(Never(), shards=2)  # the records stay unresolved: the close keeps them
     spool = tmp_path / "spool"
     stores.full_disk = FRESH_PAGES
     producer = spooled(fake, backend, spool, spool_interval=60, close_timeout=0.2, **HOLD)
@@ -290,8 +272,8 @@ def test_records_queued_behind_a_recovering_spool_at_the_close_stay_in_the_spool
     with spooled(fake, backend, spool) as after:
         report = after.recovered(timeout=THREAD_BOUND)
     assert report == RecoveryReport(records=2 + len(put), ok=2 + len(put), done=True)
-    assert stored(fake) == sorted(put)
-    assert stored(fake, "old") == [b"old-1", b"old-2"]
+    assert user_data(fake) == sorted(put)
+    assert user_data(fake, "old") == [b"old-1", b"old-2"]
     assert on_disk(spool) == []
 
 
@@ -300,7 +282,7 @@ def test_records_queued_behind_a_full_spool_at_the_close_fail_saying_it_had_no_r
 ) -> None:
     """The spool full (the producer's records unsent fill ``spool_max_bytes``), the records
     queued behind it cannot be kept: they fail for good (``on_failure``), saying why."""
-    fake = new_fake(Never())  # the records stay unresolved: the producer keeps them
+    fake = new_fake(Never(), shards=2)  # the records stay unresolved: the producer keeps them
     spool = tmp_path / "spool"
     size = 1000  # with its key "k": 1001 bytes; the spool has room for three
     failed: list[FailedRecord] = []

@@ -234,6 +234,13 @@ def fake_rows(fake: FakeKinesis, stream: str = "s") -> list[tuple[Any, ...]]:
     ]
 
 
+def user_data(fake: FakeKinesis, stream: str = "s") -> list[bytes]:
+    """The user records the fake stored (KPL aggregates taken apart), sorted."""
+    return sorted(
+        u.data for r in fake.records(stream) for u in deaggregate(r.data, r.partition_key or "")
+    )
+
+
 def stream_state(producer: Producer, name: str) -> StreamState:
     """The engine's state of a loaded stream (its shard map and buffers): the one place
     where tests look inside a running producer, for what no public call shows."""
