@@ -64,7 +64,7 @@ def double_resolutions(monkeypatch: pytest.MonkeyPatch) -> list[Outcome]:
 
 #: Folders and files whose tests take seconds each (real engines, subprocesses): run first,
 #: so the four workers do not end the run waiting on one of them.
-_SLOW_FIRST = ("emulators/", "tail/test_cli.py", "cli/", "fake/test_boto3.py", "producer/")
+_SLOW_FIRST = ("emulators/", "tail/test_cli.py", "cli/", "testing/test_boto3.py", "producer/")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

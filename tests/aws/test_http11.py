@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from kinesis_trio._aws._http11 import Fields, Http11Pool, Origin
+from tests.support.helpers import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -295,7 +296,7 @@ async def test_an_idle_connection_the_server_closed_is_dropped_when_taken() -> N
     async with serve(lambda i, j: OK + CLOSE) as server, Http11Pool() as pool:
         await post(pool, server.origin, {}, b"")
         (conn,) = pool._idle
-        await wait_until(conn.stale)
+        await wait_until_async(conn.stale, timeout=5, what="the idle connection to go stale")
         assert (await post(pool, server.origin, {}, b""))[0] == 200
     assert server.connections == 2
 
@@ -316,7 +317,9 @@ async def test_a_full_pool_times_out_as_a_pool_timeout() -> None:
         anyio.create_task_group() as tg,
     ):
         tg.start_soon(post, pool, server.origin, {}, b"")
-        await wait_until(lambda: len(server.requests) == 1)
+        await wait_until_async(
+            lambda: len(server.requests) == 1, timeout=5, what="the first request at the server"
+        )
         with pytest.raises(httpx.PoolTimeout):
             await post(pool, server.origin, {}, b"")
         tg.cancel_scope.cancel()
@@ -327,7 +330,9 @@ async def test_a_cancelled_exchange_closes_its_connection() -> None:
     async with serve(lambda i, j: next(answers)) as server, Http11Pool() as pool:
         async with anyio.create_task_group() as tg:
             tg.start_soon(post, pool, server.origin, {}, b"")
-            await wait_until(lambda: len(server.requests) == 1)  # sent, and hanging
+            await wait_until_async(  # sent, and hanging
+                lambda: len(server.requests) == 1, timeout=5, what="the request at the server"
+            )
             tg.cancel_scope.cancel()
         assert pool._idle == []
         assert (await post(pool, server.origin, {}, b""))[0] == 200
@@ -351,13 +356,6 @@ async def test_the_pool_is_an_httpx_transport() -> None:
             with pytest.raises(httpx.UnsupportedProtocol):
                 await client.get(url)
     assert server.requests[0].startswith(b"POST /path?q=1 HTTP/1.1\r\n")
-
-
-async def wait_until(check: Callable[[], bool]) -> None:
-    """Poll ``check`` (a socket's state: nothing to wait on but time) for up to 5 s."""
-    with anyio.fail_after(5):
-        while not check():  # noqa: ASYNC110
-            await anyio.sleep(0.001)
 
 
 async def test_the_client_over_tls_reuses_one_verified_connection(tmp_path: Path) -> None:

@@ -1,15 +1,12 @@
-"""What the Lambda tests share: a context as Lambda's, a gate, events of each source."""
+"""What the Lambda tests share: a context as Lambda's, events of each source (the gate is
+``tests.support.sync_kit.Gate``)."""
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
-import anyio
-import httpx
-
-from kinesis_trio import ProducerConfig, deaggregate
+from kinesis_trio import ProducerConfig
 from kinesis_trio.aws_lambda import LambdaProducer
 from kinesis_trio.testing import FakeKinesis
 from tests.support.helpers import CREDS
@@ -24,24 +21,6 @@ class Context:
 
     def get_remaining_time_in_millis(self) -> int:
         return max(0, int((self.deadline - time.monotonic()) * 1000))
-
-
-class Gate:
-    """A FakeKinesis hook holding every PutRecords until ``opened`` is set (any thread)."""
-
-    def __init__(self) -> None:
-        self.opened = threading.Event()
-        self.held = 0
-
-    async def __call__(self, operation: str, body: dict[str, Any]) -> httpx.Response | None:
-        if operation == "PutRecords":
-            self.held += 1
-            try:
-                while not self.opened.is_set():  # noqa: ASYNC110 -- a threading.Event
-                    await anyio.sleep(0.01)
-            finally:
-                self.held -= 1
-        return None
 
 
 def lambda_producer(
@@ -88,18 +67,3 @@ def dynamodb_event(*seqs: str) -> dict[str, Any]:
             for s in seqs
         ]
     }
-
-
-def user_data(fake: FakeKinesis, stream: str = "s") -> list[bytes]:
-    """The user records the fake stored (KPL aggregates taken apart), sorted."""
-    return sorted(
-        u.data for r in fake.records(stream) for u in deaggregate(r.data, r.partition_key or "")
-    )
-
-
-def wait_until(condition: Any, limit: float = 30.0) -> None:
-    """Poll a condition another thread makes true (bounded)."""
-    end = time.monotonic() + limit
-    while not condition():
-        assert time.monotonic() < end, "not within the limit"
-        time.sleep(0.01)

@@ -16,8 +16,8 @@ from tests.aws_lambda.support import (
     kinesis_event,
     lambda_producer,
     sqs_event,
-    user_data,
 )
+from tests.support.helpers import user_data
 
 EVENTS: list[Callable[..., dict[str, Any]]] = [kinesis_event, sqs_event, dynamodb_event]
 

@@ -17,7 +17,9 @@ from trio.testing import MockClock
 
 from kinesis_trio.aws_lambda import Invocation, RecordsFailedError
 from kinesis_trio.testing import FakeKinesis
-from tests.aws_lambda.support import Context, Gate, lambda_producer, user_data, wait_until
+from tests.aws_lambda.support import Context, lambda_producer
+from tests.support.helpers import user_data, wait_until
+from tests.support.sync_kit import Gate
 
 
 class _JumpLoop(asyncio.SelectorEventLoop):
@@ -75,9 +77,13 @@ def test_a_freeze_longer_than_record_ttl_expires_nothing(jumps: Jumps) -> None:
 
     try:
         assert handler({"put": True}, Context(seconds=0.5)) == "done"
-        wait_until(lambda: gate.held == 1)  # its request is in flight, unanswered
+        wait_until(  # its request is in flight, unanswered
+            lambda: gate.held == 1, timeout=30, what="a request held at the gate"
+        )
         jumps.jump(600.0)  # ten minutes frozen: the request's deadline and the TTL pass
-        wait_until(lambda: fake.calls.count("PutRecords") >= 2)  # the late timers fired
+        wait_until(  # the late timers fired
+            lambda: fake.calls.count("PutRecords") >= 2, timeout=30, what="a second PutRecords"
+        )
         assert not futures[0].done()  # retried, not expired
         gate.opened.set()
         assert handler({}, Context()) == "done"
@@ -100,7 +106,7 @@ def test_the_same_wait_inside_an_invocation_expires_the_record(jumps: Jumps) -> 
     def handler(event: Any, context: Any, records: Invocation) -> str:
         future = records.put(b"slow", partition_key="k")
         records.send()  # hand it over now: the handler waits for it below
-        wait_until(lambda: gate.held == 1)
+        wait_until(lambda: gate.held == 1, timeout=30, what="a request held at the gate")
         jumps.jump(600.0)  # the function runs all along: slow, not frozen
         future.exception(timeout=30)
         return "done"

@@ -16,12 +16,9 @@ from kinesis_trio.aws_lambda import (
     RecordsNotConfirmedError,
 )
 from kinesis_trio.testing import FakeKinesis, Faults
-from tests.aws_lambda.support import Context, Gate, kinesis_event, lambda_producer, user_data
-
-
-@pytest.fixture(params=["trio", "asyncio"])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+from tests.aws_lambda.support import Context, kinesis_event, lambda_producer
+from tests.support.helpers import user_data
+from tests.support.sync_kit import Gate
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ import pytest
 from kinesis_trio import KinesisClient, StaticCredentials
 from kinesis_trio.testing._emulators import LocalKinesis
 from tests.aws_lambda.rie import Runtime, ensure_rie
-from tests.aws_lambda.support import wait_until
+from tests.support.helpers import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.subprocess]
 
@@ -170,7 +170,11 @@ def test_managed_instances_a_spool_per_process(
         assert all("errorMessage" not in a for a in answers), answers
         assert len(runtime.runtimes()) == 4  # awslambdaric's parent and its three workers
         wanted = {"process-0", "process-1", "process-2"}
-        wait_until(lambda: {p.name for p in root.iterdir()} == wanted, limit=60)
+        wait_until(
+            lambda: {p.name for p in root.iterdir()} == wanted,
+            timeout=60,
+            what="a spool per process",
+        )
         spools = {p.name for p in root.iterdir()}
         assert {a["spool"] for a in answers} <= {str(root / s) for s in spools}
     expected: set[bytes] = set()

@@ -13,8 +13,10 @@ import pytest
 from kinesis_trio._core._spool import Row
 from kinesis_trio.aws_lambda import Invocation, LambdaProducer
 from kinesis_trio.testing import FakeKinesis
-from tests.aws_lambda.support import Context, Gate, lambda_producer, user_data, wait_until
+from tests.aws_lambda.support import Context, lambda_producer
+from tests.support.helpers import user_data, wait_until
 from tests.support.spool import data_on_disk, dead_on_disk, left_behind
+from tests.support.sync_kit import Gate
 
 
 def _make(
@@ -65,7 +67,9 @@ def test_each_process_its_spool_and_none_left_behind(tmp_path: Path, backend: st
         assert handle_c({"put": [b"c1"]}, Context()) == "done"
         assert c.spool == root / "process-0"
         c.producer.recovered(timeout=60)
-        wait_until(lambda: b"b1" in user_data(fake), limit=60)  # the drain, in the background
+        wait_until(  # the drain, in the background
+            lambda: b"b1" in user_data(fake), timeout=60, what="the drained record b1"
+        )
     finally:
         c.close()
     stored = user_data(fake)
@@ -88,7 +92,9 @@ def test_a_close_stops_a_drain_and_leaves_the_rest_for_the_next(
     a, handle_a = _make(fake, backend, root, record_ttl=5.0)
     try:
         assert handle_a({}, Context()) == "done"  # takes process-0; drains process-1 after
-        wait_until(lambda: gate.held == 1, limit=60)  # the drain's request, unanswered
+        wait_until(  # the drain's request, unanswered
+            lambda: gate.held == 1, timeout=60, what="the drain's request held at the gate"
+        )
     finally:
         a.close()
     assert data_on_disk(root / "process-1") == [b"left"]
@@ -98,6 +104,6 @@ def test_a_close_stops_a_drain_and_leaves_the_rest_for_the_next(
     c, handle_c = _make(fake, backend, root)
     try:
         assert handle_c({}, Context()) == "done"
-        wait_until(lambda: b"left" in user_data(fake), limit=60)
+        wait_until(lambda: b"left" in user_data(fake), timeout=60, what="the record left behind")
     finally:
         c.close()

@@ -22,7 +22,6 @@ import socket
 import sqlite3
 import subprocess
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -48,6 +47,7 @@ from tests.support.cli import (
     wait_for_line,
 )
 from tests.support.emulators import EmulatorEndpoint
+from tests.support.helpers import wait_until
 
 pytestmark = pytest.mark.subprocess
 
@@ -819,14 +819,6 @@ def spooled(spool: Path) -> int:
             return 0
 
 
-def wait_until(check: Any, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 @pytest.mark.parametrize(("backend", "sync"), [("trio", "put"), ("asyncio", "interval")])
 def test_produce_spool_sends_what_a_killed_run_held_when_started_again(
     stub: Stub, local_engine: EmulatorEndpoint, tmp_path: Path, backend: str, sync: str
@@ -863,8 +855,15 @@ def test_produce_spool_sends_what_a_killed_run_held_when_started_again(
         assert first.stdin is not None
         first.stdin.write("".join(line + "\n" for line in lines))
         first.stdin.flush()  # and left open: the run goes on until it is killed
-        wait_until(lambda: spooled(spool) == len(lines), "the spool to hold every line")
-        wait_until(lambda: stub.state.requests > 0, "a PutRecords request")
+        wait_until(
+            lambda: spooled(spool) == len(lines),
+            timeout=60,
+            interval=0.05,
+            what="the spool to hold every line",
+        )
+        wait_until(
+            lambda: stub.state.requests > 0, timeout=60, interval=0.05, what="a PutRecords request"
+        )
     finally:
         first.kill()
         first.wait(timeout=30)
@@ -920,7 +919,12 @@ def test_produce_on_a_spool_in_use_is_a_one_line_error(stub: Stub, tmp_path: Pat
         assert owner.stdin is not None
         owner.stdin.write("first\n")
         owner.stdin.flush()
-        wait_until(lambda: stub.state.written == [b"first"], "the owner's first record")
+        wait_until(
+            lambda: stub.state.written == [b"first"],
+            timeout=60,
+            interval=0.05,
+            what="the owner's first record",
+        )
         second = run_cli(
             "produce",
             "--stream",

@@ -14,7 +14,6 @@ import queue
 import signal
 import subprocess
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +32,7 @@ from tests.support.cli import (
     wait_for_line,
 )
 from tests.support.emulators import EmulatorEndpoint
+from tests.support.helpers import wait_until
 
 pytestmark = pytest.mark.subprocess
 
@@ -281,13 +281,14 @@ def _finish(proc: subprocess.Popen[str], stderr: queue.Queue[str | None]) -> tup
 
 
 def _wait_for_children(pid: int, n: int, timeout: float = 60) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        children = children_of(pid)
-        if len(children) == n:
-            return children
-        time.sleep(0.05)
-    raise AssertionError(f"{n} children did not start")
+    children: list[int] = []
+
+    def started() -> bool:
+        children[:] = children_of(pid)
+        return len(children) == n
+
+    wait_until(started, timeout=timeout, interval=0.05, what=f"{n} children to start")
+    return children
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])

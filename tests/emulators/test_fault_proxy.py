@@ -21,6 +21,7 @@ import pytest
 from tests.support.emulators import EmulatorEndpoint
 from tests.support.fault_proxy import FaultProxy
 from tests.support.fault_spec import Faults, ProxyEvent
+from tests.support.helpers import wait_until
 
 _AUTH = (
     "AWS4-HMAC-SHA256 Credential=test/20200101/us-east-1/kinesis/aws4_request, "
@@ -54,13 +55,13 @@ def _create_stream(url: str, shards: int = 1) -> str:
     name = f"test-proxy-{uuid.uuid4().hex[:12]}"
     with httpx.Client(timeout=30) as client:
         _ok(client, url, "CreateStream", {"StreamName": name, "ShardCount": shards})
-        deadline = time.monotonic() + 30
-        while True:
+
+        def active() -> bool:
             doc = _ok(client, url, "DescribeStreamSummary", {"StreamName": name})
-            if doc["StreamDescriptionSummary"]["StreamStatus"] == "ACTIVE":
-                return name
-            assert time.monotonic() < deadline, "stream never became ACTIVE"
-            time.sleep(0.05)
+            return bool(doc["StreamDescriptionSummary"]["StreamStatus"] == "ACTIVE")
+
+        wait_until(active, timeout=30, interval=0.05, what=f"the stream {name} ACTIVE")
+        return name
 
 
 def _entries(prefix: str, n: int) -> list[dict[str, str]]:
@@ -293,10 +294,7 @@ def test_hang_after_times_out_with_records_written(
     thread = threading.Thread(target=hang)
     thread.start()
     # While that connection hangs, another one is served: before the hang ends.
-    deadline = time.monotonic() + 30
-    while not proxy.events:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_until(lambda: proxy.events, timeout=30, interval=0.01, what="the proxy's first event")
     with httpx.Client(timeout=10) as other:
         _ok(other, proxy.url, "ListShards", {"StreamName": name})
     assert thread.is_alive() and not errors, errors
@@ -594,10 +592,7 @@ def test_close_with_a_hanging_connection(local_engine: EmulatorEndpoint) -> None
 
     thread = threading.Thread(target=hang)
     thread.start()
-    deadline = time.monotonic() + 5
-    while not proxy.events:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_until(lambda: proxy.events, timeout=5, interval=0.01, what="the proxy's first event")
     t0 = time.monotonic()
     proxy.close()
     thread.join(15)

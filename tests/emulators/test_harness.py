@@ -25,6 +25,7 @@ from kinesis_trio.testing._emulators import (
     node_available,
 )
 from tests.support.emulators import EmulatorEndpoint
+from tests.support.helpers import wait_until
 
 pytestmark = pytest.mark.subprocess
 
@@ -87,15 +88,15 @@ def test_create_stream_then_list_shards(emulator: EmulatorEndpoint) -> None:
         )
         assert r.status_code == 200, r.text
 
-        deadline = time.monotonic() + 30
-        while True:
+        summary: dict[str, Any] = {}
+
+        def active() -> bool:
             r = _call(client, emulator.endpoint_url, "DescribeStreamSummary", {"StreamName": name})
             assert r.status_code == 200, r.text
-            summary = r.json()["StreamDescriptionSummary"]
-            if summary["StreamStatus"] == "ACTIVE":
-                break
-            assert time.monotonic() < deadline, f"stream still {summary['StreamStatus']}"
-            time.sleep(0.05)
+            summary.update(r.json()["StreamDescriptionSummary"])
+            return bool(summary["StreamStatus"] == "ACTIVE")
+
+        wait_until(active, timeout=30, interval=0.05, what=f"the stream {name} ACTIVE")
         assert summary["OpenShardCount"] == 2
 
         r = _call(client, emulator.endpoint_url, "ListShards", {"StreamName": name})
@@ -148,10 +149,16 @@ def test_kinesis_local_initialize_streams(tmp_path: Path) -> None:
         LocalKinesis("kinesis-local", initialize_streams=f"{name}:3", log_file=log) as emu,
         httpx.Client(timeout=10) as client,
     ):
-        deadline = time.monotonic() + 30
-        while name not in _call(client, emu.endpoint_url, "ListStreams", {}).json()["StreamNames"]:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+
+        def listed() -> bool:
+            return name in _call(client, emu.endpoint_url, "ListStreams", {}).json()["StreamNames"]
+
+        wait_until(
+            listed,
+            timeout=30,
+            interval=0.05,
+            what=f"the stream {name} listed",
+        )
         r = _call(client, emu.endpoint_url, "ListShards", {"StreamName": name})
         assert len(r.json()["Shards"]) == 3
     assert log.exists()  # a caller's log file is kept

@@ -37,6 +37,7 @@ from kinesis_trio.metrics import (
     OpenTelemetrySink,
     PrometheusSink,
 )
+from tests.support.helpers import wait_until_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
 
@@ -114,13 +115,6 @@ def record_everything(m: Metrics, stream: str = "s") -> None:
     m.user_records_per_kinesis_record(stream, SHARD0, 3)
     m.kinesis_records_per_request(stream, 1)
     m.user_records_per_request(stream, 3)
-
-
-async def wait_until(pred: Callable[[], bool], limit: float) -> None:
-    """Poll ``pred`` (state changed by background tasks) for at most ``limit`` seconds."""
-    with anyio.fail_after(limit):
-        while not pred():  # noqa: ASYNC110 -- polling several sinks' state
-            await anyio.sleep(limit / 200)
 
 
 class TimedSink(InMemorySink):
@@ -443,14 +437,24 @@ async def test_run_rolls_windows_every_upload_interval(interval: float, virtual:
         start = anyio.current_time()
         tg.start_soon(m.run)
         m.user_records_put("s", SHARD0, 3, 30)
-        await wait_until(lambda: len(sink.all()) >= 1, interval * 20)
+        await wait_until_async(
+            lambda: len(sink.all()) >= 1,
+            timeout=interval * 20,
+            interval=interval / 10,
+            what="the first window at the sink",
+        )
         if virtual:
             assert sink.times[0] - start == pytest.approx(interval)
         assert find(sink.latest(), "UserRecordsPut").count == 3
         assert m.snapshot() == []
 
         m.user_records_put("s", SHARD0, 5, 50)
-        await wait_until(lambda: len(sink.all()) >= 2, interval * 20)
+        await wait_until_async(
+            lambda: len(sink.all()) >= 2,
+            timeout=interval * 20,
+            interval=interval / 10,
+            what="the second window at the sink",
+        )
         assert find(sink.latest(), "UserRecordsPut").count == 5  # not cumulative
         if virtual:
             assert sink.times[1] - start == pytest.approx(2 * interval)
@@ -536,9 +540,19 @@ async def test_run_keeps_going_with_failing_sinks(interval: float, virtual: bool
         tg.start_soon(m.run)
         for i in range(3):
             m.user_records_received("s", i + 1)
-            await wait_until(lambda i=i: len(memory.all()) > i, interval * 20)  # type: ignore[misc]
+            await wait_until_async(
+                lambda i=i: len(memory.all()) > i,  # type: ignore[misc]
+                timeout=interval * 20,
+                interval=interval / 10,
+                what=f"window {i + 1} at the in-memory sink",
+            )
         # the third window's hanging publish times out after the others delivered
-        await wait_until(lambda: m.sink_failures >= 6, interval * 20)
+        await wait_until_async(
+            lambda: m.sink_failures >= 6,
+            timeout=interval * 20,
+            interval=interval / 10,
+            what="six sink failures",
+        )
         tg.cancel_scope.cancel()
     assert [find(w, "UserRecordsReceived").sum for w in memory.all()] == [1.0, 2.0, 3.0]
     assert m.sink_failures == 6
@@ -997,7 +1011,12 @@ async def test_all_sinks_together_through_metrics(interval: float) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(m.run)
             record_everything(m)
-            await wait_until(lambda: bool(memory.all()) and bool(bodies), interval * 20)
+            await wait_until_async(
+                lambda: bool(memory.all()) and bool(bodies),
+                timeout=interval * 20,
+                interval=interval / 10,
+                what="a window at both sinks",
+            )
             tg.cancel_scope.cancel()
     assert len(members(bodies[0])) == len(memory.latest())
     assert registry.get_sample_value(

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from kinesis_trio import deaggregate
 from kinesis_trio._core._aggregation import partition_hash_key
 from kinesis_trio.testing import FakeKinesis
-from tests.support.helpers import check_landed, fake_producer
+from tests.support.helpers import check_landed, fake_producer, fake_rows
 
 records_strategy = st.lists(
     st.tuples(
@@ -112,20 +112,7 @@ def test_batching_limits_and_shard_purity(
                 owners = {fake_shard(fake, u.hash_key) for u in users}
                 outer = int(entry["ExplicitHashKey"])
                 assert owners == {fake_shard(fake, outer)}
-    stored = [
-        (
-            s.shard_id,
-            s.start,
-            s.end,
-            r.data,
-            r.partition_key,
-            r.explicit_hash_key,
-            r.sequence_number,
-        )
-        for s in fake.streams["s"].shards
-        for r in s.records
-    ]
-    check_landed(stored, sent)
+    check_landed(fake_rows(fake), sent)
     assert len(sent) == len(records)
 
 

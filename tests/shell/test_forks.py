@@ -8,91 +8,20 @@ and leaves with ``os._exit``. A child that hangs is killed after a bound and fai
 
 from __future__ import annotations
 
-import json
 import os
-import signal
 import subprocess
 import sys
-import time
-import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kinesis_trio import ProducerClosedError, ProducerConfig, ProducerForkedError, SyncProducer
+from kinesis_trio import ProducerClosedError, ProducerForkedError, SyncProducer
 from kinesis_trio.testing import FakeKinesis
-from tests.support.helpers import CREDS, fake_producer
+from tests.support.helpers import fake_producer
+from tests.support.sync_kit import in_child, outcome_of, sync_producer
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
-
-#: how long a child may take to answer (it should answer at once; a hang is the bug, and a
-#: busy machine's slowness is not: the bound is far above it)
-CHILD_BOUND = 60.0
-
-
-def in_child(calls: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """Fork; run ``calls`` in the child and return what it reported (the child is killed,
-    and the test fails, if it does not report within ``CHILD_BOUND``)."""
-    read, write = os.pipe()
-    with warnings.catch_warnings():
-        # Python 3.12+ warns that forking a multi-threaded process may deadlock: that
-        # process is what this test is about
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # the child
-        os.close(read)
-        try:
-            report = calls()
-        except BaseException as exc:
-            report = {"unexpected": f"{type(exc).__name__}: {exc}"}
-        os.write(write, json.dumps(report).encode())
-        os.close(write)
-        os._exit(0)
-    os.close(write)
-    deadline = time.monotonic() + CHILD_BOUND
-    while True:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            os.close(read)
-            pytest.fail(f"the forked child did not answer within {CHILD_BOUND} s (it hangs)")
-        time.sleep(0.01)
-    with os.fdopen(read, "rb") as pipe:
-        data = pipe.read()
-    got: dict[str, Any] = json.loads(data)
-    return got
-
-
-def outcome_of(call: Callable[[], object]) -> dict[str, Any]:
-    """What a call did: its error's type and message, or that it returned."""
-    started = time.monotonic()
-    try:
-        call()
-    except Exception as exc:
-        return {
-            "error": type(exc).__name__,
-            "closed": isinstance(exc, ProducerClosedError),
-            "message": str(exc),
-            "seconds": time.monotonic() - started,
-        }
-    return {"error": None, "seconds": time.monotonic() - started}
-
-
-def sync_producer(fake: FakeKinesis, backend: str) -> SyncProducer:
-    return SyncProducer(
-        "s",
-        region_name="us-east-1",
-        endpoint_url="http://fake.local",
-        credentials=CREDS,
-        config=ProducerConfig(record_max_buffered_time=0.01),
-        transport=fake.transport(),
-        backend=backend,
-    )
 
 
 @pytest.mark.parametrize("backend", ["trio", "asyncio"])
@@ -101,7 +30,7 @@ def test_a_sync_producer_used_in_a_forked_child_fails_at_once_and_the_parent_goe
 ) -> None:
     fake = FakeKinesis()
     fake.create_stream("s", 2)
-    with sync_producer(fake, backend) as producer:
+    with sync_producer(fake, backend, record_max_buffered_time=0.01) as producer:
         assert producer.put(b"before", "k").result(timeout=10).ok
 
         def calls() -> dict[str, Any]:
@@ -213,16 +142,7 @@ def test_the_error_is_a_closed_error_and_names_the_fix() -> None:
 def test_a_sync_producer_asked_to_reopen_opens_its_own_in_the_child(backend: str) -> None:
     fake = FakeKinesis()
     fake.create_stream("s", 1)
-    producer = SyncProducer(
-        "s",
-        region_name="us-east-1",
-        endpoint_url="http://fake.local",
-        credentials=CREDS,
-        config=ProducerConfig(record_max_buffered_time=0.01),
-        transport=fake.transport(),
-        backend=backend,
-        after_fork="reopen",
-    )
+    producer = sync_producer(fake, backend, after_fork="reopen", record_max_buffered_time=0.01)
     with producer:
         assert producer.put(b"before", "k").result(timeout=10).ok
 

@@ -54,7 +54,6 @@ from tests.support.spool import (
     FRESH_PAGES,
     CountingStore,
     Stores,
-    count_stores,
     data_on_disk,
     left_behind,
     on_disk,
@@ -69,12 +68,6 @@ RECOVERY_BOUND = 60.0
 
 
 # -- the seam, the file, the fake -------------------------------------------------------------
-
-
-@pytest.fixture
-def stores(monkeypatch: pytest.MonkeyPatch) -> Stores:
-    """Every spool store the test's producers open (``CountingStore``s)."""
-    return count_stores(monkeypatch)
 
 
 async def commit_done(store: CountingStore, before: int, *, failed: bool = False) -> None:

@@ -25,7 +25,7 @@ from kinesis_trio import FailedRecord, Producer, ProducerConfig, SyncProducer
 from kinesis_trio._disk._store import DB_NAME
 from kinesis_trio.testing import FakeKinesis
 from tests.shell.test_spool import new_fake, recovered, spooled, stored
-from tests.support.helpers import CREDS, error_response
+from tests.support.helpers import CREDS, error_response, wait_until
 from tests.support.spool import data_on_disk
 
 pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
@@ -283,17 +283,15 @@ def test_sync_a_dead_letter_leaves_the_spool_once_on_failure_has_returned(
         refuser.opened.set()
         assert sorted(f.result(30).ok for f in futures) == [False] * 3 + [True] * 4
         assert entered.wait(30)
-        wait_until(lambda: len(marked(spool)) == 3)  # each on disk as a dead letter
+        wait_until(  # each on disk as a dead letter
+            lambda: len(marked(spool)) == 3, timeout=30, what="three dead letters on disk"
+        )
         crashed = crash_copy(spool, tmp_path / "crashed")
         go_on.set()  # on_failure returns for each
-        wait_until(lambda: len(handled) == 3 and data_on_disk(spool) == [])
+        wait_until(
+            lambda: len(handled) == 3 and data_on_disk(spool) == [],
+            timeout=30,
+            what="three records handled and none on disk",
+        )
     assert sorted(handled) == sorted(BAD)
     assert sorted(marked(crashed)) == sorted(BAD)  # a crash while on_failure ran kept them
-
-
-def wait_until(check: Any, bound: float = 30.0) -> None:
-    deadline = time.monotonic() + bound
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"not so within {bound} s")
-        time.sleep(0.01)

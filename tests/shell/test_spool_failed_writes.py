@@ -25,14 +25,9 @@ from tests.shell.test_spool import (
     on_trio,
     spooled,
 )
-from tests.support.spool import BIG, FRESH_PAGES, RoomLater, Stores, count_stores, data_on_disk
+from tests.support.spool import BIG, FRESH_PAGES, RoomLater, Stores, data_on_disk
 
 pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
-
-
-@pytest.fixture
-def stores(monkeypatch: pytest.MonkeyPatch) -> Stores:
-    return count_stores(monkeypatch)
 
 
 async def real_pause(seconds: float) -> None:

@@ -13,18 +13,16 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 
 from kinesis_trio import (
     FailedRecord,
     KinesisClient,
     ProducerClosedError,
-    ProducerConfig,
     RecordResult,
     ResourceNotFoundError,
     StaticCredentials,
@@ -33,50 +31,8 @@ from kinesis_trio import (
 )
 from kinesis_trio.testing import FakeKinesis, Faults
 from tests.support.emulators import EmulatorEndpoint
-from tests.support.helpers import CREDS, fake_producer
-
-
-@pytest.fixture(params=["trio", "asyncio"])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-class Gate:
-    """A FakeKinesis hook holding every PutRecords until ``opened`` is set (any thread)."""
-
-    def __init__(self) -> None:
-        self.opened = threading.Event()
-        self.held = 0
-
-    async def __call__(self, operation: str, body: dict[str, Any]) -> httpx.Response | None:
-        if operation == "PutRecords":
-            self.held += 1
-            try:
-                while not self.opened.is_set():  # noqa: ASYNC110 -- a threading.Event
-                    await anyio.sleep(0.005)
-            finally:
-                self.held -= 1
-        return None
-
-
-def new_fake(hook: Gate | None = None, shards: int = 4) -> FakeKinesis:
-    fake = FakeKinesis(hook)
-    fake.create_stream("s", shard_count=shards)
-    return fake
-
-
-def sync_producer(
-    fake: FakeKinesis, backend: str, stream: str | None = "s", **config: Any
-) -> SyncProducer:
-    return SyncProducer(
-        stream,
-        region_name="us-east-1",
-        endpoint_url="http://fake.local",
-        credentials=CREDS,
-        config=ProducerConfig(**config),
-        transport=fake.transport(),
-        backend=backend,
-    )
+from tests.support.helpers import fake_producer, wait_until
+from tests.support.sync_kit import Gate, new_fake, sync_producer
 
 
 def landed(fake: FakeKinesis, stream: str = "s") -> Counter[bytes]:
@@ -88,21 +44,6 @@ def landed(fake: FakeKinesis, stream: str = "s") -> Counter[bytes]:
         ):
             found[user.data] += 1
     return found
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.005)
-
-
-@pytest.fixture
-def watchdog() -> Iterator[None]:
-    """Fail (rather than hang) a test whose producer thread never stops."""
-    before = set(threading.enumerate())
-    yield
-    wait_until(lambda: not [t for t in set(threading.enumerate()) - before if t.is_alive()])
 
 
 pytestmark = pytest.mark.usefixtures("watchdog")
@@ -125,7 +66,7 @@ def test_put_and_result(backend: str) -> None:
         more[0].add_done_callback(lambda f: seen.append(f.result()))
         done, not_done = concurrent.futures.wait(more, timeout=10)
         assert len(done) == 2 and not not_done
-        wait_until(lambda: len(seen) == 1)
+        wait_until(lambda: len(seen) == 1, what="the done callback")
         assert seen[0].ok
         assert producer.outstanding_records == 0
     assert landed(fake) == Counter({b"hello": 1, b"a": 1, b"b": 1})
@@ -191,7 +132,10 @@ def test_backpressure_bounds_outstanding_and_resumes(backend: str) -> None:
 
         thread = threading.Thread(target=putter)
         thread.start()
-        wait_until(lambda: len(accepted) == bound and gate.held > 0)
+        wait_until(
+            lambda: len(accepted) == bound and gate.held > 0,
+            what="the bound of puts accepted and a request held",
+        )
         time.sleep(0.3)
         assert thread.is_alive() and len(accepted) == bound  # put is waiting for room
         assert producer.outstanding_records == bound
@@ -313,7 +257,7 @@ def test_exception_in_with_block_resolves_every_future(backend: str) -> None:
         assert first.result(timeout=10).ok
         gate.opened.clear()
         futures = [producer.put(b"p%d" % i, f"k{i}") for i in range(200)]
-        wait_until(lambda: gate.held > 0)
+        wait_until(lambda: gate.held > 0, what="a request held at the gate")
         raise RuntimeError("boom")
     assert first.result().ok
     results = [f.result(timeout=0) for f in futures]
@@ -345,7 +289,7 @@ def test_close_timeout_fails_what_is_unconfirmed(backend: str) -> None:
     fake = new_fake(gate)
     producer = sync_producer(fake, backend, close_timeout=0.5).open()
     futures = [producer.put(b"t%d" % i, "k") for i in range(20)]
-    wait_until(lambda: gate.held > 0)
+    wait_until(lambda: gate.held > 0, what="a request held at the gate")
     started = time.monotonic()
     producer.close()
     assert time.monotonic() - started < 30  # at its 0.5 s timeout, not held by the gate
@@ -374,7 +318,7 @@ def test_open_errors_and_callback_put(backend: str) -> None:
         future = producer.put(b"x", "k")
         future.add_done_callback(again)
         future.result(timeout=10)
-        wait_until(lambda: bool(errors))
+        wait_until(lambda: bool(errors), what="the callback's error")
     assert "own thread" in str(errors[0])
 
 
@@ -419,16 +363,8 @@ def test_kinesalite(local_engine: EmulatorEndpoint) -> None:
 def failing_producer(
     fake: FakeKinesis, backend: str, on_failure: Callable[[FailedRecord], object], **config: Any
 ) -> SyncProducer:
-    return SyncProducer(
-        "s",
-        region_name="us-east-1",
-        endpoint_url="http://fake.local",
-        credentials=CREDS,
-        config=ProducerConfig(record_max_buffered_time=0.01, **config),
-        transport=fake.transport(),
-        backend=backend,
-        on_failure=on_failure,
-    )
+    config.setdefault("record_max_buffered_time", 0.01)
+    return sync_producer(fake, backend, on_failure=on_failure, **config)
 
 
 def test_on_failure_gets_each_failed_record_once_in_a_worker_thread(backend: str) -> None:
@@ -483,7 +419,7 @@ def test_on_failure_that_raises_is_logged_and_the_producer_goes_on(
     ):
         first = [producer.put(b"a%d" % i, "k", stream_name="bad") for i in range(5)]
         assert not any(f.result(timeout=10).ok for f in first)
-        wait_until(lambda: len(got) == 5)
+        wait_until(lambda: len(got) == 5, what="five failed records")
         then = [producer.put(b"b%d" % i, "k") for i in range(5)]
         again = [producer.put(b"c%d" % i, "k", stream_name="bad") for i in range(5)]
         assert all(f.result(timeout=10).ok for f in then)
@@ -500,7 +436,7 @@ def test_on_failure_gets_the_records_the_close_fails(backend: str) -> None:
     got: list[FailedRecord] = []
     producer = failing_producer(fake, backend, got.append, close_timeout=0.5).open()
     futures = [producer.put(b"t%d" % i, f"k{i}") for i in range(30)]
-    wait_until(lambda: gate.held > 0)
+    wait_until(lambda: gate.held > 0, what="a request held at the gate")
     producer.close()
     assert sorted(r.data for r in got) == sorted(b"t%d" % i for i in range(30))
     assert {r.result.error_code for r in got} == {"ProducerCloseTimeout"}

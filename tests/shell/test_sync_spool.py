@@ -11,8 +11,6 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,106 +20,18 @@ import pytest
 
 from kinesis_trio import (
     FailedRecord,
-    ProducerConfig,
     RecordResult,
     RecoveryReport,
     SpoolLockedError,
     SpoolWriteError,
-    SyncProducer,
-    deaggregate,
 )
 from kinesis_trio._outcome import CLOSE_TIMEOUT
 from kinesis_trio.testing import FakeKinesis
-from tests.shell.test_forks import in_child, outcome_of
-from tests.support.helpers import CREDS, connect
-from tests.support.spool import BIG, FRESH_PAGES, Stores, count_stores, data_on_disk, on_disk
+from tests.support.helpers import connect, user_data, wait_until
+from tests.support.spool import BIG, FRESH_PAGES, Stores, data_on_disk, on_disk
+from tests.support.sync_kit import HOLD, Never, in_child, new_fake, outcome_of, spooled
 
-#: records stay unresolved until a flush (the linger and the TTL far away)
-HOLD: dict[str, Any] = {"record_max_buffered_time": 600, "record_ttl": 3600}
-
-
-@pytest.fixture(params=["trio", "asyncio"])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def stores(monkeypatch: pytest.MonkeyPatch) -> Stores:
-    return count_stores(monkeypatch)
-
-
-@pytest.fixture
-def watchdog() -> Iterator[None]:
-    """Fail (rather than hang) a test whose producer thread never stops. Trio's idle
-    worker threads (the spool's writes ran there) stay cached for a while: not counted."""
-    before = set(threading.enumerate())
-    yield
-
-    def stopped() -> bool:
-        left = set(threading.enumerate()) - before
-        return not [t for t in left if t.is_alive() and not t.name.startswith("Trio thread")]
-
-    wait_until(stopped)
-
-
-pytestmark = pytest.mark.usefixtures("watchdog")
-
-
-def wait_until(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.005)
-
-
-class Never:
-    """A fake hook that never answers PutRecords while ``on`` (the producer times out)."""
-
-    def __init__(self) -> None:
-        self.on = True
-
-    async def __call__(self, operation: str, body: dict[str, Any]) -> httpx.Response | None:
-        if operation == "PutRecords" and self.on:
-            await anyio.sleep_forever()
-        return None
-
-
-def new_fake(hook: Never | None = None) -> FakeKinesis:
-    fake = FakeKinesis(hook)
-    fake.create_stream("s", shard_count=2)
-    return fake
-
-
-def spooled(
-    fake: FakeKinesis,
-    backend: str,
-    spool: Path,
-    *,
-    on_failure: Any = None,
-    after_fork: str = "raise",
-    **config: Any,
-) -> SyncProducer:
-    config.setdefault("record_max_buffered_time", 0.01)
-    return SyncProducer(
-        "s",
-        region_name="us-east-1",
-        endpoint_url="http://fake.local",
-        credentials=CREDS,
-        config=ProducerConfig(spool_dir=spool, **config),
-        transport=fake.transport(),
-        backend=backend,
-        on_failure=on_failure,
-        after_fork=after_fork,
-    )
-
-
-def stored(fake: FakeKinesis, stream: str = "s") -> list[bytes]:
-    """The data of the user records the fake holds, sorted."""
-    return sorted(
-        user.data
-        for record in fake.records(stream)
-        for user in deaggregate(record.data, record.partition_key)
-    )
+pytestmark = pytest.mark.usefixtures("spool_watchdog")
 
 
 # -- durability ----------------------------------------------------------------------------
@@ -130,7 +40,7 @@ def stored(fake: FakeKinesis, stream: str = "s") -> list[bytes]:
 def test_the_config_goes_through_and_wait_durable_writes_what_was_put(
     tmp_path: Path, backend: str
 ) -> None:
-    fake = new_fake()
+    fake = new_fake(shards=2)
     spool = tmp_path / "spool"
     with spooled(fake, backend, spool, spool_interval=600, **HOLD) as producer:
         assert producer.config.spool_dir == spool
@@ -145,14 +55,14 @@ def test_the_config_goes_through_and_wait_durable_writes_what_was_put(
         producer.flush(timeout=10)
         assert all(f.result().ok for f in futures)
     assert on_disk(spool) == []
-    assert stored(fake) == [b"r0", b"r1", b"r2"]
+    assert user_data(fake) == [b"r0", b"r1", b"r2"]
     producer.wait_durable()  # closed: at once
 
 
 def test_put_under_spool_sync_put_returns_once_the_record_is_on_disk(
     tmp_path: Path, backend: str, stores: Stores
 ) -> None:
-    fake = new_fake()
+    fake = new_fake(shards=2)
     spool = tmp_path / "spool"
     threads, per_thread = 8, 40
     seen: list[bool] = []
@@ -177,7 +87,7 @@ def test_put_under_spool_sync_put_returns_once_the_record_is_on_disk(
     assert seen == [True] * total
     written = [c for c in stores[0].commits if c.inserts]
     assert sum(len(c.inserts) for c in written) == total + 50
-    assert len(stored(fake)) == total + 50
+    assert len(user_data(fake)) == total + 50
     assert on_disk(spool) == []
 
 
@@ -188,7 +98,7 @@ def test_puts_from_threads_waiting_on_one_write_share_the_next(
     thread's record is accepted, so however fast the machine, the seven waiting puts are
     in the one write that follows (on the real clock, how many overlap is the machine's
     choice)."""
-    fake = new_fake()
+    fake = new_fake(shards=2)
     spool = tmp_path / "spool"
     threads = 8
     with spooled(fake, backend, spool, spool_sync="put", **HOLD) as producer:
@@ -203,11 +113,15 @@ def test_puts_from_threads_waiting_on_one_write_share_the_next(
         try:
             first = threading.Thread(target=worker, args=(0,))
             first.start()
-            wait_until(store.holding.is_set)  # the write with t0 in it is held
+            # the write with t0 in it is held
+            wait_until(store.holding.is_set, what="the held spool write")
             others = [threading.Thread(target=worker, args=(t,)) for t in range(1, threads)]
             for w in others:
                 w.start()
-            wait_until(lambda: producer._producer.outstanding_records == threads)
+            wait_until(
+                lambda: producer._producer.outstanding_records == threads,
+                what="every thread's record outstanding",
+            )
             assert returned == []  # every put waits for the disk
         finally:
             store.hold = None
@@ -218,13 +132,13 @@ def test_puts_from_threads_waiting_on_one_write_share_the_next(
     assert sorted(returned) == sorted(b"t%d" % t for t in range(threads))
     written = [c for c in store.commits if c.inserts]
     assert [len(c.inserts) for c in written] == [1, threads - 1]
-    assert len(stored(fake)) == threads
+    assert len(user_data(fake)) == threads
 
 
 def test_wait_durable_times_out_while_the_write_is_held(
     tmp_path: Path, backend: str, stores: Stores
 ) -> None:
-    fake = new_fake()
+    fake = new_fake(shards=2)
     spool = tmp_path / "spool"
     with spooled(fake, backend, spool, spool_interval=600, **HOLD) as producer:
         store = stores[0]
@@ -244,7 +158,7 @@ def test_wait_durable_times_out_while_the_write_is_held(
 def test_a_put_under_spool_sync_put_from_a_callback_is_refused(
     tmp_path: Path, backend: str
 ) -> None:
-    fake = new_fake()
+    fake = new_fake(shards=2)
     errors: list[BaseException] = []
     with spooled(fake, backend, tmp_path / "spool", spool_sync="put", **HOLD) as producer:
 
@@ -258,14 +172,14 @@ def test_a_put_under_spool_sync_put_from_a_callback_is_refused(
         assert not first.done()  # its callback runs on the producer's thread
         first.add_done_callback(again)
         producer.flush(timeout=10)
-        wait_until(lambda: errors)
+        wait_until(lambda: errors, what="the callback's error")
     assert "would wait for the spool" in str(errors[0])
 
 
 def test_a_record_larger_than_the_spool_is_refused_in_the_callers_thread(
     tmp_path: Path, backend: str
 ) -> None:
-    fake = new_fake()
+    fake = new_fake(shards=2)
     with spooled(fake, backend, tmp_path / "spool", spool_max_bytes=100) as producer:
         with pytest.raises(ValueError, match="spool_max_bytes"):
             producer.put(b"x" * 100, "k")  # 101 bytes with its key
@@ -276,7 +190,7 @@ def test_a_record_larger_than_the_spool_is_refused_in_the_callers_thread(
 
 
 def test_a_full_disk_under_spool_sync_put(tmp_path: Path, backend: str, stores: Stores) -> None:
-    fake = new_fake()
+    fake = new_fake(shards=2)
     fake.create_stream("other", shard_count=1)
     spool = tmp_path / "spool"
     stores.full_disk = FRESH_PAGES
@@ -292,32 +206,33 @@ def test_a_full_disk_under_spool_sync_put(tmp_path: Path, backend: str, stores: 
         assert isinstance(error, SpoolWriteError) and error.outcome is None
         assert "not accepted" in str(error)
         store.make_room()
-        wait_until(lambda: data_on_disk(spool) == [b"a" * BIG])  # written again
+        # written again
+        wait_until(lambda: data_on_disk(spool) == [b"a" * BIG], what="the record on disk")
 
         def accepted() -> bool:  # once the book has seen that commit
             probe = p.put(b"probe", "k")
             return not (probe.done() and probe.exception() is not None)
 
-        wait_until(accepted)
+        wait_until(accepted, what="a put accepted again")
         third = p.put(b"c" * BIG, "k")
         assert data_on_disk(spool)[-1] == b"c" * BIG
         p.flush(timeout=10)
         assert first.result().ok and third.result().ok
-    assert b"b" * BIG not in stored(fake)
-    assert stored(fake, "other") == [b"a" * BIG]
+    assert b"b" * BIG not in user_data(fake)
+    assert user_data(fake, "other") == [b"a" * BIG]
     assert on_disk(spool) == []
 
 
 def test_a_full_disk_under_spool_sync_interval(
     tmp_path: Path, backend: str, stores: Stores
 ) -> None:
-    fake = new_fake()
+    fake = new_fake(shards=2)
     spool = tmp_path / "spool"
     stores.full_disk = FRESH_PAGES
     with spooled(fake, backend, spool, spool_interval=0.05, **HOLD) as producer:
         store = stores[0]
         first = producer.put(b"a" * BIG, "k")
-        wait_until(lambda: store.failed)
+        wait_until(lambda: store.failed, what="a failed commit")
         with pytest.raises(SpoolWriteError, match="writing to the spool failed"):
             producer.wait_durable(timeout=10)
         refused = producer.put(b"b" * BIG, "k")
@@ -330,7 +245,7 @@ def test_a_full_disk_under_spool_sync_interval(
         assert data_on_disk(spool) == [b"a" * BIG, b"c" * BIG]
         producer.flush(timeout=10)
         assert first.result().ok and third.result().ok
-    assert b"b" * BIG not in stored(fake)
+    assert b"b" * BIG not in user_data(fake)
 
 
 # -- close and recovery --------------------------------------------------------------------
@@ -340,7 +255,7 @@ def test_a_close_keeps_what_is_unresolved_and_the_next_producer_recovers_it(
     tmp_path: Path, backend: str
 ) -> None:
     never = Never()
-    fake = new_fake(never)
+    fake = new_fake(never, shards=2)
     fake.create_stream("gone", shard_count=1)
     spool = tmp_path / "spool"
     failed: list[FailedRecord] = []
@@ -367,7 +282,7 @@ def test_a_close_keeps_what_is_unresolved_and_the_next_producer_recovers_it(
         assert second.recovery == report
     assert sorted(f.data for f in failed) == [b"g0", b"g1"]
     assert {f.result.error_code for f in failed} == {"ResourceNotFoundException"}
-    assert stored(fake) == [b"r0", b"r1", b"r2", b"r3"]
+    assert user_data(fake) == [b"r0", b"r1", b"r2", b"r3"]
     assert on_disk(spool) == []
 
 
@@ -421,13 +336,13 @@ def test_a_record_failed_just_before_the_close_leaves_the_spool_once_on_failure_
 
 
 def test_a_second_producer_on_the_same_spool_is_refused(tmp_path: Path, backend: str) -> None:
-    fake = new_fake()
+    fake = new_fake(shards=2)
     spool = tmp_path / "spool"
     with spooled(fake, backend, spool) as first:
         with pytest.raises(SpoolLockedError, match="in use by another producer"):
             spooled(fake, backend, spool).open()
         assert first.put(b"still", "k").result(timeout=10).ok
-    assert stored(fake) == [b"still"]
+    assert user_data(fake) == [b"still"]
 
 
 # -- a fork --------------------------------------------------------------------------------
@@ -435,7 +350,7 @@ def test_a_second_producer_on_the_same_spool_is_refused(tmp_path: Path, backend:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 def test_reopen_after_a_fork_refuses_a_spool_it_would_share(tmp_path: Path, backend: str) -> None:
-    fake = new_fake()
+    fake = new_fake(shards=2)
     spool = tmp_path / "spool"
     with spooled(fake, backend, spool, after_fork="reopen") as producer:
         assert producer.put(b"before", "k").result(timeout=10).ok
@@ -456,4 +371,4 @@ def test_reopen_after_a_fork_refuses_a_spool_it_would_share(tmp_path: Path, back
             assert str(spool) in got["message"]
         assert report["close"]["error"] is None
         assert producer.put(b"after", "k").result(timeout=10).ok  # the parent goes on
-    assert stored(fake) == [b"after", b"before"]
+    assert user_data(fake) == [b"after", b"before"]

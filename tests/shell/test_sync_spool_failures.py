@@ -21,39 +21,21 @@ from kinesis_trio._disk._store import Damage, SpoolStore
 from kinesis_trio._outcome import ABORTED, CLOSE_TIMEOUT
 from kinesis_trio._shell._producer import _OPEN
 from kinesis_trio.testing import FakeKinesis
-from tests.shell.test_sync_spool import (  # noqa: F401 (watchdog: a fixture)
-    HOLD,
-    Never,
-    new_fake,
-    spooled,
-    stored,
-    wait_until,
-    watchdog,
-)
+from tests.support.helpers import user_data, wait_until
 from tests.support.spool import (
     BIG,
     FRESH_PAGES,
     RoomLater,
     Stores,
-    count_stores,
     left_behind,
     on_disk,
 )
+from tests.support.sync_kit import HOLD, Never, new_fake, spooled
 
-pytestmark = pytest.mark.usefixtures("watchdog")
+pytestmark = pytest.mark.usefixtures("spool_watchdog")
 
 #: real seconds a test waits for its threads
 THREAD_BOUND = 10.0
-
-
-@pytest.fixture(params=["trio", "asyncio"])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def stores(monkeypatch: pytest.MonkeyPatch) -> Stores:
-    return count_stores(monkeypatch)
 
 
 def in_threads(calls: list[Callable[[], Any]]) -> list[concurrent.futures.Future[Any]]:
@@ -84,7 +66,7 @@ def test_a_close_after_a_failed_commit_under_put_ends(
     """Before, the writer tried the failed commit again at once, over and over, and never
     saw the close's cancel: ``close()`` hung until the disk had room."""
     never = Never()  # the records stay unresolved: the writer has them to write
-    fake = new_fake(never)
+    fake = new_fake(never, shards=2)
     spool = tmp_path / "spool"
     stores.full_disk = FRESH_PAGES
     producer = spooled(
@@ -110,7 +92,7 @@ def test_a_wait_for_durability_pending_when_the_close_fails_to_write_raises(
     """Before, the close answered every pending wait for durability (``put`` under
     ``"put"``, ``wait_durable``) "durable", although its last commit had failed and not a
     record was on disk."""
-    fake = new_fake(Never())  # the records stay unresolved: the close keeps them
+    fake = new_fake(Never(), shards=2)  # the records stay unresolved: the close keeps them
     spool = tmp_path / "spool"
     stores.full_disk = FRESH_PAGES
     producer = spooled(fake, backend, spool, spool_sync=sync, spool_interval=60, **HOLD)
@@ -126,10 +108,15 @@ def test_a_wait_for_durability_pending_when_the_close_fails_to_write_raises(
                 waits = [pool.submit(producer.wait_durable, THREAD_BOUND) for _ in range(3)]
             # the commit they wait for, held, and all three accepted (a put still on its way
             # to the producer when the close begins is refused: ProducerClosedError)
-            wait_until(lambda: store.holding.is_set() and producer.outstanding_records == 3)
+            wait_until(
+                lambda: store.holding.is_set() and producer.outstanding_records == 3,
+                what="a held spool write and three records outstanding",
+            )
             closing = pool.submit(producer.close, abort=True)
             # the producer's scope is closing: the task that answered them is cancelled
-            wait_until(lambda: producer._producer._state != _OPEN)
+            wait_until(
+                lambda: producer._producer._state != _OPEN, what="the producer to leave open"
+            )
         finally:
             store.hold = None
             release.set()
@@ -147,7 +134,7 @@ def test_wait_durable_during_a_close_waits_for_its_last_commit(
     """Before, ``wait_durable()`` called while another thread closed the producer returned
     at once, before anything was on disk (the close's last commit wrote the records
     later): a kill during that close lost what the caller was told was durable."""
-    fake = new_fake(Never())  # the records stay unresolved: the close keeps them
+    fake = new_fake(Never(), shards=2)  # the records stay unresolved: the close keeps them
     spool = tmp_path / "spool"
     producer = spooled(fake, backend, spool, spool_interval=60, close_timeout=0.5, **HOLD)
     seen: list[int] = []
@@ -160,7 +147,7 @@ def test_wait_durable_during_a_close_waits_for_its_last_commit(
         puts = in_threads([put_in(producer, i) for i in range(3)])
         assert all(ended.exception() is None for ended in puts)
         closing = pool.submit(producer.close)
-        wait_until(lambda: "closing" in repr(producer))
+        wait_until(lambda: "closing" in repr(producer), what="the producer closing")
         waits = [pool.submit(wait) for _ in range(3)]
         closing.result(THREAD_BOUND)
         assert [ended.exception(THREAD_BOUND) for ended in waits] == [None] * 3
@@ -172,7 +159,7 @@ def test_wait_durable_after_a_close_that_left_records_unwritten_raises(
     tmp_path: Path, backend: str, stores: Stores
 ) -> None:
     """Before, it returned: the records it vouched for were not on disk."""
-    fake = new_fake(Never())  # the records stay unresolved: the close keeps them
+    fake = new_fake(Never(), shards=2)  # the records stay unresolved: the close keeps them
     spool = tmp_path / "spool"
     stores.full_disk = FRESH_PAGES
     producer = spooled(fake, backend, spool, spool_interval=60, close_timeout=0.2, **HOLD)
@@ -253,9 +240,13 @@ def test_records_queued_behind_a_recovering_spool_at_the_close_stay_in_the_spool
         fake, backend, spool, spool_sync=sync, close_timeout=0.2, on_failure=failed.append
     )
     with producer, concurrent.futures.ThreadPoolExecutor(threads) as pool:
-        wait_until(hook.loading.is_set)  # recovery is held: the pump waits behind it
+        # recovery is held: the pump waits behind it
+        wait_until(hook.loading.is_set, what="recovery held")
         puts = [pool.submit(puts_of(producer, t, per_thread, sync)) for t in range(threads)]
-        wait_until(lambda: producer.outstanding_records == threads * per_thread)  # queued
+        wait_until(  # queued
+            lambda: producer.outstanding_records == threads * per_thread,
+            what="every thread's records queued",
+        )
         if sync == "interval":  # put returned: accepted
             assert not any(f.done() for ended in puts for f in ended.result(THREAD_BOUND))
         else:  # put_many waits until they are in the spool, or resolved
@@ -281,8 +272,8 @@ def test_records_queued_behind_a_recovering_spool_at_the_close_stay_in_the_spool
     with spooled(fake, backend, spool) as after:
         report = after.recovered(timeout=THREAD_BOUND)
     assert report == RecoveryReport(records=2 + len(put), ok=2 + len(put), done=True)
-    assert stored(fake) == sorted(put)
-    assert stored(fake, "old") == [b"old-1", b"old-2"]
+    assert user_data(fake) == sorted(put)
+    assert user_data(fake, "old") == [b"old-1", b"old-2"]
     assert on_disk(spool) == []
 
 
@@ -291,7 +282,7 @@ def test_records_queued_behind_a_full_spool_at_the_close_fail_saying_it_had_no_r
 ) -> None:
     """The spool full (the producer's records unsent fill ``spool_max_bytes``), the records
     queued behind it cannot be kept: they fail for good (``on_failure``), saying why."""
-    fake = new_fake(Never())  # the records stay unresolved: the producer keeps them
+    fake = new_fake(Never(), shards=2)  # the records stay unresolved: the producer keeps them
     spool = tmp_path / "spool"
     size = 1000  # with its key "k": 1001 bytes; the spool has room for three
     failed: list[FailedRecord] = []
@@ -311,7 +302,9 @@ def test_records_queued_behind_a_full_spool_at_the_close_fail_saying_it_had_no_r
 
         puts = in_threads([three(t) for t in range(4)])
         futures = [f for ended in puts for f in ended.result(0)]
-        wait_until(lambda: producer._producer.outstanding_records == 3)  # the spool is full
+        wait_until(  # the spool is full
+            lambda: producer._producer.outstanding_records == 3, what="three records outstanding"
+        )
     results = [f.result(0) for f in futures]
     assert [r.error_code for r in results] == [CLOSE_TIMEOUT] * 12
     kept = [r for r in results if "it stays in the spool" in (r.error_message or "")]
@@ -337,7 +330,8 @@ def test_records_queued_at_a_close_whose_last_commit_fails_fail_saying_so(
     failed: list[FailedRecord] = []
     producer = spooled(fake, backend, spool, close_timeout=0.2, on_failure=failed.append)
     with producer:
-        wait_until(hook.loading.is_set)  # recovery is held: the pump waits behind it
+        # recovery is held: the pump waits behind it
+        wait_until(hook.loading.is_set, what="recovery held")
         puts = in_threads([put_in(producer, i) for i in range(4)])
         futures = [ended.result(0) for ended in puts]
     for future in futures:

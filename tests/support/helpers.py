@@ -1,13 +1,16 @@
-"""Shared helpers for tests: a Producer pointed at the in-memory fake, and read-back checks."""
+"""Shared helpers for tests: a Producer pointed at the in-memory fake, read-back checks, and
+waiting for a condition (:func:`wait_until`, :func:`wait_until_async`)."""
 
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import httpx
 
 from kinesis_trio import (
@@ -231,6 +234,13 @@ def fake_rows(fake: FakeKinesis, stream: str = "s") -> list[tuple[Any, ...]]:
     ]
 
 
+def user_data(fake: FakeKinesis, stream: str = "s") -> list[bytes]:
+    """The user records the fake stored (KPL aggregates taken apart), sorted."""
+    return sorted(
+        u.data for r in fake.records(stream) for u in deaggregate(r.data, r.partition_key or "")
+    )
+
+
 def stream_state(producer: Producer, name: str) -> StreamState:
     """The engine's state of a loaded stream (its shard map and buffers): the one place
     where tests look inside a running producer, for what no public call shows."""
@@ -247,3 +257,32 @@ def records(n: int, seed: int) -> list[tuple[bytes, str]]:
         head = b"%d:" % i
         out.append((head + rng.randbytes(max(0, size - len(head))), f"key-{rng.randrange(2000)}"))
     return out
+
+
+def wait_until(
+    predicate: Callable[[], object], *, timeout: float = 10.0, what: str, interval: float = 0.005
+) -> None:
+    """Poll ``predicate`` (state another thread or process changes) every ``interval`` real
+    seconds until it is true; fail naming ``what`` after ``timeout`` real seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+async def wait_until_async(
+    predicate: Callable[[], object],
+    *,
+    timeout: float = 10.0,  # noqa: ASYNC109 -- a bound on polling, as wait_until's
+    what: str,
+    interval: float = 0.001,
+) -> None:
+    """Poll ``predicate`` (state background tasks or a socket change: nothing to wait on but
+    time) every ``interval`` seconds of the event loop's clock (virtual under trio's
+    ``MockClock``) until it is true; fail naming ``what`` after ``timeout`` of them."""
+    with anyio.move_on_after(timeout):
+        while not predicate():  # noqa: ASYNC110 -- polling state nothing signals
+            await anyio.sleep(interval)
+        return
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
