@@ -43,25 +43,45 @@ class _Logger:
             )
         return log
 
+    def _emit(self, level: int, method: str, event: str, kw: dict[str, Any]) -> None:
+        try:
+            log = self._logger()
+        except Exception as exc:  # a log call never fails the caller
+            # The first event's import found no file descriptor (a process out of them
+            # logs just that), or no structlog: the same line through the stdlib alone;
+            # the next event tries the import again.
+            fields = " ".join(f"{k}={v!r}" for k, v in sorted(kw.items()))
+            self._std.log(
+                level,
+                "event=%r %s level=%r (structlog not loaded: %s)",
+                event,
+                fields,
+                method if method != "exception" else "error",
+                type(exc).__name__,
+                exc_info=method == "exception",
+            )
+            return
+        getattr(log, method)(event, **kw)
+
     def debug(self, event: str, **kw: Any) -> None:
         if self._enabled(logging.DEBUG):
-            self._logger().debug(event, **kw)
+            self._emit(logging.DEBUG, "debug", event, kw)
 
     def info(self, event: str, **kw: Any) -> None:
         if self._enabled(logging.INFO):
-            self._logger().info(event, **kw)
+            self._emit(logging.INFO, "info", event, kw)
 
     def warning(self, event: str, **kw: Any) -> None:
         if self._enabled(logging.WARNING):
-            self._logger().warning(event, **kw)
+            self._emit(logging.WARNING, "warning", event, kw)
 
     def error(self, event: str, **kw: Any) -> None:
         if self._enabled(logging.ERROR):
-            self._logger().error(event, **kw)
+            self._emit(logging.ERROR, "error", event, kw)
 
     def exception(self, event: str, **kw: Any) -> None:
         if self._enabled(logging.ERROR):
-            self._logger().exception(event, **kw)
+            self._emit(logging.ERROR, "exception", event, kw)
 
 
 def get_logger(name: str) -> Any:

@@ -409,7 +409,7 @@ class LocalKinesis:
                 if taken and self._requested_port not in taken:  # a port we picked
                     raise _PortTaken
                 raise RuntimeError(f"{self._kind} exited during startup (code {code}):\n{out}")
-            if self._answers():
+            if self._answers() and self._bound():
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError(
@@ -417,6 +417,19 @@ class LocalKinesis:
                     f"{self.startup_timeout:.0f}s:\n{self.output_tail()}"
                 )
             time.sleep(0.05)
+
+    def _bound(self) -> bool:
+        """The python engine says it listens on our port (what answers there may be another
+        process's, bound to a port we picked after it was found free: ours then fails to
+        bind and exits). The npm emulators say nothing reliable: their exit shows it."""
+        if self._kind != "python":
+            return True
+        path = self.log_path
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace") if path else ""
+        except OSError:
+            return False
+        return f"running at {self.endpoint_url} " in text
 
     def _answers(self) -> bool:
         """True once a ListStreams call gets any HTTP response (even 4xx)."""

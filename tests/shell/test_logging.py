@@ -115,3 +115,35 @@ def test_an_event_below_the_level_returns_before_structlog_and_one_above_it_is_l
         log.debug("now", n=6)
     assert reached == ["debug"]
     assert messages(caplog, "kinesis_trio.test_levels") == ["event='now' level='debug' n=6"]
+
+
+def test_an_event_whose_structlog_import_fails_goes_out_through_the_stdlib(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """structlog is imported at the first event that passes the level; a process out of
+    file descriptors (the local engine's EMFILE warning) cannot import it. The event still
+    goes out, and the caller gets no exception (before, it stopped the engine's accept
+    loop); the next event tries the import again."""
+    import builtins
+    import errno
+
+    from kinesis_trio._logging import _Logger
+
+    real_import = builtins.__import__
+
+    def no_descriptors(name: str, *args: Any, **kw: Any) -> Any:
+        if name == "structlog":
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real_import(name, *args, **kw)
+
+    log = _Logger(logging.getLogger("kinesis_trio.test_emfile"))
+    caplog.set_level(logging.WARNING, logger="kinesis_trio.test_emfile")
+    monkeypatch.setattr(builtins, "__import__", no_descriptors)
+    log.warning("local_kinesis_accept_failed", error="OSError: [Errno 24] Too many open files")
+    monkeypatch.setattr(builtins, "__import__", real_import)
+    log.warning("local_kinesis_accept_resumed", failures=1)
+    lines = messages(caplog, "kinesis_trio.test_emfile")
+    assert len(lines) == 2
+    assert "event='local_kinesis_accept_failed'" in lines[0]
+    assert "Too many open files" in lines[0] and "structlog not loaded: OSError" in lines[0]
+    assert "event='local_kinesis_accept_resumed'" in lines[1] and "not loaded" not in lines[1]
