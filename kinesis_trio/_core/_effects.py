@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 if TYPE_CHECKING:
-    from .._failures import FailedRecord
+    from .._dead_letters import FailedRecord
     from ._state import KRecord, ShardBuffer, StreamState
 
 __all__ = [

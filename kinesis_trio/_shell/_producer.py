@@ -30,11 +30,11 @@ from .._core._state import StreamState
 from .._core._streams import arn_ref, default_stream_ref, is_arn, name_and_arn, parse_stream_arn
 from .._core._validate import check_stream_name, coerce_data
 from .._errors import KinesisError, ProducerClosedError, ProducerForkedError
-from .._failures import FailureFeed
 from .._logging import get_logger
 from .._outcome import ABORTED, CLOSE_TIMEOUT, Outcome
 from ..metrics._names import MetricsSink
 from . import _forks as forks
+from ._failure_feed import FailureFeed
 from ._pipeline import Pipeline
 from ._schema_puts import SchemaPuts
 from ._views import ProducerViews

@@ -30,6 +30,7 @@ from .._config import ProducerConfig
 from .._core._engine import Engine
 from .._core._spool import Commit, RecoveryReport, Row, SpoolBook, dead_letter
 from .._core._state import StreamState
+from .._dead_letters import FailedRecord
 from .._disk._store import Damage, Dead, SpoolStore
 from .._errors import (
     CredentialsError,
@@ -38,7 +39,6 @@ from .._errors import (
     SpoolWriteError,
     TransportError,
 )
-from .._failures import FailedRecord
 from .._logging import get_logger
 from .._outcome import PRECEDING_FAILED, Outcome
 

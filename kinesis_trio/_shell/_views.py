@@ -10,9 +10,10 @@ from .._aws._client import KinesisClient
 from .._config import ProducerConfig
 from .._core._engine import Engine
 from .._core._spool import RecoveryReport
+from .._dead_letters import FailedRecord
 from .._errors import ProducerClosedError
-from .._failures import FailedRecord, FailureFeed
 from ..metrics._recorder import Metrics
+from ._failure_feed import FailureFeed
 
 if TYPE_CHECKING:
     from ._spooler import Spooler
