@@ -27,6 +27,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from .._config import ProducerConfig
+from .._core._effects import NoRoom
 from .._core._engine import Engine
 from .._core._spool import Commit, RecoveryReport, Row, SpoolBook, dead_letter
 from .._core._state import StreamState
@@ -324,7 +325,7 @@ class Spooler:
                 engine.accept(
                     stream, row.data, row.partition_key, row.explicit_hash_key, self.now(), row
                 )
-            except anyio.WouldBlock:
+            except NoRoom:
                 await self.wait_progress()
                 continue
             except (ValueError, TypeError) as exc:  # a limit it breaks now
