@@ -9,6 +9,7 @@ from ._config import ProducerConfig as ProducerConfig
 from ._core._aggregation import UserRecord as UserRecord
 from ._core._aggregation import deaggregate as deaggregate
 from ._core._spool import RecoveryReport as RecoveryReport
+from ._dead_letters import FailedRecord as FailedRecord
 from ._errors import AccessDeniedError as AccessDeniedError
 from ._errors import AuthenticationError as AuthenticationError
 from ._errors import ConnectError as ConnectError
@@ -32,7 +33,6 @@ from ._errors import SpoolLockedError as SpoolLockedError
 from ._errors import SpoolWriteError as SpoolWriteError
 from ._errors import TransportError as TransportError
 from ._errors import ValidationError as ValidationError
-from ._failures import FailedRecord as FailedRecord
 from ._outcome import Attempt as Attempt
 from ._outcome import Outcome as Outcome
 from ._outcome import RecordResult as RecordResult

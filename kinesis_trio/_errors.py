@@ -47,6 +47,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ._error_codes import IDENTITY_CODES, INTERNAL_CODES
+
 __all__ = [
     "AccessDeniedError",
     "AuthenticationError",
@@ -355,26 +357,6 @@ _register(
 )
 _register(ProvisionedThroughputExceededError, "ProvisionedThroughputExceededException")
 _register(ExpiredTokenError, "ExpiredTokenException", "ExpiredToken")
-#: The request's identity or signature was refused: no retry can fix these.
-IDENTITY_CODES = (
-    "UnrecognizedClientException",
-    "IncompleteSignature",
-    "IncompleteSignatureException",
-    "MissingAuthenticationToken",
-    "MissingAuthenticationTokenException",
-    "InvalidSignatureException",
-    "SignatureDoesNotMatch",
-    "InvalidClientTokenId",
-)
-#: The service failed inside: worth another try.
-INTERNAL_CODES = (
-    "InternalFailure",
-    "InternalFailureException",
-    "InternalServerError",
-    "InternalError",
-    "ServiceUnavailable",
-    "ServiceUnavailableException",
-)
 _register(AuthenticationError, *IDENTITY_CODES, "RequestExpired")
 _register(ServiceError, *INTERNAL_CODES)
 

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import httpx
 
-from .._core._retry import backoff_delay
+from .._backoff import backoff_delay
 from .._errors import (
     KinesisError,
     ProvisionedThroughputExceededError,

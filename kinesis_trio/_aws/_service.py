@@ -24,7 +24,7 @@ import anyio.to_thread
 import httpx
 
 from .._core._deadline import RequestClock
-from .._core._retry import EXPIRED_TOKEN_CODES
+from .._error_codes import EXPIRED_TOKEN_CODES
 from .._errors import (
     ConnectError,
     ConnectionLostError,

@@ -27,8 +27,6 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from typing import Protocol
 
-import anyio
-
 from .._outcome import Outcome, sealed_into
 from ._admission import Lane
 from ._aggregation import (
@@ -40,7 +38,7 @@ from ._aggregation import (
     encode_records,
     record_header,
 )
-from ._effects import Outbox, Queue, Wake
+from ._effects import NoRoom, Outbox, Queue, Wake
 from ._state import KRecord, ShardBuffer, StreamState
 
 __all__ = ["AGG_PARTITION_KEY", "Accumulator", "unpack"]
@@ -126,7 +124,7 @@ class Accumulator:
 
         The common case (aggregating, room in the open aggregate) runs inline: the routing
         and sizing of :meth:`place` and ``AggregateSizer.grow/add`` (tests hold them equal).
-        Raises ``anyio.WouldBlock``, changing nothing, when a seal is due and the shard's
+        Raises ``NoRoom``, changing nothing, when a seal is due and the shard's
         channel is full.
         """
         hash_key = outcome._hash_key
@@ -146,7 +144,7 @@ class Accumulator:
             # charged to the lane when it is sealed: ``_aggregate``); nothing changed yet
             if lane.owed + sizer.size >= lane.allow:
                 lane.refused(now)
-                raise anyio.WouldBlock
+                raise NoRoom
             pks = sizer.pks
             found = pks.get(partition_key)
             if found is None:
@@ -191,7 +189,7 @@ class Accumulator:
         """Route an accepted (or re-routed) record into its shard's open containers.
         Returns the shard whose aggregate in formation holds it (``None``: it goes alone).
 
-        With ``check_room`` (a new record) it raises ``anyio.WouldBlock`` *before changing
+        With ``check_room`` (a new record) it raises ``NoRoom`` *before changing
         anything* when a seal would be needed and the shard's channel is full, or when the
         shard's lane does not admit it (admission by time, ``_admission``); else the record
         is charged to the lane. Re-routes never wait and stay charged where they were.
@@ -211,7 +209,7 @@ class Accumulator:
         lane = shard.lane
         if lane.owed >= lane.allow:  # admission by time: nothing changed yet
             lane.refused(now)
-            raise anyio.WouldBlock
+            raise NoRoom
         where = self._place(stream, shard, gap, outcome, pk_len, now, True)
         lane.charge(outcome, now)
         return where
@@ -257,7 +255,7 @@ class Accumulator:
                 return shard
             if shard.members:  # the aggregate is full: seal it, start the next one
                 if check_room and shard.queued >= self.queue_size:
-                    raise anyio.WouldBlock  # nothing changed yet
+                    raise NoRoom  # nothing changed yet
                 self.seal_into_channel(shard)
                 sizer = shard.sizer
                 grow = sizer.grow(len(data), pk, pk_len, ehk)
@@ -270,7 +268,7 @@ class Accumulator:
             len(shard.plain) >= self.coll_max_count or shard.plain_bytes + size > self.coll_max_size
         ):
             if check_room and shard.queued >= self.queue_size:
-                raise anyio.WouldBlock
+                raise NoRoom
             self.seal_into_channel(shard)
         if shard.open_deadline == _INF:
             self._open(stream, shard, now)

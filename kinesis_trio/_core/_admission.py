@@ -9,8 +9,8 @@ round trip, fits in ``horizon`` seconds (``admission_ttl_share`` of ``record_ttl
 check is ``owed < allow``, where ``allow = rate * (horizon - round trip)`` is computed when
 the rate changes, not per record. The round trip is an idle endpoint's (no time queued
 there: the pace counts that already, :meth:`Admission.answered`). Otherwise ``put`` waits
-(``put_nowait`` raises ``anyio.WouldBlock``): a record the endpoint could not confirm
-within its TTL is not taken, instead of expiring in the producer's own queue.
+(the engine raises ``NoRoom``; ``put_nowait``, ``anyio.WouldBlock``): a record the endpoint
+could not confirm within its TTL is not taken, instead of expiring in the producer's own queue.
 
 The estimator's rules, each against a trap a drain-rate estimator falls into:
 

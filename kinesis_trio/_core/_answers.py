@@ -16,10 +16,10 @@ from .._config import ProducerConfig
 from .._errors import ConnectionLostError, RequestTimeoutError
 from .._logging import get_logger
 from .._outcome import failed
-from ..metrics._recorder import Metrics
 from ._congestion import ConcurrencyLimit, Signal
 from ._effects import Outbox, Refresh, RefreshCredentials, SendApart
 from ._measure import measure_answer
+from ._metric_window import MetricWindow
 from ._reshard import ShardMaps
 from ._resolver import Resolver
 from ._responses import (
@@ -62,7 +62,7 @@ class Answers:
         maps: ShardMaps,
         retries: Retries,
         gate: ConcurrencyLimit,
-        metrics: Metrics,
+        metrics: MetricWindow,
         outbox: Outbox,
         rand: random.Random,
         refreshable: bool,

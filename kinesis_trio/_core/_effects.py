@@ -6,6 +6,10 @@ between) and carries them out in order: wake a worker, queue a batch, start or r
 shard's worker, wake the retrier, reload a shard map, refresh the credentials, send a
 request's halves apart, hand failed records to the dead letters. ``Outbox.progress`` says
 that records were resolved (whoever waits for room or a flush looks again).
+
+One answer is not an effect but a refusal: :class:`NoRoom`, raised by the engine's
+``accept`` before it changes anything (the shell waits for progress, or raises
+``anyio.WouldBlock`` from ``put_nowait``).
 """
 
 from __future__ import annotations
@@ -13,12 +17,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 if TYPE_CHECKING:
-    from .._failures import FailedRecord
+    from .._dead_letters import FailedRecord
     from ._state import KRecord, ShardBuffer, StreamState
 
 __all__ = [
     "DeadLetters",
     "Effect",
+    "NoRoom",
     "Outbox",
     "Queue",
     "Refresh",
@@ -29,6 +34,11 @@ __all__ = [
     "StartShard",
     "Wake",
 ]
+
+
+class NoRoom(Exception):
+    """The engine cannot take the record now (the caps, admission by time, a seal due on a
+    shard whose queue is full, the spool): nothing changed; try again after progress."""
 
 
 class Wake(NamedTuple):

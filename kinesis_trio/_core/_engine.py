@@ -17,24 +17,20 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
 from typing import Any, NamedTuple
-
-import anyio
 
 from .._config import ProducerConfig
 from .._errors import SpoolWriteError
 from .._logging import get_logger
 from .._outcome import RECORD_TOO_LARGE, Attempt, Outcome, failed
-from ..metrics._names import MetricsSink
-from ..metrics._recorder import Metrics
 from ._accumulator import Accumulator, expired_in, prune, track, unaggregate
 from ._admission import Admission, delays
 from ._aggregation import _vlen
 from ._answers import Answers
 from ._congestion import ConcurrencyLimit
-from ._effects import Outbox
+from ._effects import NoRoom, Outbox
 from ._ledger import Ledger
+from ._metric_window import MetricWindow
 from ._ordering import KeyOrder
 from ._reshard import ShardMaps
 from ._resolver import Resolver
@@ -45,7 +41,7 @@ from ._state import KRecord, ShardBuffer, StreamState
 from ._streams import StreamFacts
 from ._validate import partition_key_length
 
-__all__ = ["Engine", "metrics_for"]
+__all__ = ["Engine"]
 
 _log = get_logger("kinesis_trio.producer")
 _INF = math.inf
@@ -89,24 +85,12 @@ def too_large(
 def refuse(why: str) -> None:
     """Raise what the spool's refusal ``why`` means for a ``put`` (``SpoolBook.refusal``)."""
     if why == "full" or why == "recovering":
-        raise anyio.WouldBlock
+        raise NoRoom
     if why.startswith("record too large"):
         raise ValueError(why)
     raise SpoolWriteError(
         f"the spool cannot write ({why}): the record was not accepted; the records accepted "
         "before are kept and written again"
-    )
-
-
-def metrics_for(config: ProducerConfig, sinks: Sequence[MetricsSink] = ()) -> Metrics:
-    """The metrics recorder ``config`` asks for (level, granularity, namespace, upload
-    interval), publishing to ``sinks``."""
-    return Metrics(
-        level=config.metrics_level,
-        granularity=config.metrics_granularity,
-        namespace=config.metrics_namespace,
-        sinks=sinks,
-        upload_interval=config.metrics_upload_delay,
     )
 
 
@@ -145,7 +129,7 @@ class Engine:
     def __init__(
         self,
         config: ProducerConfig,
-        metrics: Metrics,
+        metrics: MetricWindow,
         refreshable: bool,
         dead_letters: bool = False,
     ) -> None:
@@ -266,7 +250,7 @@ class Engine:
         recovered: Row | None = None,
     ) -> Outcome:
         """Accept a record into the stream's buffers, or raise (bad input: ``ValueError`` /
-        ``TypeError``; no room: ``anyio.WouldBlock``; a spool that cannot write:
+        ``TypeError``; no room: ``NoRoom``; a spool that cannot write:
         ``SpoolWriteError``), changing nothing. ``recovered``: the record was read back
         from the spool (it goes before new ones, flagged as a possible duplicate)."""
         try:
@@ -284,7 +268,7 @@ class Engine:
             hash_key = parse_explicit_hash_key(explicit_hash_key)
         ledger = self.ledger
         if ledger.records >= ledger.max_records or ledger.bytes + size > ledger.max_bytes:
-            raise anyio.WouldBlock
+            raise NoRoom
         spool = self.spool
         if spool is not None and recovered is None:
             why = spool.refusal(size)

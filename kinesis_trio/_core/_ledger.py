@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._failures import FailedRecord
+from .._dead_letters import FailedRecord
 from .._outcome import R_AT, R_ERROR_CODE, R_ERROR_MESSAGE, R_OK, Outcome, Resolution
 from ._accumulator import unpack
 from ._effects import DeadLetters, Outbox

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..metrics._recorder import Metrics
+from ._metric_window import MetricWindow
 from ._responses import entry_error
 from ._state import KRecord
 
@@ -13,7 +13,7 @@ __all__ = ["measure_answer"]
 
 
 def measure_answer(
-    metrics: Metrics,
+    metrics: MetricWindow,
     stream: str,
     krecs: list[KRecord],
     entries: list[Any],

@@ -36,10 +36,9 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
-import anyio
-
 from .._outcome import PRECEDING_FAILED, R_AT, R_ERROR_CODE, R_OK, Outcome, Resolution, failed
 from ._accumulator import Accumulator, key_length, plain, unpack
+from ._effects import NoRoom
 from ._state import KRecord, ShardBuffer, StreamState
 from ._streams import AUTO, StreamFacts
 
@@ -136,12 +135,12 @@ class KeyOrder:
         now: float,
     ) -> None:
         """Place a newly accepted record, or queue it behind its key's unconfirmed ones.
-        Raises ``anyio.WouldBlock`` (changing nothing) as ``Accumulator.add`` does, and
+        Raises ``NoRoom`` (changing nothing) as ``Accumulator.add`` does, and
         when the shard it routes to does not admit it (admission by time)."""
         lane = self.acc.lane_for(stream, outcome)
         if not lane.admits():
             lane.refused(now)
-            raise anyio.WouldBlock
+            raise NoRoom
         table = self.tables.get(stream.name)
         if table is None:
             table = self.tables[stream.name] = {}

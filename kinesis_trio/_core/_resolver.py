@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from .._logging import get_logger
 from .._outcome import EXPIRED, R_ATTEMPT, R_ERROR_CODE, Outcome, Resolution, failed
-from ..metrics._recorder import Metrics
 from ._ledger import Ledger
+from ._metric_window import MetricWindow
 from ._ordering import KeyOrder
 from ._pauses import Pauses
 
@@ -29,7 +29,7 @@ class Resolver:
     __slots__ = ("ledger", "measure", "metrics", "order", "pauses", "ttl")
 
     def __init__(
-        self, ledger: Ledger, metrics: Metrics, ttl: float, order: KeyOrder | None
+        self, ledger: Ledger, metrics: MetricWindow, ttl: float, order: KeyOrder | None
     ) -> None:
         self.ledger = ledger
         self.metrics = metrics

@@ -17,6 +17,7 @@ import itertools
 import math
 import random
 
+from .._backoff import backoff_delay
 from .._config import ProducerConfig
 from .._outcome import Attempt
 from ._accumulator import Accumulator, prune
@@ -24,7 +25,6 @@ from ._congestion import RetryBudget
 from ._effects import Outbox, RetryAt
 from ._ordering import KeyOrder
 from ._resolver import Resolver
-from ._retry import backoff_delay
 from ._state import KRecord, ShardBuffer, StreamState
 
 __all__ = ["Retries"]

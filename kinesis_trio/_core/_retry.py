@@ -5,21 +5,24 @@ Pure: no I/O, no clock. The producer asks, then acts (when a retry is due, and w
 budget lets it go, is the scheduler's: ``_retries``). The tables follow the Kinesis API
 reference (see ``docs``/the reference notes): throttling, internal failures, 5xx and network
 errors are retried until ``record_ttl``; errors that retrying cannot fix (a missing stream,
-denied access, validation, KMS key problems, bad signatures) fail the records at once. The
-CloudWatch metrics sink asks here too, whether a failed PutMetricData is worth another try
-(:func:`metrics_retryable`).
+denied access, validation, KMS key problems, bad signatures) fail the records at once.
+The tables themselves are ``_error_codes``'s, the backoff ``_backoff``'s (shared with the
+client and the metrics sink, floors that this core does not import).
 """
 
 from __future__ import annotations
 
 import enum
-import random
 import re
 from typing import NamedTuple
 
+from .._error_codes import (
+    EXPIRED_TOKEN_CODES,
+    FATAL_CODES,
+    THROTTLING_CODES,
+    TRANSIENT_CODES,
+)
 from .._errors import (
-    IDENTITY_CODES,
-    INTERNAL_CODES,
     CredentialsError,
     ExpiredTokenError,
     KinesisError,
@@ -31,11 +34,9 @@ from ._congestion import RetryBudget
 __all__ = [
     "Action",
     "Decision",
-    "backoff_delay",
     "classify_entry_error",
     "classify_exception",
     "invalid_entries",
-    "metrics_retryable",
     "overload_cost",
 ]
 
@@ -59,51 +60,6 @@ class Decision(NamedTuple):
     ambiguous: bool = False
     too_large: bool = False
 
-
-#: Throttling as AWS services at large name it (CloudWatch's PutMetricData too).
-AWS_THROTTLING_CODES = frozenset(
-    {"ThrottlingException", "Throttling", "RequestLimitExceeded", "TooManyRequestsException"}
-)
-
-#: Throttling: retried (unless ``fail_if_throttled``) and slows the shard's rate down.
-THROTTLING_CODES = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "LimitExceededException",
-        "KMSThrottlingException",
-        "SlowDown",
-        *AWS_THROTTLING_CODES,
-    }
-)
-
-#: A request that timed out at the service.
-TIMEOUT_CODES = frozenset({"RequestTimeout", "RequestTimeoutException"})
-
-#: Transient service-side failures: retried.
-TRANSIENT_CODES = frozenset({*INTERNAL_CODES, *TIMEOUT_CODES})
-
-#: The session token expired: refresh the credentials, then retry.
-EXPIRED_TOKEN_CODES = frozenset({"ExpiredTokenException", "ExpiredToken"})
-
-#: Codes that retrying cannot fix: fail the records now.
-FATAL_CODES = frozenset(
-    {
-        "ResourceNotFoundException",
-        "ResourceInUseException",
-        "AccessDeniedException",
-        "ValidationException",
-        "InvalidArgumentException",
-        "SerializationException",
-        "KMSDisabledException",
-        "KMSInvalidStateException",
-        "KMSAccessDeniedException",
-        "KMSNotFoundException",
-        "KMSOptInRequired",
-        *IDENTITY_CODES,
-        "OptInRequired",
-        "UnknownOperationException",
-    }
-)
 
 _RETRY = Decision(Action.RETRY)
 _RETRY_AMBIGUOUS = Decision(Action.RETRY, ambiguous=True)
@@ -161,19 +117,6 @@ def classify_exception(exc: BaseException, *, fail_if_throttled: bool = False) -
     return _FAIL
 
 
-def backoff_delay(
-    failures: int,
-    *,
-    base: float = 0.1,
-    cap: float = 5.0,
-    rand: random.Random | None = None,
-) -> float:
-    """Full-jitter exponential backoff after ``failures`` consecutive failures (>= 1)."""
-    ceiling = min(cap, base * 2.0 ** max(0, failures - 1))
-    r: float = rand.random() if rand is not None else random.random()
-    return ceiling * r
-
-
 def overload_cost(error: BaseException) -> float:
     """What retrying after ``error`` costs the retry budget; 0: the error says nothing
     about load (4xx, credentials) and is not budgeted. Timeouts cost the most: the
@@ -185,34 +128,6 @@ def overload_cost(error: BaseException) -> float:
     if isinstance(error, KinesisError) and error.status_code >= 500:
         return RetryBudget.ERROR_COST
     return 0.0
-
-
-#: What else CloudWatch answers a PutMetricData it may take on another try with: its own
-#: names for throttling and internal failures, an expired signature (a retry signs anew),
-#: and the shared throttling and timeout codes. Not Kinesis' own throttling
-#: (ProvisionedThroughputExceeded, KMS), which CloudWatch does not answer with.
-_METRICS_RETRY_CODES = frozenset(
-    {
-        *AWS_THROTTLING_CODES,
-        *TIMEOUT_CODES,
-        "ThrottledException",
-        "RequestThrottled",
-        "RequestThrottledException",
-        "RequestExpired",
-        "PriorRequestNotComplete",
-        "InternalFailure",
-        "InternalServiceFault",
-        "InternalServiceError",
-        "ServiceUnavailable",
-    }
-)
-
-
-def metrics_retryable(code: str, status: int) -> bool:
-    """Is a PutMetricData that failed with ``code`` and HTTP ``status`` (the CloudWatch
-    metrics sink) worth another try? Any 5xx or 429, throttling and transient codes. An
-    expired token (:data:`EXPIRED_TOKEN_CODES`) is, once the credentials are refreshed."""
-    return status >= 500 or status == 429 or code in _METRICS_RETRY_CODES
 
 
 #: How AWS (and both emulators) name a PutRecords entry in a request-level validation error:

@@ -42,7 +42,7 @@ from itertools import repeat
 from operator import attrgetter, itemgetter
 from typing import NamedTuple, overload
 
-from .._failures import FailedRecord
+from .._dead_letters import FailedRecord
 from .._outcome import Attempt, Outcome, RecordResult
 
 __all__ = [

@@ -54,8 +54,8 @@ from .._core._responses import in_flight
 from .._core._shards import Shard, ShardMap
 from .._core._state import KRecord, ShardBuffer, StreamState
 from .._core._streams import StreamFacts
+from .._dead_letters import FailedRecord
 from .._errors import AccessDeniedError, ConnectionLostError, KinesisTrioError
-from .._failures import FailedRecord
 from .._logging import get_logger
 
 __all__ = ["Pipeline"]

@@ -23,18 +23,20 @@ if sys.version_info < (3, 11):  # pragma: no cover
 from .._aws._client import KinesisClient
 from .._aws._credentials import StaticCredentials
 from .._config import ProducerConfig
-from .._core._engine import Engine, metrics_for
+from .._core._effects import NoRoom
+from .._core._engine import Engine
+from .._core._metric_names import MetricsSink
 from .._core._ordering import refusal
 from .._core._requests import dry_run_body
 from .._core._state import StreamState
 from .._core._streams import arn_ref, default_stream_ref, is_arn, name_and_arn, parse_stream_arn
 from .._core._validate import check_stream_name, coerce_data
 from .._errors import KinesisError, ProducerClosedError, ProducerForkedError
-from .._failures import FailureFeed
 from .._logging import get_logger
 from .._outcome import ABORTED, CLOSE_TIMEOUT, Outcome
-from ..metrics._names import MetricsSink
+from ..metrics._recorder import metrics_for
 from . import _forks as forks
+from ._failure_feed import FailureFeed
 from ._pipeline import Pipeline
 from ._schema_puts import SchemaPuts
 from ._views import ProducerViews
@@ -414,23 +416,13 @@ class Producer(ProducerViews, SchemaPuts):
         if type(data) is not bytes:
             data = coerce_data(data)
         engine = self._engine
-        outcome = engine.accept(stream, data, partition_key, explicit_hash_key, self._now())
+        try:
+            outcome = engine.accept(stream, data, partition_key, explicit_hash_key, self._now())
+        except NoRoom:
+            raise anyio.WouldBlock from None
         if engine.outbox.effects:  # a batch sealed, a linger deadline set
             self._pipeline.apply()  # type: ignore[union-attr]
         return outcome
-
-    def record_limit(self, stream_name: str | None = None) -> int:
-        """The largest record (data + partition key) ``put`` takes for a loaded stream (its
-        ``MaxRecordSizeInKiB``, ``max_record_size``, ``max_outstanding_bytes``), or KeyError."""
-        ref = self._require_default() if stream_name is None else stream_name
-        if self._engine is None or ref not in self._engine.streams:
-            raise KeyError(f"stream {ref!r} is not loaded (put to it first)")
-        return self._engine.streams[ref].accept_max
-
-    def _require_default(self) -> str:
-        if self._default_stream is None:
-            raise ValueError("no stream_name given and the producer has no default stream")
-        return self._default_stream
 
     # -- flush ----------------------------------------------------------------------------
 

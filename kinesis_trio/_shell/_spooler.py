@@ -27,9 +27,11 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from .._config import ProducerConfig
+from .._core._effects import NoRoom
 from .._core._engine import Engine
 from .._core._spool import Commit, RecoveryReport, Row, SpoolBook, dead_letter
 from .._core._state import StreamState
+from .._dead_letters import FailedRecord
 from .._disk._store import Damage, Dead, SpoolStore
 from .._errors import (
     CredentialsError,
@@ -38,7 +40,6 @@ from .._errors import (
     SpoolWriteError,
     TransportError,
 )
-from .._failures import FailedRecord
 from .._logging import get_logger
 from .._outcome import PRECEDING_FAILED, Outcome
 
@@ -324,7 +325,7 @@ class Spooler:
                 engine.accept(
                     stream, row.data, row.partition_key, row.explicit_hash_key, self.now(), row
                 )
-            except anyio.WouldBlock:
+            except NoRoom:
                 await self.wait_progress()
                 continue
             except (ValueError, TypeError) as exc:  # a limit it breaks now

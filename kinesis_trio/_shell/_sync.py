@@ -39,8 +39,8 @@ from .._config import RECORD_MAX_SIZE_CEILING, ProducerConfig
 from .._core._shards import parse_explicit_hash_key
 from .._core._spool import RecoveryReport
 from .._core._validate import check_stream_name, coerce_data, partition_key_length
+from .._dead_letters import FailedRecord
 from .._errors import ProducerForkedError
-from .._failures import FailedRecord
 from .._outcome import RecordResult
 from . import _forks as forks
 from ._producer import Producer

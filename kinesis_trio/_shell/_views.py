@@ -10,9 +10,10 @@ from .._aws._client import KinesisClient
 from .._config import ProducerConfig
 from .._core._engine import Engine
 from .._core._spool import RecoveryReport
+from .._dead_letters import FailedRecord
 from .._errors import ProducerClosedError
-from .._failures import FailedRecord, FailureFeed
 from ..metrics._recorder import Metrics
+from ._failure_feed import FailureFeed
 
 if TYPE_CHECKING:
     from ._spooler import Spooler
@@ -30,6 +31,7 @@ class ProducerViews:
     _client: KinesisClient | None
     _failures: FailureFeed
     _spooler: Spooler | None
+    _default_stream: str | None
 
     @property
     def config(self) -> ProducerConfig:
@@ -120,3 +122,16 @@ class ProducerViews:
         if self._spooler is None:
             return RecoveryReport()
         return await self._spooler.recovered()
+
+    def record_limit(self, stream_name: str | None = None) -> int:
+        """The largest record (data + partition key) ``put`` takes for a loaded stream (its
+        ``MaxRecordSizeInKiB``, ``max_record_size``, ``max_outstanding_bytes``), or KeyError."""
+        ref = self._require_default() if stream_name is None else stream_name
+        if self._engine is None or ref not in self._engine.streams:
+            raise KeyError(f"stream {ref!r} is not loaded (put to it first)")
+        return self._engine.streams[ref].accept_max
+
+    def _require_default(self) -> str:
+        if self._default_stream is None:
+            raise ValueError("no stream_name given and the producer has no default stream")
+        return self._default_stream

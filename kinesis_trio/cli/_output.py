@@ -20,7 +20,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from .._failures import FailedRecord
+from .._dead_letters import FailedRecord
 from .._outcome import Outcome, RecordResult
 from .._shell._producer import Producer
 from ._options import _THROTTLE_CODE, _TICK

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .._backoff import backoff_delay
 from .._core._aggregation import UserRecord, deaggregate
-from .._core._retry import backoff_delay
 from .._core._shards import hash_key_for
 from .._errors import malformed_answer
 
@@ -167,7 +167,7 @@ class ReadPacer:
     ``now + max(1 / CALLS_PER_SECOND, nbytes / BYTES_PER_SECOND)``; after an empty page at
     the shard's end (``idle``): not before ``now + idle_interval`` either. A failed call
     (throttled, or an error worth another try) waits the package's one backoff
-    (:func:`~kinesis_trio._core._retry.backoff_delay`: full jitter under ``backoff_base * 2 **
+    (:func:`~kinesis_trio._backoff.backoff_delay`: full jitter under ``backoff_base * 2 **
     (n - 1)`` for the n-th failure in a row, capped at ``backoff_max``), and never less
     than the call rate allows; a successful call resets the count.
     """

@@ -4,12 +4,12 @@
 to every sink; ``producer.metrics.totals()`` and ``.snapshot()`` read them in process.
 """
 
+from .._core._metric_names import MetricDatum as MetricDatum
+from .._core._metric_names import MetricsGranularity as MetricsGranularity
+from .._core._metric_names import MetricsLevel as MetricsLevel
+from .._core._metric_names import MetricsSink as MetricsSink
 from ._cloudwatch import CloudWatchError as CloudWatchError
 from ._cloudwatch import CloudWatchSink as CloudWatchSink
-from ._names import MetricDatum as MetricDatum
-from ._names import MetricsGranularity as MetricsGranularity
-from ._names import MetricsLevel as MetricsLevel
-from ._names import MetricsSink as MetricsSink
 from ._otel import OpenTelemetrySink as OpenTelemetrySink
 from ._prometheus import PrometheusSink as PrometheusSink
 from ._recorder import InMemorySink as InMemorySink

@@ -1,5 +1,5 @@
 """The CloudWatch sink: PutMetricData, signed with SigV4, batched and retried (which
-failures are worth another try is the retry policy's: ``_retry.metrics_retryable``)."""
+failures are worth another try is ``_error_codes.metrics_retryable``)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ import httpx
 
 from .._aws._credentials import CredentialProvider, StaticCredentials
 from .._aws._service import SignedService
-from .._core._retry import backoff_delay, metrics_retryable
+from .._backoff import backoff_delay
+from .._core._metric_names import DEFAULT_NAMESPACE, MetricDatum, _log
+from .._error_codes import metrics_retryable
 from .._errors import CredentialsError, KinesisTrioError, TransportError, parse_json
-from ._names import DEFAULT_NAMESPACE, MetricDatum, _log
 
 # -- CloudWatch -----------------------------------------------------------------------------
 

@@ -7,7 +7,15 @@ import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from ._names import _ERROR_CODE, _SHARD, _SPECS, _STREAM, Dimensions, MetricDatum, MetricUnit
+from .._core._metric_names import (
+    _ERROR_CODE,
+    _SHARD,
+    _SPECS,
+    _STREAM,
+    Dimensions,
+    MetricDatum,
+    MetricUnit,
+)
 
 # -- Prometheus / OpenTelemetry --------------------------------------------------------------
 

@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 
 import anyio
 
-from ._names import (
+from .._config import ProducerConfig
+from .._core._metric_names import (
     _SPECS,
     DEFAULT_NAMESPACE,
     MetricDatum,
@@ -19,7 +20,7 @@ from ._names import (
     _log,
     _sink_name,
 )
-from ._window import MetricWindow, Stats
+from .._core._metric_window import MetricWindow, Stats
 
 
 class Metrics(MetricWindow):
@@ -103,11 +104,6 @@ class Metrics(MetricWindow):
         return self._sinks
 
     @property
-    def enabled(self) -> bool:
-        """False at level NONE (every recording call is a no-op)."""
-        return self._active
-
-    @property
     def sink_failures(self) -> int:
         """Sink publishes that raised or timed out, since construction."""
         return self._sink_failures
@@ -187,6 +183,18 @@ class Metrics(MetricWindow):
             now = anyio.current_time()
             if deadline <= now:
                 deadline = now + interval
+
+
+def metrics_for(config: ProducerConfig, sinks: Sequence[MetricsSink] = ()) -> Metrics:
+    """The metrics recorder ``config`` asks for (level, granularity, namespace, upload
+    interval), publishing to ``sinks``."""
+    return Metrics(
+        level=config.metrics_level,
+        granularity=config.metrics_granularity,
+        namespace=config.metrics_namespace,
+        sinks=sinks,
+        upload_interval=config.metrics_upload_delay,
+    )
 
 
 # -- in-memory ------------------------------------------------------------------------------

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 
-import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kinesis_trio._core._accumulator import Accumulator, expired_in, prune, unaggregate
 from kinesis_trio._core._aggregation import _vlen, deaggregate, encode_records
+from kinesis_trio._core._effects import NoRoom
 from kinesis_trio._core._state import KRecord, ShardBuffer, StreamState
 from kinesis_trio._outcome import failed
 from tests.support.engine import RecordingShell, buffer, even_shards, outcome, stream_of
@@ -170,7 +170,7 @@ def test_a_full_channel_blocks_before_anything_changes() -> None:
         add(acc, stream, b"x", f"k{i}")
     assert shard.queued == 1 and len(shard.members) == 2
     before = (shard.sizer.size, list(shard.members), shard.queued)
-    with pytest.raises(anyio.WouldBlock):
+    with pytest.raises(NoRoom):
         add(acc, stream, b"y", "k9")
     assert (shard.sizer.size, list(shard.members), shard.queued) == before
 

@@ -11,12 +11,12 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kinesis_trio._core._admission import FIRST, MIN_SPAN, WINDOW, Admission, Lane
+from kinesis_trio._core._effects import NoRoom
 from kinesis_trio._core._shards import hash_key_for
 from kinesis_trio._core._state import ShardBuffer, StreamState
 from kinesis_trio._outcome import Outcome, failed
@@ -208,7 +208,7 @@ def test_a_held_shard_refuses_its_records_and_another_shard_still_takes_them() -
     records, size = eng.ledger.records, eng.ledger.bytes
     hot_key = next(f"k{i}" for i in range(1000) if _route(stream, f"k{i}") is hot)
     cold_key = next(f"k{i}" for i in range(1000) if _route(stream, f"k{i}") is cold)
-    with pytest.raises(anyio.WouldBlock):
+    with pytest.raises(NoRoom):
         eng.accept(stream, b"x" * 100, hot_key, None, 1.0)
     assert (eng.ledger.records, eng.ledger.bytes) == (records, size)  # nothing changed
     assert hot.is_empty() and hot.lane.owed == 10 and hot.lane.holding
@@ -227,7 +227,7 @@ def test_a_burst_is_charged_once_per_aggregate_as_owing_from_its_first_record() 
     assert ln.owed == 0 and all(o._lane is None for o in outcomes)
     # the check counts the aggregate in formation beside what the lane owes
     ln.allow = shard.sizer.size
-    with pytest.raises(anyio.WouldBlock):
+    with pytest.raises(NoRoom):
         eng.accept(stream, b"x" * 100, "k9", None, 7.0)
     ln.allow = math.inf
     eng.ledger.resolve([outcomes[0]], failed("X", "gone", 7.0))  # resolved before the seal

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kinesis_trio._failures import FailedRecord, FailureBuffer
+from kinesis_trio._dead_letters import FailedRecord, FailureBuffer
 from kinesis_trio._outcome import RecordResult
 
 

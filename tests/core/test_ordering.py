@@ -9,11 +9,11 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 import pytest
 
 from kinesis_trio import deaggregate
 from kinesis_trio._config import ProducerConfig
+from kinesis_trio._core._effects import NoRoom
 from kinesis_trio._core._engine import Engine
 from kinesis_trio._core._shards import Shard, ShardMap, hash_key_for
 from kinesis_trio._core._state import KRecord, ShardBuffer, StreamState
@@ -236,7 +236,7 @@ def test_a_put_that_must_wait_for_room_changes_nothing() -> None:
     eng.accept(stream, b"1", "a", None, 0.0)
     eng.accept(stream, b"2", "b", None, 0.0)  # seals "a"'s: the queue is full now
     assert stream.shards[0].queued == 1
-    with pytest.raises(anyio.WouldBlock):
+    with pytest.raises(NoRoom):
         eng.accept(stream, b"3", "c", None, 0.0)
     assert eng.order is not None and "c" not in eng.order.tables["s"]
     assert eng.ledger.records == 2
@@ -392,7 +392,7 @@ def simulate(seed: int, steps: int = 400, ordering: str = "per_key") -> Run:
         action = rand.random()
         if putting and action < 0.35:
             key = rand.choice(keys)
-            with contextlib.suppress(anyio.WouldBlock):
+            with contextlib.suppress(NoRoom):
                 put[key].append(
                     eng.accept(
                         stream, b"%s:%d" % (key.encode(), len(put[key])), key, ehks[key], now

@@ -8,18 +8,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kinesis_trio._backoff import backoff_delay
 from kinesis_trio._core._congestion import RetryBudget
 from kinesis_trio._core._retry import (
-    THROTTLING_CODES,
     Action,
     Decision,
-    backoff_delay,
     classify_entry_error,
     classify_exception,
     invalid_entries,
-    metrics_retryable,
     overload_cost,
 )
+from kinesis_trio._error_codes import THROTTLING_CODES, metrics_retryable
 from kinesis_trio._errors import (
     AccessDeniedError,
     ConnectError,

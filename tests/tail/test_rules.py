@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kinesis_trio._backoff import backoff_delay
 from kinesis_trio._core._aggregation import encode_aggregate, partition_hash_key
-from kinesis_trio._core._retry import backoff_delay
 from kinesis_trio.cli._tail import format_record
 from kinesis_trio.cli._tailing import (
     BYTES_PER_SECOND,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ._names import (
+from ._metric_names import (
     _DEPTH,
     _ERROR_CODE,
     _LEVEL_RANK,
@@ -73,6 +73,11 @@ class MetricWindow:
         # the window when it is read: a few additions per shard and answer, not 7 samples
         self._answers: dict[str, dict[str, list[float]]] = {}
         self._answer_names = _ANSWER_NAMES & self._enabled
+
+    @property
+    def enabled(self) -> bool:
+        """False at level NONE (every recording call is a no-op)."""
+        return self._active
 
     def is_enabled(self, name: str) -> bool:
         """Whether metric ``name`` (a KPL name, e.g. ``"RequestTime"``) is recorded."""
