@@ -476,3 +476,34 @@ def error_from_response(
         request_id=request_id,
         from_service=from_service,
     )
+
+
+# -- the Glue Schema Registry ------------------------------------------------------------
+
+
+class SchemaError(KinesisTrioError):
+    """Base of the Glue Schema Registry errors."""
+
+
+class SchemaMismatchError(SchemaError, ValueError):
+    """A record does not match its schema (raised at ``put``; nothing else is affected)."""
+
+
+class SchemaRegistryError(SchemaError):
+    """The registry refused or failed a call (``code`` is its error code, if any)."""
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class SchemaIncompatibleError(SchemaRegistryError):
+    """The registry refused a new version as incompatible with the schema's versions."""
+
+
+class SchemaNotFoundError(SchemaRegistryError):
+    """The schema or version does not exist (and auto-registration is off)."""
+
+
+class DecodeError(SchemaError, ValueError):
+    """Bytes that are not a GSR record (bad header, unknown compression, bad payload)."""

@@ -1,8 +1,11 @@
-"""The package's structure: who writes each mutable field, and the import cycles.
+"""The package's structure: who writes each mutable field, which floor may import which,
+the import cycles, and the sizes.
 
 The scan (``tests/support/ownership.py``) reads the package's source: every mutable field
-has one writing module (its owner changes it; other modules call the owner's methods), and
-no module imports another that imports it back (TYPE_CHECKING imports included).
+has one writing module (its owner changes it; other modules call the owner's methods), no
+module imports another that imports it back (TYPE_CHECKING imports included), and no floor
+(a subpackage, or the ground: the modules directly in the package) imports one it may not:
+the table below, which ``docs/architecture.md`` draws.
 """
 
 from __future__ import annotations
@@ -37,6 +40,47 @@ def test_fields_given_one_owner_keep_it() -> None:
 
 def test_no_import_cycle() -> None:
     assert ownership.cycles() == []
+
+
+#: Which floors each floor may import (the ground: ``_config``, ``_errors``,
+#: ``_error_codes``, ``_backoff``, ``_outcome``, ``_dead_letters``, ``_logging``,
+#: ``_version``; the face: the package's ``__init__`` and ``__main__``).
+MAY_IMPORT: dict[str, set[str]] = {
+    "ground": set(),
+    "_core": {"ground"},
+    "_disk": {"ground", "_core"},
+    "_aws": {"ground", "_core"},
+    "gsr": {"ground", "_aws"},
+    "metrics": {"ground", "_core", "_aws"},
+    "_shell": {"ground", "_core", "_disk", "_aws", "gsr", "metrics"},
+    "testing": {"ground", "gsr"},
+    "aws_lambda": {"ground", "_shell"},
+    "cli": {"ground", "_core", "_aws", "gsr", "_shell", "testing"},
+    "face": {"ground", "_core", "_aws", "_shell", "cli"},
+}
+
+
+def test_each_floor_imports_only_what_the_table_allows() -> None:
+    found = ownership.floor_imports()
+    assert set(found) == set(MAY_IMPORT), "a floor the table does not name, or one gone"
+    wrong = {f: sorted(found[f] - MAY_IMPORT[f]) for f in found if found[f] - MAY_IMPORT[f]}
+    assert wrong == {}, "imports the table does not allow (floor: the floors it imports)"
+
+
+def test_no_floor_imports_one_that_imports_it_back() -> None:
+    assert ownership.floor_cycles() == []
+
+
+def test_the_floor_scan_finds_an_arrow_up_and_a_loop(tmp_path: Path) -> None:
+    package = tmp_path / "kinesis_trio"
+    (package / "_core").mkdir(parents=True)
+    (package / "metrics").mkdir()
+    for init in (package, package / "_core", package / "metrics"):
+        (init / "__init__.py").write_text("")
+    (package / "_core" / "_engine.py").write_text("from ..metrics import _sink\n")
+    (package / "metrics" / "_sink.py").write_text("from .._core import _engine\n")
+    (package / "_errors.py").write_text("")
+    assert ownership.floor_cycles(package) == [["_core", "metrics"]]
 
 
 def test_the_scan_finds_a_second_writer_and_a_cycle(tmp_path: Path) -> None:

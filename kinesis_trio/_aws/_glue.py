@@ -24,17 +24,15 @@ from .._backoff import backoff_delay
 from .._errors import (
     CredentialsError,
     KinesisError,
+    SchemaIncompatibleError,
+    SchemaNotFoundError,
+    SchemaRegistryError,
     TransportError,
     error_from_response,
     malformed_answer,
     parse_json,
 )
 from .._logging import get_logger
-from ..gsr._types import (
-    SchemaIncompatibleError,
-    SchemaNotFoundError,
-    SchemaRegistryError,
-)
 from ._client import _ssl_verify, _user_agent
 from ._credentials import CredentialProvider, StaticCredentials
 from ._service import AnswerReader, SignedService

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    # ``_aws._glue`` imports this package's types: imported when first asked for, so that
-    # importing either first works.
+    # the Glue client (and the signed HTTP stack under it) is imported when first asked
+    # for: encoding and decoding with a registry of one's own do not need it
     if name == "GlueClient":
         from .._aws._glue import GlueClient
 

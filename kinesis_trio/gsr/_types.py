@@ -1,5 +1,5 @@
 """The values the Glue Schema Registry pieces share: a schema to write with, a registered
-version, the registry's contract and the errors (issue 52).
+version, the registry's contract (issue 52); the errors are ``_errors``'s.
 
 The serializers (``_wire``, the formats) and the registry client (``_aws/_glue.py`` and the
 cache in ``_registry.py``) meet only here.
@@ -12,7 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from .._errors import KinesisTrioError
+from .._errors import DecodeError as DecodeError
+from .._errors import SchemaError as SchemaError
+from .._errors import SchemaIncompatibleError as SchemaIncompatibleError
+from .._errors import SchemaMismatchError as SchemaMismatchError
+from .._errors import SchemaNotFoundError as SchemaNotFoundError
+from .._errors import SchemaRegistryError as SchemaRegistryError
 
 DataFormat = Literal["AVRO", "JSON", "PROTOBUF"]
 DATA_FORMATS: tuple[DataFormat, ...] = ("AVRO", "JSON", "PROTOBUF")
@@ -57,31 +62,3 @@ class SchemaRegistry(Protocol):
 
     async def schema_of(self, version_id: uuid.UUID) -> RegisteredSchema:
         """The definition and format of a version id (the reader's side)."""
-
-
-class SchemaError(KinesisTrioError):
-    """Base of the Glue Schema Registry errors."""
-
-
-class SchemaMismatchError(SchemaError, ValueError):
-    """A record does not match its schema (raised at ``put``; nothing else is affected)."""
-
-
-class SchemaRegistryError(SchemaError):
-    """The registry refused or failed a call (``code`` is its error code, if any)."""
-
-    def __init__(self, message: str, *, code: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class SchemaIncompatibleError(SchemaRegistryError):
-    """The registry refused a new version as incompatible with the schema's versions."""
-
-
-class SchemaNotFoundError(SchemaRegistryError):
-    """The schema or version does not exist (and auto-registration is off)."""
-
-
-class DecodeError(SchemaError, ValueError):
-    """Bytes that are not a GSR record (bad header, unknown compression, bad payload)."""

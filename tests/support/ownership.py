@@ -145,6 +145,42 @@ def cycles(package: Path = PACKAGE) -> list[list[str]]:
     graph = {
         m: sorted(i for i in _imports(m, t) if i in trees and i != m) for m, t in trees.items()
     }
+    return _loops(graph)
+
+
+def floor_of(module: str, package: Path = PACKAGE) -> str:
+    """The part of the house a module is on: its subpackage (``_core``, ``_aws``, ...),
+    ``ground`` for the modules directly in the package (``_config``, ``_errors``, ...), or
+    ``face`` for the package's ``__init__`` and ``__main__`` (they hand names on)."""
+    parts = module.split(".")
+    if len(parts) == 1 or parts[1] == "__main__":
+        return "face"
+    if len(parts) == 2 and not (package / parts[1]).is_dir():
+        return "ground"
+    return parts[1]
+
+
+def floor_imports(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Which floors each floor's modules import (TYPE_CHECKING imports included; a floor's
+    imports of itself left out)."""
+    trees = _trees(package)
+    out: dict[str, set[str]] = {}
+    for m, t in trees.items():
+        here = floor_of(m, package)
+        found = out.setdefault(here, set())
+        for i in _imports(m, t):
+            if i in trees and floor_of(i, package) != here:
+                found.add(floor_of(i, package))
+    return out
+
+
+def floor_cycles(package: Path = PACKAGE) -> list[list[str]]:
+    """Floors that import each other, through any of their modules (a loop the module scan
+    does not see when no one module closes it)."""
+    return _loops({k: sorted(v) for k, v in floor_imports(package).items()})
+
+
+def _loops(graph: dict[str, list[str]]) -> list[list[str]]:
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -155,7 +191,7 @@ def cycles(package: Path = PACKAGE) -> list[list[str]]:
         index[m] = low[m] = len(index)
         stack.append(m)
         on_stack.add(m)
-        for n in graph[m]:
+        for n in graph.get(m, []):
             if n not in index:
                 visit(n)
                 low[m] = min(low[m], low[n])
