@@ -29,7 +29,10 @@ def test_fields_given_one_owner_keep_it() -> None:
             "kinesis_trio._core._congestion",
         ),
         ("kinesis_trio.testing._server.FakeKinesis.write_block", "kinesis_trio.testing._server"),
-        ("kinesis_trio.testing._streams._Streams._last_seq", "kinesis_trio.testing._streams"),
+        (
+            "kinesis_trio.testing._fake_streams._Streams._last_seq",
+            "kinesis_trio.testing._fake_streams",
+        ),
         ("kinesis_trio.cli._output._Interrupts.stop_scope", "kinesis_trio.cli._output"),
         ("kinesis_trio._core._state.KRecord.since", "kinesis_trio._core._state"),
         ("kinesis_trio._core._state.KRecord.paid", "kinesis_trio._core._state"),

@@ -59,7 +59,7 @@ class Accumulator:
     """Placement and sealing decisions for every shard of every stream.
 
     Whether a stream's records are aggregated, and up to what size, is the stream's
-    (``StreamState.aggregate`` and ``agg_max_size``, set by its policy: ``_streams``).
+    (``StreamState.aggregate`` and ``agg_max_size``, set by its policy: ``_stream_policy``).
     """
 
     __slots__ = (

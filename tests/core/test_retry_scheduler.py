@@ -20,13 +20,13 @@ def failed_request(
     outcomes = [eng.accept(stream, b"r%d" % i, f"k{i}", None, at) for i in range(n)]
     krecs = sealed(eng, stream)
     shell_of(eng).sealed_batches.clear()
-    eng.on_error(stream, krecs, error, at, at + 0.5)
+    eng.apply_error(stream, krecs, error, at, at + 0.5)
     return outcomes, krecs
 
 
 def answer_ok(eng: Engine, stream: StreamState, krecs: list[KRecord], at: float) -> None:
     records = [{"ShardId": k.shard.shard_id, "SequenceNumber": "1"} for k in krecs]
-    eng.on_answer(stream, krecs, {"Records": records}, at, at + 0.01)
+    eng.apply_answer(stream, krecs, {"Records": records}, at, at + 0.01)
 
 
 def timeout() -> RequestTimeoutError:

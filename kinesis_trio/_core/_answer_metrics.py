@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ._interpret import entry_error
 from ._metric_window import MetricWindow
-from ._responses import entry_error
 from ._state import KRecord
 
 __all__ = ["measure_answer"]
