@@ -35,8 +35,8 @@ def test_fields_given_one_owner_keep_it() -> None:
             "kinesis_trio.testing._fake_streams",
         ),
         ("kinesis_trio.cli._output._Interrupts.stop_scope", "kinesis_trio.cli._output"),
-        ("kinesis_trio._core._state.KRecord.since", "kinesis_trio._core._state"),
-        ("kinesis_trio._core._state.KRecord.paid", "kinesis_trio._core._state"),
+        ("kinesis_trio._core._pipeline_data.KRecord.since", "kinesis_trio._core._pipeline_data"),
+        ("kinesis_trio._core._pipeline_data.KRecord.paid", "kinesis_trio._core._pipeline_data"),
         ("kinesis_trio._outcome.Outcome._partition_key", "kinesis_trio._outcome"),
     ]:
         assert writers[name] == {module}, name

@@ -7,7 +7,7 @@ from typing import Any
 
 from ._interpret import entry_error
 from ._metric_window import MetricWindow
-from ._state import KRecord
+from ._pipeline_data import KRecord
 
 __all__ = ["measure_answer"]
 

@@ -27,11 +27,11 @@ from ._interpret import (
     resent_without,
 )
 from ._metric_window import MetricWindow
+from ._pipeline_data import KRecord, StreamState
 from ._reshard import ShardMaps
 from ._resolver import Resolver
 from ._retry_policy import Action, overload_cost
 from ._retry_schedule import Retries
-from ._state import KRecord, StreamState
 
 __all__ = ["Answers"]
 

@@ -32,12 +32,12 @@ from ._effects import NoRoom, Outbox
 from ._ledger import Ledger
 from ._metric_window import MetricWindow
 from ._ordering import KeyOrder
+from ._pipeline_data import KRecord, ShardBuffer, StreamState
 from ._reshard import ShardMaps
 from ._resolver import Resolver
 from ._retry_schedule import Retries
 from ._shards import Shard, ShardMap, hash_key_for, parse_explicit_hash_key
 from ._spool import Row, SpoolBook, kept_note, recovered_attempt, unkept_note
-from ._state import KRecord, ShardBuffer, StreamState
 from ._stream_policy import StreamFacts
 from ._validate import partition_key_length
 

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from .._errors import KinesisError
 from .._outcome import R_SEQUENCE_NUMBER, Attempt, Outcome, Resolution, failed, written
+from ._pipeline_data import KRecord, ShardBuffer
 from ._retry_policy import (
     Action,
     Decision,
@@ -20,7 +21,6 @@ from ._retry_policy import (
     classify_exception,
     invalid_entries,
 )
-from ._state import KRecord, ShardBuffer
 
 __all__ = [
     "Answer",

@@ -25,8 +25,8 @@ from .._dead_letters import FailedRecord
 from .._outcome import R_AT, R_ERROR_CODE, R_ERROR_MESSAGE, R_OK, Outcome, Resolution
 from ._accumulator import unpack
 from ._effects import DeadLetters, Outbox
+from ._pipeline_data import KRecord
 from ._spool import SpoolBook
-from ._state import KRecord
 
 __all__ = ["Ledger"]
 

@@ -21,9 +21,9 @@ from ._effects import Outbox, Refresh, RetireShard, StartShard
 from ._interpret import kcl_delivers, outside_range, unknown_range
 from ._limiter import SHARD_BYTES_PER_SECOND, SHARD_RECORDS_PER_SECOND, ShardLimiter
 from ._ordering import KeyOrder, refusal
+from ._pipeline_data import KRecord, ShardBuffer, StreamState, Unverified
 from ._resolver import Resolver
 from ._shards import MAX_HASH_KEY, Shard, ShardMap, hash_key_for
-from ._state import KRecord, ShardBuffer, StreamState, Unverified
 from ._stream_policy import AUTO_SHARD_ID, StreamFacts, policy_for
 
 __all__ = ["ShardMaps"]

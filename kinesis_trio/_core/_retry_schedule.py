@@ -25,8 +25,8 @@ from ._accumulator import Accumulator, prune
 from ._congestion import RetryBudget
 from ._effects import Outbox, RetryAt
 from ._ordering import KeyOrder
+from ._pipeline_data import KRecord, ShardBuffer, StreamState
 from ._resolver import Resolver
-from ._state import KRecord, ShardBuffer, StreamState
 
 __all__ = ["Retries"]
 

@@ -50,9 +50,9 @@ from .._core._effects import (
 )
 from .._core._engine import Engine
 from .._core._interpret import in_flight
+from .._core._pipeline_data import KRecord, ShardBuffer, StreamState
 from .._core._requests import RequestCollector, body, chunks
 from .._core._shards import Shard, ShardMap
-from .._core._state import KRecord, ShardBuffer, StreamState
 from .._core._stream_policy import StreamFacts
 from .._dead_letters import FailedRecord
 from .._errors import AccessDeniedError, ConnectionLostError, KinesisTrioError

@@ -15,8 +15,8 @@ from kinesis_trio import deaggregate
 from kinesis_trio._config import ProducerConfig
 from kinesis_trio._core._effects import NoRoom
 from kinesis_trio._core._engine import Engine
+from kinesis_trio._core._pipeline_data import KRecord, ShardBuffer, StreamState
 from kinesis_trio._core._shards import Shard, ShardMap, hash_key_for
-from kinesis_trio._core._state import KRecord, ShardBuffer, StreamState
 from kinesis_trio._core._stream_policy import AUTO, StreamFacts
 from kinesis_trio._errors import (
     ProvisionedThroughputExceededError,

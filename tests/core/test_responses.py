@@ -13,8 +13,8 @@ from kinesis_trio._core._interpret import (
     kcl_delivers,
 )
 from kinesis_trio._core._limiter import ShardLimiter
+from kinesis_trio._core._pipeline_data import KRecord, ShardBuffer
 from kinesis_trio._core._retry_policy import Action
-from kinesis_trio._core._state import KRecord, ShardBuffer
 from kinesis_trio._errors import ConnectionLostError, KinesisError
 from tests.support.engine import outcome
 

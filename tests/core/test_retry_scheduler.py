@@ -8,7 +8,7 @@ import pytest
 
 from kinesis_trio._core._congestion import RetryBudget
 from kinesis_trio._core._engine import Engine
-from kinesis_trio._core._state import KRecord, StreamState
+from kinesis_trio._core._pipeline_data import KRecord, StreamState
 from kinesis_trio._errors import KinesisError, RequestTimeoutError
 from kinesis_trio._outcome import Outcome
 from tests.support.engine import engine, retry_due, sealed, shell_of
