@@ -50,7 +50,7 @@ def _engine(port_file: str, rate: float) -> None:
     from trio.testing import MockClock
 
     from kinesis_trio.testing._http import LocalEndpoint
-    from kinesis_trio.testing._local import LocalSettings, make_fake, run_local
+    from kinesis_trio.testing._local_server import LocalSettings, make_fake, run_local
 
     settings = LocalSettings(port=0, streams=[(STREAM, SHARDS)])
     fake = make_fake(settings)

@@ -43,7 +43,7 @@ IMAGE_DIR = "benchmarks"
 #: API entries for parts that other work adds: shown once the package has them.
 PENDING_API = {
     "kinesis_trio.SyncProducer": (
-        "`kinesis_trio.SyncProducer` (from `kinesis_trio/_shell/_sync.py`)"
+        "`kinesis_trio.SyncProducer` (from `kinesis_trio/_shell/_sync_producer.py`)"
     ),
 }
 #: How to produce each results file, for the note shown while it is missing.

@@ -37,7 +37,7 @@ from ._outcome import Attempt as Attempt
 from ._outcome import Outcome as Outcome
 from ._outcome import RecordResult as RecordResult
 from ._shell._producer import Producer as Producer
-from ._shell._sync import SyncProducer as SyncProducer
+from ._shell._sync_producer import SyncProducer as SyncProducer
 from ._version import __version__ as __version__
 
 __all__ = [

@@ -1,5 +1,5 @@
 """What AWS's error codes mean, for every floor that reads them: the client (``_aws``),
-the retry policy (``_core._retry``) and the CloudWatch metrics sink. Tables only, and the
+the retry policy (``_core._retry_policy``) and the CloudWatch metrics sink. Tables only, and the
 one question the metrics sink asks of them (:func:`metrics_retryable`); what to *do* about
 a code is the retry policy's. The codes follow the Kinesis API reference and botocore's
 service models (see the reference notes)."""

@@ -10,6 +10,7 @@ the table below, which ``docs/architecture.md`` draws.
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 from tests.support import ownership
@@ -29,10 +30,13 @@ def test_fields_given_one_owner_keep_it() -> None:
             "kinesis_trio._core._congestion",
         ),
         ("kinesis_trio.testing._server.FakeKinesis.write_block", "kinesis_trio.testing._server"),
-        ("kinesis_trio.testing._streams._Streams._last_seq", "kinesis_trio.testing._streams"),
+        (
+            "kinesis_trio.testing._fake_streams._Streams._last_seq",
+            "kinesis_trio.testing._fake_streams",
+        ),
         ("kinesis_trio.cli._output._Interrupts.stop_scope", "kinesis_trio.cli._output"),
-        ("kinesis_trio._core._state.KRecord.since", "kinesis_trio._core._state"),
-        ("kinesis_trio._core._state.KRecord.paid", "kinesis_trio._core._state"),
+        ("kinesis_trio._core._pipeline_data.KRecord.since", "kinesis_trio._core._pipeline_data"),
+        ("kinesis_trio._core._pipeline_data.KRecord.paid", "kinesis_trio._core._pipeline_data"),
         ("kinesis_trio._outcome.Outcome._partition_key", "kinesis_trio._outcome"),
     ]:
         assert writers[name] == {module}, name
@@ -69,6 +73,28 @@ def test_each_floor_imports_only_what_the_table_allows() -> None:
 
 def test_no_floor_imports_one_that_imports_it_back() -> None:
     assert ownership.floor_cycles() == []
+
+
+def test_the_core_imports_no_async_library() -> None:
+    """The core wakes a waiter one way only (``_core/_ledger.py`` says which); everything
+    else it wants done is an effect: it holds no event loop's objects."""
+    core = Path(ownership.PACKAGE) / "_core"
+    found = {}
+    for path in sorted(core.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {
+            alias.name.split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            for alias in node.names
+        } | {
+            (node.module or "").split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and not node.level
+        }
+        if names & {"anyio", "trio", "asyncio", "sniffio"}:
+            found[path.name] = sorted(names & {"anyio", "trio", "asyncio", "sniffio"})
+    assert found == {}
 
 
 def test_the_floor_scan_finds_an_arrow_up_and_a_loop(tmp_path: Path) -> None:

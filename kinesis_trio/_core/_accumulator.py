@@ -1,12 +1,12 @@
 """The accumulator: where a record waits for its request (pure, no awaits, ``now`` passed in).
 
-It places each record in its shard's open containers (the KPL aggregate in formation, or the
-plain records), decides when those seal (full by count or size, at their linger deadline,
-on flush) and turns them into :class:`~kinesis_trio._core._state.KRecord` batches. What the shell
-must do about it goes into the engine's outbox: a ``Wake`` when a shard's containers get a
-linger deadline (its worker must wake by then) and a ``Queue`` when a batch is sealed for
-the shard's channel (counted in ``shard.queued``: a ``put`` that must seal waits while it
-is at ``queue_size``).
+It places each record in its shard's open containers (the KPL aggregate in formation, or
+the plain records), decides when those seal (full by count or size, at their linger
+deadline, on flush) and turns them into :class:`~kinesis_trio._core._pipeline_data.KRecord`
+batches. What the shell must do about it goes into the engine's outbox: a ``Wake`` when a
+shard's containers get a linger deadline (its worker must wake by then) and a ``Queue``
+when a batch is sealed for the shard's channel (counted in ``shard.queued``: a ``put`` that
+must seal waits while it is at ``queue_size``).
 
 Linger deadlines fall on a grid of period ``linger`` (the clock's multiples of it): containers
 that open within one window all seal at its end, whichever shard they are on, so at a steady
@@ -39,7 +39,7 @@ from ._aggregation import (
     record_header,
 )
 from ._effects import NoRoom, Outbox, Queue, Wake
-from ._state import KRecord, ShardBuffer, StreamState
+from ._pipeline_data import KRecord, ShardBuffer, StreamState
 
 __all__ = ["AGG_PARTITION_KEY", "Accumulator", "unpack"]
 
@@ -59,7 +59,7 @@ class Accumulator:
     """Placement and sealing decisions for every shard of every stream.
 
     Whether a stream's records are aggregated, and up to what size, is the stream's
-    (``StreamState.aggregate`` and ``agg_max_size``, set by its policy: ``_streams``).
+    (``StreamState.aggregate`` and ``agg_max_size``, set by its policy: ``_stream_policy``).
     """
 
     __slots__ = (

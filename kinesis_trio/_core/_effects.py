@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 if TYPE_CHECKING:
     from .._dead_letters import FailedRecord
-    from ._state import KRecord, ShardBuffer, StreamState
+    from ._pipeline_data import KRecord, ShardBuffer, StreamState
 
 __all__ = [
     "DeadLetters",

@@ -2,15 +2,15 @@
 
 It ties the pure pieces together: the :class:`~kinesis_trio._core._accumulator.Accumulator`
 (placement, sealing), the :class:`~kinesis_trio._core._ledger.Ledger` (outstanding records,
-exactly-once resolution), the response interpreter (``_responses``), the retry policy
-(``_retry``: classification, backoff, what a retry costs) and schedule (``_retries``), the
-shard maps (``_shards``, ``_reshard``) and the limiters (``_limiter``). The async shell
+exactly-once resolution), the response interpreter (``_interpret``), the retry policy
+(``_retry_policy``: classification, what a retry costs) and schedule (``_retry_schedule``),
+the shard maps (``_shards``, ``_reshard``) and the limiters (``_limiter``). The async shell
 (``_shell``, ``_producer``) calls it with the time and with what came back, and asks it
 (never its parts) what it needs to know. The engine never calls out: what the shell must do
 (wake a worker, queue a batch, start or retire a shard's worker, wake the retrier, reload a
 shard map, send request halves apart, hand over dead letters) is left as effects in its
-:class:`~kinesis_trio._core._effects.Outbox` (``_effects`` names them), which the shell takes
-after each call.
+:class:`~kinesis_trio._core._effects.Outbox` (``_effects`` names them), which the shell
+takes after each call.
 """
 
 from __future__ import annotations
@@ -26,19 +26,19 @@ from .._outcome import RECORD_TOO_LARGE, Attempt, Outcome, failed
 from ._accumulator import Accumulator, expired_in, prune, track, unaggregate
 from ._admission import Admission, delays
 from ._aggregation import _vlen
-from ._answers import Answers
+from ._apply import Answers
 from ._congestion import ConcurrencyLimit
 from ._effects import NoRoom, Outbox
 from ._ledger import Ledger
 from ._metric_window import MetricWindow
 from ._ordering import KeyOrder
+from ._pipeline_data import KRecord, ShardBuffer, StreamState
 from ._reshard import ShardMaps
 from ._resolver import Resolver
-from ._retries import Retries
+from ._retry_schedule import Retries
 from ._shards import Shard, ShardMap, hash_key_for, parse_explicit_hash_key
 from ._spool import Row, SpoolBook, kept_note, recovered_attempt, unkept_note
-from ._state import KRecord, ShardBuffer, StreamState
-from ._streams import StreamFacts
+from ._stream_policy import StreamFacts
 from ._validate import partition_key_length
 
 __all__ = ["Engine"]
@@ -419,7 +419,7 @@ class Engine:
 
     # -- answers --------------------------------------------------------------------------
 
-    def on_answer(
+    def apply_answer(
         self,
         stream: StreamState,
         krecs: list[KRecord],
@@ -430,14 +430,14 @@ class Engine:
     ) -> None:
         """Apply a PutRecords answer (to a request of ``nbytes``) to its records."""
         self.admission.answered(end - start, self.gate.work(nbytes))
-        self.answers.on_answer(stream, krecs, response, start, end, nbytes)
+        self.answers.apply_answer(stream, krecs, response, start, end, nbytes)
         self._admission_news(krecs, end)
         if self.measure:
             self.count_received()
             if end - self._sampled >= _SAMPLE_INTERVAL:
                 self.sample_delays(end)
 
-    def on_error(
+    def apply_error(
         self,
         stream: StreamState,
         krecs: list[KRecord],
@@ -447,7 +447,7 @@ class Engine:
         nbytes: int = 0,
     ) -> None:
         """Apply a request's failure (no usable answer) to its records."""
-        self.answers.on_error(stream, krecs, error, start, end, nbytes)
+        self.answers.apply_error(stream, krecs, error, start, end, nbytes)
         self._admission_news(krecs, end)
 
     def _admission_news(self, krecs: list[KRecord], now: float) -> None:

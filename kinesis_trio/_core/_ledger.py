@@ -8,6 +8,13 @@ exact: the one place where "exactly once" is enforced. It is also where a record
 fails is seen failing: each one, with its data, goes into the outbox (a ``DeadLetters``
 effect) when the producer keeps dead letters, with a spool as a dead letter the spool keeps
 until it is taken (``SpoolBook.dead``); any resolution sets the outbox's progress.
+
+The one way the core wakes a waiter: resolving an outcome here sets its event, if somebody
+waits (``Outcome._resolve``). That event is the running loop's own (``trio.Event`` or
+``asyncio.Event``), set synchronously on the loop's thread, during the engine call that
+resolved it; setting it schedules the waiter and runs nothing. Every other wake-up (a
+worker, a timer, whoever waits for room or a flush) is an effect the shell carries out. No
+module of the core imports an async library (``tests/test_structure.py`` checks it).
 """
 
 from __future__ import annotations
@@ -18,8 +25,8 @@ from .._dead_letters import FailedRecord
 from .._outcome import R_AT, R_ERROR_CODE, R_ERROR_MESSAGE, R_OK, Outcome, Resolution
 from ._accumulator import unpack
 from ._effects import DeadLetters, Outbox
+from ._pipeline_data import KRecord
 from ._spool import SpoolBook
-from ._state import KRecord
 
 __all__ = ["Ledger"]
 

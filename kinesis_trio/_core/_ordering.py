@@ -39,8 +39,8 @@ from collections.abc import Iterable
 from .._outcome import PRECEDING_FAILED, R_AT, R_ERROR_CODE, R_OK, Outcome, Resolution, failed
 from ._accumulator import Accumulator, key_length, plain, unpack
 from ._effects import NoRoom
-from ._state import KRecord, ShardBuffer, StreamState
-from ._streams import AUTO, StreamFacts
+from ._pipeline_data import KRecord, ShardBuffer, StreamState
+from ._stream_policy import AUTO, StreamFacts
 
 __all__ = ["KeyOrder", "refusal"]
 

@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from ._state import KRecord
+from ._pipeline_data import KRecord
 
 __all__ = ["Due", "RequestCollector", "body", "chunks", "dry_run_body"]
 

@@ -5,7 +5,7 @@ An aggregate is routed by its explicit hash key. After a reshard it can land in 
 whose range does not hold every member's hash key, and a KCL consumer then drops the whole
 aggregate (``AggregatorUtil.deaggregate`` removes every sub-record of it). So a member is
 reported written only when the shard's range is known and holds them all; otherwise all are
-placed again (:func:`~kinesis_trio._core._responses.kcl_delivers`).
+placed again (:func:`~kinesis_trio._core._interpret.kcl_delivers`).
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from .._outcome import R_SHARD_ID, Resolution, resolution_attempt
 from ._accumulator import Accumulator, unpack
 from ._admission import OFF, Admission
 from ._effects import Outbox, Refresh, RetireShard, StartShard
+from ._interpret import kcl_delivers, outside_range, unknown_range
 from ._limiter import SHARD_BYTES_PER_SECOND, SHARD_RECORDS_PER_SECOND, ShardLimiter
 from ._ordering import KeyOrder, refusal
+from ._pipeline_data import KRecord, ShardBuffer, StreamState, Unverified
 from ._resolver import Resolver
-from ._responses import kcl_delivers, outside_range, unknown_range
 from ._shards import MAX_HASH_KEY, Shard, ShardMap, hash_key_for
-from ._state import KRecord, ShardBuffer, StreamState, Unverified
-from ._streams import AUTO_SHARD_ID, StreamFacts, policy_for
+from ._stream_policy import AUTO_SHARD_ID, StreamFacts, policy_for
 
 __all__ = ["ShardMaps"]
 
@@ -62,7 +62,7 @@ class ShardMaps:
         self, stream: StreamState, facts: StreamFacts, shard_map: ShardMap, now: float
     ) -> None:
         """A stream's facts and open shards, loaded or reloaded: apply its policy
-        (``_streams.policy_for``), then the map it implies (an ``AUTO`` stream's is one
+        (``_stream_policy.policy_for``), then the map it implies (an ``AUTO`` stream's is one
         buffer for the whole stream, rate-limited for all of its shards)."""
         config = self.config
         policy = policy_for(

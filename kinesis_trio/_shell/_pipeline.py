@@ -9,7 +9,7 @@ Per stream::
                ▼
           collector channel (bounded) ──► collector task: RequestCollector decides
                ▼
-          sender tasks (as many in flight as the gate allows) ──► engine.on_answer
+          sender tasks (as many in flight as the gate allows) ──► engine.apply_answer
 
 Every decision is the engine's (``_engine`` and the pure modules it uses); the tasks here
 wait, sleep, send and wake each other. Timed wake-ups are cancel-scope deadlines moved
@@ -49,11 +49,11 @@ from .._core._effects import (
     Wake,
 )
 from .._core._engine import Engine
+from .._core._interpret import in_flight
+from .._core._pipeline_data import KRecord, ShardBuffer, StreamState
 from .._core._requests import RequestCollector, body, chunks
-from .._core._responses import in_flight
 from .._core._shards import Shard, ShardMap
-from .._core._state import KRecord, ShardBuffer, StreamState
-from .._core._streams import StreamFacts
+from .._core._stream_policy import StreamFacts
 from .._dead_letters import FailedRecord
 from .._errors import AccessDeniedError, ConnectionLostError, KinesisTrioError
 from .._logging import get_logger
@@ -578,20 +578,20 @@ class Pipeline:
             try:
                 response = await self.client.call_raw("PutRecords", data, entries=len(krecs))
             except KinesisTrioError as exc:
-                engine.on_error(stream, krecs, exc, start, self.now(), size)
+                engine.apply_error(stream, krecs, exc, start, self.now(), size)
             except Exception as exc:  # a bug reading an answer: the records may be written
                 _log.exception("put_records_unreadable", stream=stream.name)
                 lost = ConnectionLostError(
                     f"the answer could not be read ({type(exc).__name__})", operation="PutRecords"
                 )
-                engine.on_error(stream, krecs, lost, start, self.now(), size)
+                engine.apply_error(stream, krecs, lost, start, self.now(), size)
             except anyio.get_cancelled_exc_class():
                 # The producer is closing (close timeout, exit by exception or
                 # cancellation) while the request is out: it may have written them.
                 engine.mark_in_flight(krecs, in_flight(start, self.now()))
                 raise
             else:
-                engine.on_answer(stream, krecs, response, start, self.now(), size)
+                engine.apply_answer(stream, krecs, response, start, self.now(), size)
         finally:
             self._connection_freed(size)
             self.apply()

@@ -27,9 +27,15 @@ from .._core._effects import NoRoom
 from .._core._engine import Engine
 from .._core._metric_names import MetricsSink
 from .._core._ordering import refusal
+from .._core._pipeline_data import StreamState
 from .._core._requests import dry_run_body
-from .._core._state import StreamState
-from .._core._streams import arn_ref, default_stream_ref, is_arn, name_and_arn, parse_stream_arn
+from .._core._stream_policy import (
+    arn_ref,
+    default_stream_ref,
+    is_arn,
+    name_and_arn,
+    parse_stream_arn,
+)
 from .._core._validate import check_stream_name, coerce_data
 from .._errors import KinesisError, ProducerClosedError, ProducerForkedError
 from .._logging import get_logger

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .._outcome import Outcome, RecordResult
     from ..gsr._schemas import Schema
     from ..gsr._types import SchemaRegistry
-    from ._sync_line import Line
+    from ._sync_handoff import Line
 
 __all__ = ["SchemaNotCached", "SchemaPuts", "SyncSchemaPuts"]
 

@@ -29,8 +29,8 @@ import anyio.to_thread
 from .._config import ProducerConfig
 from .._core._effects import NoRoom
 from .._core._engine import Engine
+from .._core._pipeline_data import StreamState
 from .._core._spool import Commit, RecoveryReport, Row, SpoolBook, dead_letter
-from .._core._state import StreamState
 from .._dead_letters import FailedRecord
 from .._disk._store import Damage, Dead, SpoolStore
 from .._errors import (

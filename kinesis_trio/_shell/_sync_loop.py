@@ -1,5 +1,5 @@
 """The event-loop side of :class:`~kinesis_trio.SyncProducer`: its main task, the pump
-that feeds the Producer in order from the :class:`~kinesis_trio._shell._sync_line.Line`, the
+that feeds the Producer in order from the :class:`~kinesis_trio._shell._sync_handoff.Line`, the
 resolver that settles the futures in batches, and the delivery of failed records to
 ``on_failure`` (in a thread of its own, :class:`_CallbackThread`)."""
 
@@ -19,7 +19,7 @@ from .._dead_letters import FailedRecord
 from .._logging import get_logger
 from .._outcome import ABORTED, CLOSE_TIMEOUT, RecordResult
 from ._producer import Producer
-from ._sync_line import CLOSED, FLUSH, OPEN, Item, Line, is_mark
+from ._sync_handoff import CLOSED, FLUSH, OPEN, Item, Line, is_mark
 
 __all__ = ["Loop", "SyncProducerAbort"]
 

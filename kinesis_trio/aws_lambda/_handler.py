@@ -41,7 +41,7 @@ from .._errors import KinesisTrioError
 from .._logging import get_logger
 from .._outcome import Outcome, RecordResult
 from .._shell._producer import Producer
-from .._shell._sync import SyncProducer
+from .._shell._sync_producer import SyncProducer
 from . import _batch, _slots
 
 __all__ = [

@@ -92,7 +92,7 @@ def _run_local(args: argparse.Namespace) -> int:
 
 def _run_python(args: argparse.Namespace, streams: list[tuple[str, int]]) -> int:
     from ..testing._http import LocalEndpoint
-    from ..testing._local import (
+    from ..testing._local_server import (
         STATE_FILE,
         LocalSettings,
         SettingsError,

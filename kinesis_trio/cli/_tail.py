@@ -1,6 +1,6 @@
 """``tail``: read a stream back (like ``kcat -C``).
 
-The async shell around :mod:`kinesis_trio.cli._tailing`: a task per shard being read (GetRecords,
+The async shell around :mod:`kinesis_trio.cli._tail_rules`: a task per shard being read (GetRecords,
 paced by its :class:`ReadPacer`), a coordinator that starts shards as the
 :class:`ShardLineage` allows, and one writer that prints the records and stops after ``-n``.
 Cancellation (Ctrl-C, ``-n`` reached) can land at any await: nothing is left to undo, and
@@ -38,7 +38,7 @@ from ._options import _PROG, _Failure, _Target, _UsageError, _with_target
 
 if TYPE_CHECKING:
     from ..gsr._decode import Decoder
-from ._tailing import (
+from ._tail_rules import (
     ReadPacer,
     ShardInfo,
     ShardLineage,

@@ -33,8 +33,8 @@ import re
 from typing import Any
 
 from ._checks import _MAX_CHANNELS, _STRATEGIES
+from ._fake_streams import _Stream
 from ._model import _MAX_HASH, FakeRecord, FakeShard, _seq_counter
-from ._streams import _Stream
 
 #: The JSON snapshot format :func:`save_state` writes and :func:`load_state` reads.
 FORMAT = 1

@@ -19,8 +19,8 @@ from ._checks import (
     _required,
     _stream_name,
 )
+from ._fake_streams import _Streams
 from ._model import FakeShard, _Fail, _hash_range
-from ._streams import _Streams
 
 _TOKEN_TTL = 300.0  # seconds a ListShards or ListStreams NextToken stays valid
 

@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._codec import FORMAT, _Corrupt, _decode, _encode, _short, _stored_record
+from ._fake_streams import _Stream
 from ._model import FakeRecord, _seq_counter
-from ._streams import _Stream
 
 if TYPE_CHECKING:
     from ._server import FakeKinesis

@@ -8,8 +8,8 @@ import json
 import re
 from typing import Any
 
+from ._fake_streams import _Streams
 from ._model import _MIB, FakeRecord, _arrival, _Fail, _hash_range, _seq, _seq_counter
-from ._streams import _Streams
 
 #: "GetRecords can retrieve up to 10 MiB of data per call from a single shard, and up to
 #: 10,000 records per call" (the developer guide's quotas); a larger first record still

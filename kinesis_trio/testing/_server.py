@@ -15,13 +15,13 @@ import httpx
 from ._busy import ServerModel
 from ._checks import _stream_name
 from ._control import _Control
+from ._fake_streams import _Streams
 from ._faults import Faults, _FaultInjection
 from ._framing import FakeTransport
 from ._glue import FakeGlue
 from ._model import _MIB, _STATUS, _Fail
 from ._reading import _Reading
 from ._shapes import check_input
-from ._streams import _Streams
 from ._writing import _Writing
 
 Handler = Callable[[str, dict[str, Any]], Awaitable[httpx.Response | None]]

@@ -12,6 +12,7 @@ import anyio
 import httpx
 
 from ._checks import _EHK
+from ._fake_streams import _Stream, _Streams
 from ._faults import _FaultInjection
 from ._model import (
     _MAX_HASH,
@@ -23,7 +24,6 @@ from ._model import (
     _Fail,
 )
 from ._shapes import check_input
-from ._streams import _Stream, _Streams
 
 _PTE = "ProvisionedThroughputExceededException"
 _DRY_RUN_MESSAGE = "The request was rejected because the DryRun parameter was specified."

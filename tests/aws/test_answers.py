@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from kinesis_trio import KinesisClient, ServiceError, StaticCredentials
 from kinesis_trio._aws._client import NO_OUTPUT, read_answer
-from kinesis_trio._core._retry import Action, classify_exception
+from kinesis_trio._core._retry_policy import Action, classify_exception
 from kinesis_trio._errors import (
     KinesisError,
     LimitExceededError,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from kinesis_trio import KinesisClient, RequestTimeoutError, StaticCredentials
-from kinesis_trio._core._retry import classify_exception
+from kinesis_trio._core._retry_policy import classify_exception
 from kinesis_trio.testing import FakeKinesis, Faults
 
 pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from kinesis_trio._core._accumulator import Accumulator, expired_in, prune, unaggregate
 from kinesis_trio._core._aggregation import _vlen, deaggregate, encode_records
 from kinesis_trio._core._effects import NoRoom
-from kinesis_trio._core._state import KRecord, ShardBuffer, StreamState
+from kinesis_trio._core._pipeline_data import KRecord, ShardBuffer, StreamState
 from kinesis_trio._outcome import failed
 from tests.support.engine import RecordingShell, buffer, even_shards, outcome, stream_of
 

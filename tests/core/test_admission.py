@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from kinesis_trio._core._admission import FIRST, MIN_SPAN, WINDOW, Admission, Lane
 from kinesis_trio._core._effects import NoRoom
+from kinesis_trio._core._pipeline_data import ShardBuffer, StreamState
 from kinesis_trio._core._shards import hash_key_for
-from kinesis_trio._core._state import ShardBuffer, StreamState
 from kinesis_trio._outcome import Outcome, failed
 from tests.support.engine import engine
 

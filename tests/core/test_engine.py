@@ -16,7 +16,7 @@ def test_accept_seal_answer_resolves_each_record_once() -> None:
     assert eng.ledger.records == 5
     [agg] = sealed(eng, stream)
     assert agg.aggregated and len(agg.members) == 5
-    eng.on_answer(
+    eng.apply_answer(
         stream,
         [agg],
         {"Records": [{"ShardId": agg.shard.shard_id, "SequenceNumber": "9"}]},
@@ -34,7 +34,7 @@ def test_the_members_of_an_aggregate_share_its_attempt_a_plain_record_gets_its_o
     eng, _, stream = engine()
     members = [eng.accept(stream, b"r%d" % i, f"k{i}", None, 0.0) for i in range(3)]
     [agg] = sealed(eng, stream)
-    eng.on_answer(
+    eng.apply_answer(
         stream,
         [agg],
         {"Records": [{"ShardId": agg.shard.shard_id, "SequenceNumber": "9"}]},
@@ -48,7 +48,7 @@ def test_the_members_of_an_aggregate_share_its_attempt_a_plain_record_gets_its_o
     [alone] = [plain_eng.accept(plain_stream, b"p", "k", None, 0.0)]
     [krec] = sealed(plain_eng, plain_stream)
     assert not krec.aggregated
-    plain_eng.on_answer(
+    plain_eng.apply_answer(
         plain_stream,
         [krec],
         {"Records": [{"ShardId": krec.shard.shard_id, "SequenceNumber": "7"}]},
@@ -68,7 +68,7 @@ def test_an_aggregate_written_across_a_split_is_sent_again_whole() -> None:
     assert len(agg.members) == 2
     stream2.known["shardId-000000000001"] = (0, HALF - 1)  # a child that holds one member
     answer = {"Records": [{"ShardId": "shardId-000000000001", "SequenceNumber": "7"}]}
-    eng2.on_answer(stream2, [agg], answer, 1.0, 1.1)
+    eng2.apply_answer(stream2, [agg], answer, 1.0, 1.1)
     assert not any(o.done() for o in members)
     for o in members:
         assert o._attempts[-1].error_code == "WrittenOutsideShardRange"
@@ -85,7 +85,7 @@ def test_an_aggregate_in_a_shard_that_holds_it_all_is_written() -> None:
     [agg] = sealed(eng, stream)
     stream.known["shardId-000000000001"] = (0, HALF - 1)
     answer = {"Records": [{"ShardId": "shardId-000000000001", "SequenceNumber": "7"}]}
-    eng.on_answer(stream, [agg], answer, 1.0, 1.1)
+    eng.apply_answer(stream, [agg], answer, 1.0, 1.1)
     assert all(o.result().ok and o.result().shard_id == "shardId-000000000001" for o in members)
 
 
@@ -98,7 +98,7 @@ def test_a_named_bad_entry_fails_alone_and_the_rest_wait_for_their_retry() -> No
         "Value at 'records.2.member.partitionKey' failed to satisfy constraint",
         status_code=400,
     )
-    eng.on_error(stream, krecs, error, 1.0, 1.1)
+    eng.apply_error(stream, krecs, error, 1.0, 1.1)
     assert [o.done() for o in outcomes] == [False, True, False]
     assert outcomes[1].result().error_code == "ValidationException"
     assert len(shell.retries) == 2  # each record after its own (jittered) backoff
@@ -115,7 +115,7 @@ def test_an_unnamed_rejection_is_sent_again_in_halves() -> None:
     error = KinesisError(
         "ValidationException", "Partition key must be between 1 and 256 in length", status_code=400
     )
-    eng.on_error(stream, krecs, error, 1.0, 1.1)
+    eng.apply_error(stream, krecs, error, 1.0, 1.1)
     assert [len(part) for part in shell.apart] == [2, 3]
     assert eng.ledger.records == 5
 
@@ -125,7 +125,7 @@ def test_retries_past_the_ttl_expire_with_their_history() -> None:
     o = eng.accept(stream, b"r", "k", None, 0.0)
     krecs = sealed(eng, stream)
     error = KinesisError("InternalFailure", "boom", status_code=500)
-    eng.on_error(stream, krecs, error, 0.95, 1.0)  # any backoff ends past the TTL
+    eng.apply_error(stream, krecs, error, 0.95, 1.0)  # any backoff ends past the TTL
     result = o.result()
     assert result.error_code == "RecordExpired"
     assert [a.error_code for a in result.attempts] == ["InternalFailure"]
@@ -136,7 +136,7 @@ def test_close_fails_the_unresolved_and_flags_unverified_aggregates() -> None:
     members = [eng.accept(stream, b"m%d" % i, f"key{i}", str(i), 0.0) for i in range(2)]
     [agg] = sealed(eng, stream)
     answer = {"Records": [{"ShardId": "shardId-000000000009", "SequenceNumber": "7"}]}
-    eng.on_answer(stream, [agg], answer, 1.0, 1.1)  # a shard nobody knows: unverified
+    eng.apply_answer(stream, [agg], answer, 1.0, 1.1)  # a shard nobody knows: unverified
     assert len(stream.unverified) == 1
     assert eng.fail_unresolved("ProducerCloseTimeout", "closing", 2.0) == 2
     for o in members:

@@ -8,7 +8,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from kinesis_trio._core._aggregation import encode_records
 from kinesis_trio._core._effects import DeadLetters, Outbox
 from kinesis_trio._core._ledger import Ledger
-from kinesis_trio._core._state import KRecord
+from kinesis_trio._core._pipeline_data import KRecord
 from kinesis_trio._dead_letters import FailedRecord
 from kinesis_trio._outcome import Outcome, failed, written
 from tests.support.engine import outcome

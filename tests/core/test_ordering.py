@@ -15,9 +15,9 @@ from kinesis_trio import deaggregate
 from kinesis_trio._config import ProducerConfig
 from kinesis_trio._core._effects import NoRoom
 from kinesis_trio._core._engine import Engine
+from kinesis_trio._core._pipeline_data import KRecord, ShardBuffer, StreamState
 from kinesis_trio._core._shards import Shard, ShardMap, hash_key_for
-from kinesis_trio._core._state import KRecord, ShardBuffer, StreamState
-from kinesis_trio._core._streams import AUTO, StreamFacts
+from kinesis_trio._core._stream_policy import AUTO, StreamFacts
 from kinesis_trio._errors import (
     ProvisionedThroughputExceededError,
     RequestTimeoutError,
@@ -52,7 +52,7 @@ def answer_ok(eng: Engine, stream: StreamState, krecs: list[KRecord], seq: int =
     entries = [
         {"ShardId": k.shard.shard_id, "SequenceNumber": str(seq + i)} for i, k in enumerate(krecs)
     ]
-    eng.on_answer(stream, krecs, {"Records": entries}, 1.0, 1.1)
+    eng.apply_answer(stream, krecs, {"Records": entries}, 1.0, 1.1)
 
 
 def test_unordered_is_the_default_and_has_no_rule() -> None:
@@ -87,7 +87,7 @@ def test_a_record_that_waited_its_linger_for_its_key_goes_at_once() -> None:
     shard = stream.shards[0]
     assert shard.open_deadline > 1.05
     entry = {"ShardId": shard.shard_id, "SequenceNumber": "1"}
-    eng.on_answer(stream, [first], {"Records": [entry]}, 1.0, 1.05)
+    eng.apply_answer(stream, [first], {"Records": [entry]}, 1.0, 1.05)
     # "a"'s second waited 1.04 s, more than its linger: its containers are due now
     assert shard.open_deadline == 1.05 and all(k.send_by <= 1.05 for k in shard.plain)
     assert [k.members for k in shard.plain][-1] == [second]
@@ -116,7 +116,7 @@ def test_a_throttled_record_is_retried_before_the_next_of_its_key_goes() -> None
     first = eng.accept(stream, b"1", "a", None, 0.0)
     second = eng.accept(stream, b"2", "a", None, 0.0)
     [krec] = sealed(eng, stream)
-    eng.on_answer(stream, [krec], {"Records": [THROTTLED]}, 1.0, 1.1)
+    eng.apply_answer(stream, [krec], {"Records": [THROTTLED]}, 1.0, 1.1)
     assert not first.done() and not second.done()
     assert sealed(eng, stream) == []  # nothing of "a" goes while its first is unconfirmed
     due = retry_due(eng, stream, max(shell.retries))
@@ -133,7 +133,7 @@ def test_a_record_that_fails_for_good_fails_the_rest_of_its_key() -> None:
     rest = [eng.accept(stream, b"%d" % i, "a", None, 0.0) for i in (2, 3)]
     other = eng.accept(stream, b"x", "b", None, 0.0)
     krecs = sealed(eng, stream)
-    eng.on_answer(
+    eng.apply_answer(
         stream, krecs, {"Records": [THROTTLED, {"ShardId": "x", "SequenceNumber": "1"}]}, 1.0, 1.1
     )
     assert first.result().error_code == "ProvisionedThroughputExceededException"
@@ -205,7 +205,7 @@ def test_an_aggregate_outside_its_range_is_sent_again_as_its_keys_runs() -> None
     [agg] = sealed(eng, stream)
     stream.known["shardId-000000000009"] = (0, 10)  # a child that holds neither
     answer = {"Records": [{"ShardId": "shardId-000000000009", "SequenceNumber": "7"}]}
-    eng.on_answer(stream, [agg], answer, 1.0, 1.1)
+    eng.apply_answer(stream, [agg], answer, 1.0, 1.1)
     assert not any(o.done() for o in (*a, z))
     # the map is stale now: plain records, the key's first alone
     stream.stale = False
@@ -358,13 +358,15 @@ def simulate(seed: int, steps: int = 400, ordering: str = "per_key") -> Run:
     def answer(krecs: list[KRecord]) -> None:
         fate = rand.random()
         if fate < 0.1:  # a 5xx: nothing written
-            eng.on_error(stream, krecs, ServiceError("InternalFailure", status_code=500), now, now)
+            eng.apply_error(
+                stream, krecs, ServiceError("InternalFailure", status_code=500), now, now
+            )
             return
         if fate < 0.2:  # a timeout: the service may have written some of it
             for krec in krecs:
                 if rand.random() < 0.5:
                     service.write(krec)
-            eng.on_error(
+            eng.apply_error(
                 stream, krecs, RequestTimeoutError("timed out", operation="PutRecords"), now, now
             )
             return
@@ -372,7 +374,7 @@ def simulate(seed: int, steps: int = 400, ordering: str = "per_key") -> Run:
             error = ProvisionedThroughputExceededError(
                 "ProvisionedThroughputExceededException", status_code=400
             )
-            eng.on_error(stream, krecs, error, now, now)
+            eng.apply_error(stream, krecs, error, now, now)
             return
         entries: list[dict[str, str]] = []
         for krec in krecs:
@@ -384,7 +386,7 @@ def simulate(seed: int, steps: int = 400, ordering: str = "per_key") -> Run:
             else:
                 shard_id, seq = service.write(krec)
                 entries.append({"ShardId": shard_id, "SequenceNumber": str(seq)})
-        eng.on_answer(stream, krecs, {"Records": entries}, now, now)
+        eng.apply_answer(stream, krecs, {"Records": entries}, now, now)
 
     def step(putting: bool) -> None:
         nonlocal now, refreshes

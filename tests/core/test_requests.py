@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kinesis_trio._core._limiter import ShardLimiter
+from kinesis_trio._core._pipeline_data import KRecord, ShardBuffer
 from kinesis_trio._core._requests import RequestCollector, body, chunks
-from kinesis_trio._core._state import KRecord, ShardBuffer
 from tests.support.engine import outcome
 
 SHARD = ShardBuffer("shardId-000000000000", 0, 2**128 - 1, ShardLimiter(100, 0.0))

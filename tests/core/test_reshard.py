@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from kinesis_trio._config import ProducerConfig
 from kinesis_trio._core._accumulator import Accumulator, key_length
 from kinesis_trio._core._ledger import Ledger
+from kinesis_trio._core._pipeline_data import KRecord
 from kinesis_trio._core._reshard import ShardMaps
 from kinesis_trio._core._resolver import Resolver
 from kinesis_trio._core._shards import Shard, ShardMap
-from kinesis_trio._core._state import KRecord
 from kinesis_trio._outcome import Outcome, Resolution, written
 from kinesis_trio.metrics._recorder import metrics_for
 from tests.support.engine import MAX_HASH, RecordingShell, even_shards, outcome, stream_of

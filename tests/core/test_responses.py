@@ -6,15 +6,15 @@ from typing import Any
 
 import pytest
 
-from kinesis_trio._core._limiter import ShardLimiter
-from kinesis_trio._core._responses import (
+from kinesis_trio._core._interpret import (
     entry_error,
     interpret_answer,
     interpret_error,
     kcl_delivers,
 )
-from kinesis_trio._core._retry import Action
-from kinesis_trio._core._state import KRecord, ShardBuffer
+from kinesis_trio._core._limiter import ShardLimiter
+from kinesis_trio._core._pipeline_data import KRecord, ShardBuffer
+from kinesis_trio._core._retry_policy import Action
 from kinesis_trio._errors import ConnectionLostError, KinesisError
 from tests.support.engine import outcome
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from kinesis_trio._backoff import backoff_delay
 from kinesis_trio._core._congestion import RetryBudget
-from kinesis_trio._core._retry import (
+from kinesis_trio._core._retry_policy import (
     Action,
     Decision,
     classify_entry_error,

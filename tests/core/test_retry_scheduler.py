@@ -8,7 +8,7 @@ import pytest
 
 from kinesis_trio._core._congestion import RetryBudget
 from kinesis_trio._core._engine import Engine
-from kinesis_trio._core._state import KRecord, StreamState
+from kinesis_trio._core._pipeline_data import KRecord, StreamState
 from kinesis_trio._errors import KinesisError, RequestTimeoutError
 from kinesis_trio._outcome import Outcome
 from tests.support.engine import engine, retry_due, sealed, shell_of
@@ -20,13 +20,13 @@ def failed_request(
     outcomes = [eng.accept(stream, b"r%d" % i, f"k{i}", None, at) for i in range(n)]
     krecs = sealed(eng, stream)
     shell_of(eng).sealed_batches.clear()
-    eng.on_error(stream, krecs, error, at, at + 0.5)
+    eng.apply_error(stream, krecs, error, at, at + 0.5)
     return outcomes, krecs
 
 
 def answer_ok(eng: Engine, stream: StreamState, krecs: list[KRecord], at: float) -> None:
     records = [{"ShardId": k.shard.shard_id, "SequenceNumber": "1"} for k in krecs]
-    eng.on_answer(stream, krecs, {"Records": records}, at, at + 0.01)
+    eng.apply_answer(stream, krecs, {"Records": records}, at, at + 0.01)
 
 
 def timeout() -> RequestTimeoutError:

@@ -1,4 +1,4 @@
-"""Stream facts and the policy rule (``_streams``), and the engine's use of them.
+"""Stream facts and the policy rule (``_stream_policy``), and the engine's use of them.
 
 Sources: botocore's Kinesis model 1.43 (``StreamDescriptionSummary``: ``MaxRecordSizeInKiB``
 1024-10240, ``RecordDistributionStrategy`` AUTO / USER_PARTITION_KEY, ``ChannelCount``;
@@ -16,7 +16,7 @@ from kinesis_trio import ServiceError
 from kinesis_trio._core._limiter import ShardLimiter
 from kinesis_trio._core._requests import body
 from kinesis_trio._core._shards import ShardMap
-from kinesis_trio._core._streams import (
+from kinesis_trio._core._stream_policy import (
     AUTO,
     AUTO_SHARD_ID,
     StreamFacts,
@@ -164,7 +164,7 @@ def test_an_auto_stream_has_one_service_placed_buffer_for_all_its_shards() -> No
             {"ShardId": f"shardId-00000000000{i}", "SequenceNumber": str(i)} for i in range(4)
         ]
     }
-    eng.on_answer(stream, krecs, answer, 1.0, 1.1)
+    eng.apply_answer(stream, krecs, answer, 1.0, 1.1)
     assert all(o.result().ok for o in outcomes)
     assert [o.result().shard_id for o in outcomes] == [f"shardId-00000000000{i}" for i in range(4)]
     assert not stream.stale  # nothing landed "elsewhere": the service places them

@@ -21,9 +21,9 @@ from kinesis_trio._core._effects import (
 )
 from kinesis_trio._core._engine import Engine
 from kinesis_trio._core._limiter import ShardLimiter
+from kinesis_trio._core._pipeline_data import KRecord, ShardBuffer, StreamState
 from kinesis_trio._core._shards import Shard, ShardMap, hash_key_for
-from kinesis_trio._core._state import KRecord, ShardBuffer, StreamState
-from kinesis_trio._core._streams import StreamFacts, StreamPolicy
+from kinesis_trio._core._stream_policy import StreamFacts, StreamPolicy
 from kinesis_trio._outcome import Outcome
 from kinesis_trio.metrics._recorder import metrics_for
 

@@ -22,7 +22,7 @@ from kinesis_trio import (
     deaggregate,
 )
 from kinesis_trio._core._aggregation import partition_hash_key
-from kinesis_trio._core._state import StreamState
+from kinesis_trio._core._pipeline_data import StreamState
 from kinesis_trio.testing import FakeKinesis
 
 CREDS = StaticCredentials("AKIDTEST", "secret-test-key")

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kinesis_trio._backoff import backoff_delay
 from kinesis_trio._core._aggregation import encode_aggregate, partition_hash_key
 from kinesis_trio.cli._tail import format_record
-from kinesis_trio.cli._tailing import (
+from kinesis_trio.cli._tail_rules import (
     BYTES_PER_SECOND,
     ReadPacer,
     ShardInfo,

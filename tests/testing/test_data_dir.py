@@ -32,7 +32,7 @@ import pytest
 from kinesis_trio.testing import FakeKinesis, save_state
 from kinesis_trio.testing._emulators import LocalKinesis
 from kinesis_trio.testing._http import LocalEndpoint
-from kinesis_trio.testing._local import (
+from kinesis_trio.testing._local_server import (
     LEGACY_STATE_FILE,
     MIGRATED_FILE,
     STATE_FILE,

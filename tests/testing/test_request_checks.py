@@ -23,7 +23,7 @@ from trio.testing import MockClock
 
 from kinesis_trio import KinesisError
 from kinesis_trio.testing import FakeKinesis
-from kinesis_trio.testing._local import LocalSettings, SettingsError, make_fake, run_local
+from kinesis_trio.testing._local_server import LocalSettings, SettingsError, make_fake, run_local
 from tests.support.helpers import connect, entry
 
 pytestmark = pytest.mark.anyio

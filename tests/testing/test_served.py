@@ -21,7 +21,7 @@ import pytest
 from kinesis_trio import Producer, ProducerConfig, StaticCredentials
 from kinesis_trio.testing import FakeKinesis, Faults
 from kinesis_trio.testing._http import self_signed_context, serve
-from kinesis_trio.testing._local import parse_faults
+from kinesis_trio.testing._local_server import parse_faults
 
 pytestmark = pytest.mark.anyio
 

@@ -13,8 +13,14 @@ from typing import Any, NamedTuple
 
 from .._errors import KinesisError
 from .._outcome import R_SEQUENCE_NUMBER, Attempt, Outcome, Resolution, failed, written
-from ._retry import Action, Decision, classify_entry_error, classify_exception, invalid_entries
-from ._state import KRecord, ShardBuffer
+from ._pipeline_data import KRecord, ShardBuffer
+from ._retry_policy import (
+    Action,
+    Decision,
+    classify_entry_error,
+    classify_exception,
+    invalid_entries,
+)
 
 __all__ = [
     "Answer",

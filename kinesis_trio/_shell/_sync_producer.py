@@ -14,7 +14,7 @@ with anyio's blocking portal. Threads never make one round trip to that loop per
 
 The loop is woken (a non-blocking ``call_soon_threadsafe`` / ``TrioToken.run_sync_soon``)
 only when the pump has gone idle. The deque and the books shared by the threads are the
-``Line`` (``_sync_line``); the pump, the resolver and the close are the ``Loop``
+``Line`` (``_sync_handoff``); the pump, the resolver and the close are the ``Loop``
 (``_sync_loop``); SyncProducer checks the records and opens and closes the two.
 """
 
@@ -45,7 +45,7 @@ from .._outcome import RecordResult
 from . import _forks as forks
 from ._producer import Producer
 from ._schema_puts import SyncSchemaPuts
-from ._sync_line import CLOSED, FORKED, Item, Line, await_durable
+from ._sync_handoff import CLOSED, FORKED, Item, Line, await_durable
 from ._sync_loop import Loop
 
 if TYPE_CHECKING:

@@ -1,13 +1,14 @@
 """The retry scheduler (no awaits): backoff per shard, the retry budget, when each retry is
-due. The policy it applies (the backoff curve, what a retry costs) is ``_retry``'s.
+due. The policy it applies (the backoff curve, what a retry costs) is ``_retry_policy``'s.
 
 A failed record goes back on its stream's retry heap with its shard's backoff (full jitter,
 exponential in the shard's consecutive failures), or expires if the backoff would take it
 past its ``record_ttl``. Retries after timeouts and server errors also pay the producer's
 :class:`~kinesis_trio._core._congestion.RetryBudget` (what they cost:
-:func:`~kinesis_trio._core._retry.overload_cost`); while it is empty they wait (and their last
-attempt says how long), and a successful request lets them go at once. Due retries go back
-through their shard's channel (``Queue`` effects); each wait is a ``RetryAt`` effect.
+:func:`~kinesis_trio._core._retry_policy.overload_cost`); while it is empty they wait (and
+their last attempt says how long), and a successful request lets them go at once. Due
+retries go back through their shard's channel (``Queue`` effects); each wait is a
+``RetryAt`` effect.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from ._accumulator import Accumulator, prune
 from ._congestion import RetryBudget
 from ._effects import Outbox, RetryAt
 from ._ordering import KeyOrder
+from ._pipeline_data import KRecord, ShardBuffer, StreamState
 from ._resolver import Resolver
-from ._state import KRecord, ShardBuffer, StreamState
 
 __all__ = ["Retries"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ._interpret import entry_error
 from ._metric_window import MetricWindow
-from ._responses import entry_error
-from ._state import KRecord
+from ._pipeline_data import KRecord
 
 __all__ = ["measure_answer"]
 

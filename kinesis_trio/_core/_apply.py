@@ -1,6 +1,6 @@
 """What a PutRecords answer, or a request's failure, does to its records (pure, no awaits).
 
-:class:`Answers` applies what ``_responses`` makes of an answer or an error (its entries
+:class:`Answers` applies what ``_interpret`` makes of an answer or an error (its entries
 written, written elsewhere, failed or to retry; a named bad entry, halves, a credentials
 refresh): resolutions through the resolver, the KCL rule through the shard maps, retries
 through the schedule, and what the gate and the retry budget learn. What the shell must do
@@ -16,22 +16,22 @@ from .._config import ProducerConfig
 from .._errors import ConnectionLostError, RequestTimeoutError
 from .._logging import get_logger
 from .._outcome import failed
+from ._answer_metrics import measure_answer
 from ._congestion import ConcurrencyLimit, Signal
 from ._effects import Outbox, Refresh, RefreshCredentials, SendApart
-from ._measure import measure_answer
-from ._metric_window import MetricWindow
-from ._reshard import ShardMaps
-from ._resolver import Resolver
-from ._responses import (
+from ._interpret import (
     interpret_answer,
     interpret_error,
     resent_in_halves,
     resent_smaller,
     resent_without,
 )
-from ._retries import Retries
-from ._retry import Action, overload_cost
-from ._state import KRecord, StreamState
+from ._metric_window import MetricWindow
+from ._pipeline_data import KRecord, StreamState
+from ._reshard import ShardMaps
+from ._resolver import Resolver
+from ._retry_policy import Action, overload_cost
+from ._retry_schedule import Retries
 
 __all__ = ["Answers"]
 
@@ -98,7 +98,7 @@ class Answers:
         self.retries.answered(krecs, end)
         self._log_notices()
 
-    def on_answer(
+    def apply_answer(
         self,
         stream: StreamState,
         krecs: list[KRecord],
@@ -113,7 +113,7 @@ class Answers:
             error = ConnectionLostError(
                 "PutRecords answered with a malformed result", operation="PutRecords"
             )
-            self.on_error(stream, krecs, error, start, end, nbytes)
+            self.apply_error(stream, krecs, error, start, end, nbytes)
             return
         self._answered(krecs, start, end, nbytes)
         answer = interpret_answer(
@@ -144,7 +144,7 @@ class Answers:
         if answer.retry:
             self.retries.schedule(stream, answer.retry, end)
 
-    def on_error(
+    def apply_error(
         self,
         stream: StreamState,
         krecs: list[KRecord],

@@ -1,7 +1,7 @@
 """The pipeline's data: Kinesis records in flight, per-shard buffers, per-stream state.
 
 Objects with slots whose fields change here only, through small methods: the engine's pure
-modules (``_accumulator``, ``_reshard``, ``_retries``, ``_requests``, ``_engine``) decide
+modules (``_accumulator``, ``_reshard``, ``_retry_schedule``, ``_requests``, ``_engine``) decide
 what happens to them and say so by calling those methods. The async shell keeps its
 channels and wake-up scopes in records of its own, keyed by these objects.
 """
@@ -16,7 +16,7 @@ from ._admission import OFF, Lane
 from ._aggregation import AggregateSizer
 from ._limiter import ShardLimiter
 from ._shards import ShardMap
-from ._streams import StreamFacts, StreamPolicy
+from ._stream_policy import StreamFacts, StreamPolicy
 
 _INF = math.inf
 
@@ -286,8 +286,8 @@ class StreamState:
         self.facts = facts or StreamFacts.assumed(name, arn)
         if policy is None:
             policy = StreamPolicy(False, True, self.facts.max_record_size)
-        #: the policy's decisions (``_streams.policy_for``), applied by ``ShardMaps.apply_facts``
-        #: (through :meth:`adopt`)
+        #: the policy's decisions (``_stream_policy.policy_for``), applied by
+        #: ``ShardMaps.apply_facts`` (through :meth:`adopt`)
         self.auto = policy.auto
         self.aggregate = policy.aggregate
         self.max_record_size = policy.max_record_size

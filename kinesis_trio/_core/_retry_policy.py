@@ -2,7 +2,7 @@
 retry costs the retry budget.
 
 Pure: no I/O, no clock. The producer asks, then acts (when a retry is due, and whether the
-budget lets it go, is the scheduler's: ``_retries``). The tables follow the Kinesis API
+budget lets it go, is the scheduler's: ``_retry_schedule``). The tables follow the Kinesis API
 reference (see ``docs``/the reference notes): throttling, internal failures, 5xx and network
 errors are retried until ``record_ttl``; errors that retrying cannot fix (a missing stream,
 denied access, validation, KMS key problems, bad signatures) fail the records at once.
