@@ -424,12 +424,7 @@ class LocalKinesis:
         bind and exits). The npm emulators say nothing reliable: their exit shows it."""
         if self._kind != "python":
             return True
-        path = self.log_path
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace") if path else ""
-        except OSError:
-            return False
-        return f"running at {self.endpoint_url} " in text
+        return f"running at {self.endpoint_url} " in self.output_tail(400)
 
     def _answers(self) -> bool:
         """True once a ListStreams call gets any HTTP response (even 4xx)."""
