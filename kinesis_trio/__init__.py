@@ -6,9 +6,9 @@ KPL aggregation and batching, per-record outcomes, bounded memory; under Trio an
 from ._aws._client import KinesisClient as KinesisClient
 from ._aws._credentials import StaticCredentials as StaticCredentials
 from ._config import ProducerConfig as ProducerConfig
-from ._core._aggregation import UserRecord as UserRecord
-from ._core._aggregation import deaggregate as deaggregate
-from ._core._spool import RecoveryReport as RecoveryReport
+from ._core import RecoveryReport as RecoveryReport
+from ._core import UserRecord as UserRecord
+from ._core import deaggregate as deaggregate
 from ._dead_letters import FailedRecord as FailedRecord
 from ._errors import AccessDeniedError as AccessDeniedError
 from ._errors import AuthenticationError as AuthenticationError

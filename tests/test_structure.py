@@ -75,6 +75,31 @@ def test_no_floor_imports_one_that_imports_it_back() -> None:
     assert ownership.floor_cycles() == []
 
 
+def test_the_rest_of_the_package_enters_the_core_by_its_front_door() -> None:
+    """Every module outside ``_core`` imports the names ``_core/__init__.py`` lists, never
+    a module inside it."""
+    assert ownership.door_breaches("_core") == {}
+
+
+def test_the_door_scan_finds_a_module_and_a_name_past_the_door(tmp_path: Path) -> None:
+    package = tmp_path / "kinesis_trio"
+    (package / "_core").mkdir(parents=True)
+    (package / "_shell").mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "_shell" / "__init__.py").write_text("")
+    (package / "_core" / "__init__.py").write_text(
+        "from ._engine import Engine, helper\n__all__ = ['Engine']\n"
+    )
+    (package / "_core" / "_engine.py").write_text("class Engine: ...\ndef helper(): ...\n")
+    (package / "_shell" / "_a.py").write_text("from .._core import Engine\n")
+    (package / "_shell" / "_b.py").write_text("from .._core._engine import Engine\n")
+    (package / "_shell" / "_c.py").write_text("from .._core import helper\n")
+    assert ownership.door_breaches("_core", package) == {
+        "kinesis_trio._shell._b": ["kinesis_trio._core._engine"],
+        "kinesis_trio._shell._c": ["kinesis_trio._core.helper"],
+    }
+
+
 def test_the_core_imports_no_async_library() -> None:
     """The core wakes a waiter one way only (``_core/_ledger.py`` says which); everything
     else it wants done is an effect: it holds no event loop's objects."""

@@ -23,7 +23,7 @@ import anyio
 import anyio.to_thread
 import httpx
 
-from .._core._deadline import RequestClock
+from .._core import RequestClock
 from .._error_codes import EXPIRED_TOKEN_CODES
 from .._errors import (
     ConnectError,

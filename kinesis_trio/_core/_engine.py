@@ -22,8 +22,8 @@ from typing import Any, NamedTuple
 from .._config import ProducerConfig
 from .._errors import SpoolWriteError
 from .._logging import get_logger
-from .._outcome import RECORD_TOO_LARGE, Attempt, Outcome, failed
-from ._accumulator import Accumulator, expired_in, prune, track, unaggregate
+from .._outcome import Attempt, Outcome, failed
+from ._accumulator import Accumulator, track
 from ._admission import Admission, delays
 from ._aggregation import _vlen
 from ._apply import Answers
@@ -31,13 +31,14 @@ from ._congestion import ConcurrencyLimit
 from ._effects import NoRoom, Outbox
 from ._ledger import Ledger
 from ._metric_window import MetricWindow
-from ._ordering import KeyOrder
+from ._ordering import KeyOrder, refusal
+from ._outgoing import Outgoing
 from ._pipeline_data import KRecord, ShardBuffer, StreamState
 from ._reshard import ShardMaps
 from ._resolver import Resolver
 from ._retry_schedule import Retries
 from ._shards import Shard, ShardMap, hash_key_for, parse_explicit_hash_key
-from ._spool import Row, SpoolBook, kept_note, recovered_attempt, unkept_note
+from ._spool import RecoveryReport, Row, SpoolBook, kept_note, recovered_attempt, unkept_note
 from ._stream_policy import StreamFacts
 from ._validate import partition_key_length
 
@@ -94,35 +95,6 @@ def refuse(why: str) -> None:
     )
 
 
-def fail_too_large(
-    place: Accumulator | KeyOrder,
-    resolver: Resolver,
-    stream: StreamState,
-    krecs: list[KRecord],
-    now: float,
-) -> list[KRecord]:
-    """Fail the records over the stream's current limit (it was lowered after they
-    were accepted: Kinesis would reject the whole request)."""
-    limit = stream.max_record_size
-    if all(k.size <= limit for k in krecs):
-        return krecs
-    keep: list[KRecord] = []
-    for krec in krecs:
-        if krec.size <= limit:
-            keep.append(krec)
-            continue
-        if krec.aggregated:  # its members may fit on their own: placed anew
-            place.reroute(stream, [krec], now)
-            continue
-        message = (
-            f"the record ({krec.size} bytes with its partition key) is over the stream's "
-            f"record limit ({limit} bytes), lowered after it was accepted"
-        )
-        res = failed(RECORD_TOO_LARGE, message, now)
-        resolver.fail(krec.members, res, krec.shard.shard_id)
-    return keep
-
-
 class Engine:
     """The producer's decisions: accept, place, seal, interpret, retry, resolve."""
 
@@ -132,6 +104,7 @@ class Engine:
         metrics: MetricWindow,
         refreshable: bool,
         dead_letters: bool = False,
+        outbox: Outbox | None = None,
     ) -> None:
         self.config = config
         self.metrics = metrics
@@ -139,8 +112,9 @@ class Engine:
         #: ExpiredToken refreshes the credentials (False: static ones, which fail at once)
         self.refreshable = refreshable
         self.ttl = config.record_ttl
-        #: what the shell must do, left by every call (the shell takes it after each)
-        self.outbox = outbox = Outbox()
+        #: what the shell must do, left by every call (the shell gives it, and takes what
+        #: is in it after each call)
+        self.outbox = outbox = outbox if outbox is not None else Outbox()
         #: outstanding records, exactly-once resolution; with ``dead_letters`` each record
         #: failed, with its data, goes into the outbox (the producer's ``failures()``)
         self.ledger = Ledger(
@@ -191,6 +165,17 @@ class Engine:
             rand=self.rand,
             refreshable=refreshable,
         )
+        #: between the buffers and the requests; its methods are the engine's own
+        out = Outgoing(config, self.acc, self.order, resolver, self.maps, self.gate, self.rand)
+        self.outgoing = out.batch
+        self.sealable = out.sealable
+        self.retired = out.retired
+        self.offer = out.offer
+        self.collect = out.collect
+        self.requests = out.requests
+        self.request = out.check
+        self.body = out.body
+        self._out = out
         self._key_cache: dict[str, tuple[int, int, int]] = {}
         self._sampled = -_INF  # when delays were last sampled for the metrics
         #: the spool's book (``spool_dir``), or None: records are kept in memory only
@@ -213,13 +198,50 @@ class Engine:
         its shards (``StartShard`` effects)."""
         stream.received = 0  # the engine's own field of the stream (accept counts)
         track(stream)
+        self._out.add_stream(stream)
         self.maps.apply_facts(stream, facts, shard_map, now)
         self.streams[key] = stream
+
+    def stream(self, ref: str) -> StreamState | None:
+        """The loaded stream users name ``ref`` (its name or ARN), or None."""
+        return self.streams.get(ref)
+
+    def record_limit(self, ref: str) -> int | None:
+        """The largest record (data + partition key) ``put`` takes for the loaded stream
+        ``ref``, or None: not loaded. Reads only (a ``SyncProducer`` asks from its caller's
+        thread)."""
+        stream = self.streams.get(ref)
+        return None if stream is None else stream.accept_max
+
+    def check(self, ref: str, n: int, pk_len: int, keyless: bool) -> bool:
+        """``ValueError`` if the loaded stream ``ref`` would refuse a record of ``n`` bytes
+        of data and a ``pk_len``-byte partition key (``keyless``: none); False: the stream
+        is not loaded. Reads only (a ``SyncProducer`` checks from its caller's thread)."""
+        stream = self.streams.get(ref)
+        if stream is None:
+            return False
+        if keyless:
+            self.check_keyless(stream)
+        if n + pk_len > stream.accept_max:
+            raise ValueError(self.too_large(stream, n, pk_len))
+        return True
+
+    def refusal(self, facts: StreamFacts) -> str | None:
+        """Why the producer cannot take a stream of ``facts`` (per-key ordering cannot hold
+        on an ``AUTO`` stream: ``_ordering.refusal``), or None."""
+        return None if self.order is None else refusal(facts)
+
+    def shards(self, stream: StreamState) -> list[ShardBuffer]:
+        """The stream's shard buffers (open shards; those retired leave it)."""
+        return stream.shards
 
     def reload(
         self, stream: StreamState, facts: StreamFacts, shard_map: ShardMap, now: float
     ) -> None:
-        """The stream's facts and open shards, loaded again (a reshard, a policy change)."""
+        """The stream's facts and open shards, loaded again (a reshard, a policy change).
+        Facts not known (DescribeStreamSummary denied this time): those known are kept."""
+        if not facts.known:
+            facts = stream.facts
         self.maps.apply_facts(stream, facts, shard_map, now)
 
     def reload_failed(self, stream: StreamState, now: float) -> None:
@@ -295,6 +317,11 @@ class Engine:
                 spool.add_recovered(outcome, recovered.id)
         return outcome
 
+    def recovery_ended(self, report: RecoveryReport) -> None:
+        """The spool's recovery ended: what became of its records (the metrics)."""
+        if self.measure:
+            self.metrics.spool_recovery(report.records, report.failed, report.damaged)
+
     def fail_recovered(self, row: Row, size: int, code: str, message: str, now: float) -> None:
         """A record read back from the spool that cannot be sent again (its stream is gone,
         it breaks a limit now): it fails for good (``failures()``) and leaves the spool."""
@@ -361,61 +388,6 @@ class Engine:
     def flush_ended(self) -> None:
         """A flush ended (done, failed or cancelled)."""
         self.acc.flush_ended()
-
-    @property
-    def flushing(self) -> bool:
-        return bool(self.acc.flushing)
-
-    # -- between the buffers and the requests ----------------------------------------------
-
-    def outgoing(
-        self, stream: StreamState, shard: ShardBuffer, batch: list[KRecord], now: float
-    ) -> list[KRecord]:
-        """A shard's batch on its way to its limiter: re-routed if the shard is retired,
-        without its expired records, split into plain records while the map is stale."""
-        if shard.retired:
-            self.place.reroute(stream, batch, now)
-            return []
-        ttl, at = self.ttl, self.resolver.pauses.ttl_now(now)
-        if any(k.since + ttl <= at for k in batch):
-            expired = expired_in(batch, at, ttl)
-            self.resolver.expire(expired, now, "it waited in the producer's queues (rate limit)")
-            batch = prune(batch, self.order is not None)
-        if stream.stale:
-            batch = unaggregate(batch) if self.order is None else self.order.split(batch)
-        if self.acc.flushing:
-            for krec in batch:
-                krec.due_by(-_INF)
-        return batch
-
-    def request(self, stream: StreamState, krecs: list[KRecord], now: float) -> list[KRecord]:
-        """The records of a request about to go, checked against the stream's map and facts
-        (a record over a limit lowered since it was accepted fails; one without a partition
-        key, accepted while the stream was ``AUTO``, gets one if the stream is no more)."""
-        if stream.limit_lowered:
-            krecs = fail_too_large(self.place, self.resolver, stream, krecs, now)
-        if stream.keyless and not stream.auto:
-            for krec in krecs:
-                if krec.partition_key is None:
-                    self.maps.give_key(krec, self.rand)
-        if self.order is not None:
-            # a record failed after its key's since it was sealed is not sent
-            krecs = prune(krecs, True)
-            if stream.stale:
-                return self.order.split(krecs)
-        if stream.stale:
-            return unaggregate(krecs)
-        if any(k.aggregated and k.shard.retired for k in krecs):
-            # Sealed for a shard that a reshard retired since: it would straddle the new
-            # shards (and KCL consumers would drop it), so its members are placed anew.
-            keep: list[KRecord] = []
-            for krec in krecs:
-                if krec.aggregated and krec.shard.retired:
-                    self.place.reroute(stream, [krec], now)
-                else:
-                    keep.append(krec)
-            return keep
-        return krecs
 
     # -- answers --------------------------------------------------------------------------
 
@@ -564,11 +536,3 @@ class Engine:
     def slot_freed(self, size: int) -> None:
         """A request of ``size`` bytes ended: its slot is free."""
         self.gate.release(size)
-
-    def has_slot(self) -> bool:
-        """Would a request get a slot now?"""
-        return self.gate.has_room()
-
-    def request_bytes(self, max_size: int) -> int:
-        """The largest request the path carries now (measured: ``ConcurrencyLimit``)."""
-        return self.gate.request_bytes(max_size)

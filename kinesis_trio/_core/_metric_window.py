@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ._metric_names import (
+from .._metric_names import (
     _DEPTH,
     _ERROR_CODE,
     _LEVEL_RANK,

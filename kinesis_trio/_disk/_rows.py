@@ -10,7 +10,7 @@ import urllib.parse
 import zlib
 from typing import NamedTuple
 
-from .._core._spool import Row
+from .._core import Row
 
 __all__ = ["Damage", "Dead", "checksum"]
 

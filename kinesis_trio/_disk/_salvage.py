@@ -11,7 +11,7 @@ import shutil
 import sqlite3
 from collections.abc import Generator, Iterator
 
-from .._core._spool import Row
+from .._core import Row
 from .._logging import get_logger
 from ._rows import _UNREADABLE, Damage, _check
 

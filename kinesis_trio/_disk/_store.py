@@ -38,7 +38,7 @@ from collections.abc import Iterator, Sequence
 from itertools import chain, islice
 from typing import NamedTuple
 
-from .._core._spool import Commit, Inserts, Row, columns
+from .._core import Commit, Inserts, Row, columns
 from .._errors import SpoolError, SpoolFormatError, SpoolLockedError
 from .._logging import get_logger
 from ._rows import _UNREADABLE, Damage, Dead, _check, _empty, _head_crc, _read_only, _text, checksum

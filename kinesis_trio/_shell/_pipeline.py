@@ -7,7 +7,7 @@ Per stream::
                ▼
           shard channel ──► shard worker task ──► the shard's limiter (sleeps)
                ▼
-          collector channel (bounded) ──► collector task: RequestCollector decides
+          collector channel (bounded) ──► collector task: engine.collect decides
                ▼
           sender tasks (as many in flight as the gate allows) ──► engine.apply_answer
 
@@ -36,24 +36,27 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from .._aws._client import KinesisClient
 from .._config import ProducerConfig
-from .._core._effects import (
+from .._core import (
     DeadLetters,
     Effect,
+    Engine,
+    KRecord,
+    Outbox,
     Queue,
     Refresh,
     RefreshCredentials,
     RetireShard,
     RetryAt,
     SendApart,
+    Shard,
+    ShardBuffer,
+    ShardMap,
     StartShard,
+    StreamFacts,
+    StreamState,
     Wake,
+    in_flight,
 )
-from .._core._engine import Engine
-from .._core._interpret import in_flight
-from .._core._pipeline_data import KRecord, ShardBuffer, StreamState
-from .._core._requests import RequestCollector, body, chunks
-from .._core._shards import Shard, ShardMap
-from .._core._stream_policy import StreamFacts
 from .._dead_letters import FailedRecord
 from .._errors import AccessDeniedError, ConnectionLostError, KinesisTrioError
 from .._logging import get_logger
@@ -112,12 +115,11 @@ class _Tasks:
         "coll_scope",
         "coll_send",
         "coll_waiting",
-        "collector",
         "retry_scope",
         "timer_scope",
     )
 
-    def __init__(self, shards: int, collector: RequestCollector) -> None:
+    def __init__(self, shards: int) -> None:
         # Room for one batch per shard: the shards' containers seal at the same instant (the
         # end of their linger window) and the collector must find them all queued when it
         # wakes, to send them in one request (the timer's pass sends the batches it seals
@@ -129,7 +131,6 @@ class _Tasks:
         self.coll_recv: MemoryObjectReceiveStream[list[KRecord]] = recv
         self.coll_scope: anyio.CancelScope | None = None
         self.coll_waiting = False  # a request is due but every connection is busy
-        self.collector = collector
         self.retry_scope: anyio.CancelScope | None = None
         self.timer_scope: anyio.CancelScope | None = None
 
@@ -173,6 +174,7 @@ class Pipeline:
         tg: anyio.abc.TaskGroup,
         now: Callable[[], float],
         engine: Engine,
+        outbox: Outbox,
         on_failed: Callable[[list[FailedRecord], float, list[int] | None], None] | None = None,
     ) -> None:
         self.config = config
@@ -180,6 +182,8 @@ class Pipeline:
         self.tg = tg
         self.now = now
         self.engine = engine
+        #: where the engine leaves its effects (given to it by the producer)
+        self.outbox = outbox
         #: where the records that failed go (the producer's dead letters)
         self.on_failed = on_failed
         self.slot_freed: anyio.Event | None = None  # set when a request's slot frees
@@ -193,7 +197,7 @@ class Pipeline:
 
     def apply(self) -> None:
         """Carry out what the engine asked for in its last calls (no checkpoint)."""
-        outbox = self.engine.outbox
+        outbox = self.outbox
         progress = outbox.progress
         if not progress and not outbox.effects:
             return  # most calls leave nothing: no list made anew for them
@@ -293,8 +297,7 @@ class Pipeline:
         config = self.config
         now = self.now()
         stream = StreamState(name, shard_map, arn=arn)
-        collector = RequestCollector(config.collection_max_count, config.collection_max_size)
-        tasks = self._tasks[stream] = _Tasks(len(shard_map.shards), collector)
+        tasks = self._tasks[stream] = _Tasks(len(shard_map.shards))
         self._refresh_state(stream).last = now
         self.engine.add_stream(key, stream, facts, shard_map, now)
         self.apply()  # its shards' workers
@@ -337,8 +340,6 @@ class Pipeline:
         except (KinesisTrioError, ValueError) as exc:
             _log.warning("shard_map_refresh_failed", stream=stream.name, error=str(exc))
             return False
-        if not facts.known:
-            facts = stream.facts  # denied this time: keep what was known
         engine.reload(stream, facts, new_map, self.now())
         self.apply()
         if engine.needs_history(stream):
@@ -364,7 +365,7 @@ class Pipeline:
             wake = _INF
             # what the pass seals goes to the collector in one message, if it has room
             out: list[KRecord] | None = None
-            for shard in stream.shards:
+            for shard in engine.shards(stream):
                 at = engine.wake_at(shard)
                 if at <= now:
                     if out is None:
@@ -402,9 +403,9 @@ class Pipeline:
         What is not taken now is queued for the worker, in order: the timer sends ``out``
         before it next waits, so before the worker can run. Returns False, changing
         nothing, when the worker must do it: it is busy or has batches queued before."""
-        if not worker.idle or shard.queued or worker.nudged or shard.retired:
-            return False
         engine = self.engine
+        if not worker.idle or worker.nudged or not engine.sealable(shard):
+            return False
         batch = engine.outgoing(stream, shard, engine.seal(shard), now)
         if batch:
             n = 0
@@ -440,7 +441,7 @@ class Pipeline:
             batch, emptied = self._drain(shard, worker, [])
             if batch:
                 self.progress()
-            if shard.retired:
+            if engine.retired(shard):
                 if batch:
                     await self._forward(stream, shard, worker, batch)
                 if emptied:
@@ -503,16 +504,13 @@ class Pipeline:
     async def _collector(self, stream: StreamState, tasks: _Tasks) -> None:
         """Collect Kinesis records into requests; send each when the collector says so."""
         recv = tasks.coll_recv
-        collector = tasks.collector
         engine = self.engine
         while True:
-            size_cap = engine.request_bytes(collector.max_size)  # what the path carries
-            due = collector.decide(self.now(), engine.flushing, engine.has_slot(), size_cap)
+            due = engine.collect(stream, self.now())
             if due.send:
-                krecs = engine.request(stream, collector.take(), self.now())
+                requests = engine.requests(stream, self.now())
                 self.apply()
-                for chunk in chunks(krecs, collector.max_count, size_cap):
-                    size = sum(k.size for k in chunk)
+                for chunk, size in requests:
                     await self._slot(size)
                     self.tg.start_soon(self._send, stream, chunk, size)
                 continue
@@ -520,11 +518,11 @@ class Pipeline:
             if due.wake > self.now():
                 with anyio.CancelScope(deadline=due.wake) as scope:
                     tasks.collector_waits(scope, due.for_connection)
-                    collector.offer(await recv.receive())
+                    engine.offer(stream, await recv.receive())
             tasks.collector_waits(None, False)
             while True:
                 try:
-                    collector.offer(recv.receive_nowait())
+                    engine.offer(stream, recv.receive_nowait())
                 except anyio.WouldBlock:
                     break
 
@@ -571,7 +569,7 @@ class Pipeline:
         taken for it, and hand what comes back to the engine."""
         engine = self.engine
         try:
-            data = body(stream.json_head, krecs)
+            data = engine.body(stream, krecs)
             start = self.now()
             # the call's deadline follows its bytes (_core._deadline); past it, the client
             # raises RequestTimeoutError

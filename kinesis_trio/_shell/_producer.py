@@ -23,22 +23,23 @@ if sys.version_info < (3, 11):  # pragma: no cover
 from .._aws._client import KinesisClient
 from .._aws._credentials import StaticCredentials
 from .._config import ProducerConfig
-from .._core._effects import NoRoom
-from .._core._engine import Engine
-from .._core._metric_names import MetricsSink
-from .._core._ordering import refusal
-from .._core._pipeline_data import StreamState
-from .._core._requests import dry_run_body
-from .._core._stream_policy import (
+from .._core import (
+    Engine,
+    NoRoom,
+    Outbox,
+    StreamState,
     arn_ref,
+    check_stream_name,
+    coerce_data,
     default_stream_ref,
+    dry_run_body,
     is_arn,
     name_and_arn,
     parse_stream_arn,
 )
-from .._core._validate import check_stream_name, coerce_data
 from .._errors import KinesisError, ProducerClosedError, ProducerForkedError
 from .._logging import get_logger
+from .._metric_names import MetricsSink
 from .._outcome import ABORTED, CLOSE_TIMEOUT, Outcome
 from ..metrics._recorder import metrics_for
 from . import _forks as forks
@@ -147,6 +148,8 @@ class Producer(ProducerViews, SchemaPuts):
         self._tg: anyio.abc.TaskGroup | None = None
         self._pipeline: Pipeline | None = None
         self._engine: Engine | None = None
+        #: where the engine leaves what the tasks must do (given to it when it opens)
+        self._outbox = Outbox()
         self._spooler: _spooler.Spooler | None = None
         self._state = _CLOSED
         self._forked_message = ""
@@ -183,8 +186,11 @@ class Producer(ProducerViews, SchemaPuts):
         self._tg = tg
         refreshable = not isinstance(self._client_args["credentials"], StaticCredentials)
         config, metrics = self._config, self._metrics
-        self._engine = engine = Engine(config, metrics, refreshable, dead_letters=True)
-        self._pipeline = Pipeline(config, client, tg, self._now, engine, self._failures.failed)
+        outbox = self._outbox
+        self._engine = engine = Engine(config, metrics, refreshable, True, outbox)
+        self._pipeline = Pipeline(
+            config, client, tg, self._now, engine, outbox, self._failures.failed
+        )
         self._state = _OPEN
         forks.watch(self)
         if self._measure:
@@ -412,7 +418,7 @@ class Producer(ProducerViews, SchemaPuts):
             if type(name) is not str or not name:
                 check_stream_name(name)
         assert self._engine is not None
-        stream = self._engine.streams.get(name) if name is not None else None
+        stream = self._engine.stream(name) if name is not None else None
         if stream is None:
             if name is None:
                 self._require_default()
@@ -426,7 +432,7 @@ class Producer(ProducerViews, SchemaPuts):
             outcome = engine.accept(stream, data, partition_key, explicit_hash_key, self._now())
         except NoRoom:
             raise anyio.WouldBlock from None
-        if engine.outbox.effects:  # a batch sealed, a linger deadline set
+        if self._outbox.effects:  # a batch sealed, a linger deadline set
             self._pipeline.apply()  # type: ignore[union-attr]
         return outcome
 
@@ -455,7 +461,9 @@ class Producer(ProducerViews, SchemaPuts):
             raise ProducerClosedError("the producer is closing")
         await self._load_stream(ref)  # the loaded stream ``ref`` names: for recovery
         assert self._engine is not None
-        return self._engine.streams[ref]
+        stream = self._engine.stream(ref)
+        assert stream is not None
+        return stream
 
     async def _flush_all(self) -> None:
         engine, pipeline = self._engine, self._pipeline
@@ -487,21 +495,20 @@ class Producer(ProducerViews, SchemaPuts):
         """Load a stream (``ref``: its name or ARN): its facts, its shards, its tasks."""
         engine, pipeline = self._engine, self._pipeline
         assert engine is not None and pipeline is not None
-        if ref in engine.streams:
+        if engine.stream(ref) is not None:
             return
         name, arn = name_and_arn(ref, self.client.region_name)
         lock = self._stream_locks.setdefault(ref, anyio.Lock())
         async with lock:
-            if ref in engine.streams:
+            if engine.stream(ref) is not None:
                 return
             if self._state != _OPEN:
                 raise ProducerClosedError("the producer is closed")
             try:
                 facts, shard_map = await pipeline.load(name, arn)
-                if self._config.ordering == "per_key":
-                    why = refusal(facts)
-                    if why is not None:
-                        raise ValueError(why)
+                why = engine.refusal(facts)  # per-key ordering on an AUTO stream
+                if why is not None:
+                    raise ValueError(why)
                 if self._config.check_access:
                     await self.check_access(ref)
             except Exception as exc:

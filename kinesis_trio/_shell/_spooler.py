@@ -27,10 +27,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from .._config import ProducerConfig
-from .._core._effects import NoRoom
-from .._core._engine import Engine
-from .._core._pipeline_data import StreamState
-from .._core._spool import Commit, RecoveryReport, Row, SpoolBook, dead_letter
+from .._core import Commit, Engine, NoRoom, RecoveryReport, Row, SpoolBook, StreamState, dead_letter
 from .._dead_letters import FailedRecord
 from .._disk._store import Damage, Dead, SpoolStore
 from .._errors import (
@@ -254,9 +251,7 @@ class Spooler:
             # did not accept stay in the spool, the next producer sends them
             return
         report = book.report()
-        metrics = engine.metrics
-        if metrics.enabled:
-            metrics.spool_recovery(report.records, report.failed, report.damaged)
+        engine.recovery_ended(report)
         _log.info(
             "spool_recovered",
             path=store.path,

@@ -14,7 +14,7 @@ import anyio.abc
 import anyio.lowlevel
 import sniffio
 
-from .._core._spool import Row, kept_note, spool_note, unkept_note
+from .._core import Row, kept_note, spool_note, unkept_note
 from .._dead_letters import FailedRecord
 from .._logging import get_logger
 from .._outcome import ABORTED, CLOSE_TIMEOUT, RecordResult

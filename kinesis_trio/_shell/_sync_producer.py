@@ -36,9 +36,13 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from .._aws._credentials import StaticCredentials
 from .._config import RECORD_MAX_SIZE_CEILING, ProducerConfig
-from .._core._shards import parse_explicit_hash_key
-from .._core._spool import RecoveryReport
-from .._core._validate import check_stream_name, coerce_data, partition_key_length
+from .._core import (
+    RecoveryReport,
+    check_stream_name,
+    coerce_data,
+    parse_explicit_hash_key,
+    partition_key_length,
+)
 from .._dead_letters import FailedRecord
 from .._errors import ProducerForkedError
 from .._outcome import RecordResult
@@ -411,15 +415,9 @@ class SyncProducer(SyncSchemaPuts):
             data = coerce_data(data)
         pk_len = 0 if partition_key is None else partition_key_length(partition_key)
         size = len(data) + pk_len
-        engine = self._producer._engine
-        stream = None
-        if engine is not None:
-            stream = engine.streams.get(stream_name or self._default_stream or "")
-        if stream is not None:
-            if partition_key is None:
-                engine.check_keyless(stream)  # type: ignore[union-attr]
-            if size > stream.accept_max:
-                raise ValueError(engine.too_large(stream, len(data), pk_len))  # type: ignore[union-attr]
+        ref = stream_name or self._default_stream or ""
+        if self._producer._record_checked(ref, len(data), pk_len, partition_key is None):
+            pass  # the loaded stream's own limits (ValueError above if broken)
         elif size > self._max_record_size:
             raise ValueError(
                 f"record too large: data ({len(data)} bytes) plus partition key "

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING
 
 from .._aws._client import KinesisClient
 from .._config import ProducerConfig
-from .._core._engine import Engine
-from .._core._spool import RecoveryReport
+from .._core import Engine, RecoveryReport
 from .._dead_letters import FailedRecord
 from .._errors import ProducerClosedError
 from ..metrics._recorder import Metrics
@@ -127,9 +126,17 @@ class ProducerViews:
         """The largest record (data + partition key) ``put`` takes for a loaded stream (its
         ``MaxRecordSizeInKiB``, ``max_record_size``, ``max_outstanding_bytes``), or KeyError."""
         ref = self._require_default() if stream_name is None else stream_name
-        if self._engine is None or ref not in self._engine.streams:
+        limit = None if self._engine is None else self._engine.record_limit(ref)
+        if limit is None:
             raise KeyError(f"stream {ref!r} is not loaded (put to it first)")
-        return self._engine.streams[ref].accept_max
+        return limit
+
+    def _record_checked(self, ref: str, n: int, pk_len: int, keyless: bool) -> bool:
+        """``ValueError`` if the loaded stream ``ref`` refuses a record of ``n`` bytes of
+        data and a ``pk_len``-byte key (``keyless``: none); False: not loaded (or the
+        producer is not open). Reads only: a ``SyncProducer`` asks from its caller's thread."""
+        engine = self._engine
+        return engine is not None and engine.check(ref, n, pk_len, keyless)
 
     def _require_default(self) -> str:
         if self._default_stream is None:

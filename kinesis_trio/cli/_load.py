@@ -21,7 +21,7 @@ import anyio.abc
 import anyio.to_thread
 
 from .._config import RECORD_MAX_SIZE_CEILING, ProducerConfig
-from .._core._limiter import SHARD_BYTES_PER_SECOND, SHARD_RECORDS_PER_SECOND
+from .._core import SHARD_BYTES_PER_SECOND, SHARD_RECORDS_PER_SECOND
 from .._errors import ResourceNotFoundError
 from .._shell._producer import Producer
 from ._options import (

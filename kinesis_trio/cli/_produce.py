@@ -22,7 +22,7 @@ import anyio.abc
 import anyio.to_thread
 
 from .._config import ProducerConfig
-from .._core._spool import RECOVERED, RecoveryReport
+from .._core import RECOVERED, RecoveryReport
 from .._outcome import ABORTED, CLOSE_TIMEOUT, RecordResult
 from .._shell._producer import Producer
 from ._gsr import SchemaInput, registry_for, schema_input

@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._backoff import backoff_delay
-from .._core._aggregation import UserRecord, deaggregate
-from .._core._shards import hash_key_for
+from .._core import UserRecord, deaggregate, hash_key_for
 from .._errors import malformed_answer
 
 __all__ = [

@@ -4,10 +4,10 @@
 to every sink; ``producer.metrics.totals()`` and ``.snapshot()`` read them in process.
 """
 
-from .._core._metric_names import MetricDatum as MetricDatum
-from .._core._metric_names import MetricsGranularity as MetricsGranularity
-from .._core._metric_names import MetricsLevel as MetricsLevel
-from .._core._metric_names import MetricsSink as MetricsSink
+from .._metric_names import MetricDatum as MetricDatum
+from .._metric_names import MetricsGranularity as MetricsGranularity
+from .._metric_names import MetricsLevel as MetricsLevel
+from .._metric_names import MetricsSink as MetricsSink
 from ._cloudwatch import CloudWatchError as CloudWatchError
 from ._cloudwatch import CloudWatchSink as CloudWatchSink
 from ._otel import OpenTelemetrySink as OpenTelemetrySink

@@ -15,9 +15,9 @@ import httpx
 from .._aws._credentials import CredentialProvider, StaticCredentials
 from .._aws._service import SignedService
 from .._backoff import backoff_delay
-from .._core._metric_names import DEFAULT_NAMESPACE, MetricDatum, _log
 from .._error_codes import metrics_retryable
 from .._errors import CredentialsError, KinesisTrioError, TransportError, parse_json
+from .._metric_names import DEFAULT_NAMESPACE, MetricDatum, _log
 
 # -- CloudWatch -----------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-from .._core._metric_names import (
+from .._metric_names import (
     _ERROR_CODE,
     _SHARD,
     _SPECS,

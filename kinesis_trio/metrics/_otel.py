@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .._core._metric_names import _DEPTH, MetricDatum, MetricsGranularity
+from .._metric_names import _DEPTH, MetricDatum, MetricsGranularity
 from ._export import _COUNTERS, _GAUGES, _SUCCESS_RATES, _optional, _scale, _series, _snake
 
 

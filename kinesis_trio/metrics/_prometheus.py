@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .._core._metric_names import _DEPTH, _SPECS, MetricDatum, MetricsGranularity, MetricUnit
+from .._metric_names import _DEPTH, _SPECS, MetricDatum, MetricsGranularity, MetricUnit
 from ._export import (
     _COUNTERS,
     _GAUGES,

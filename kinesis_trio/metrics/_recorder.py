@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 import anyio
 
 from .._config import ProducerConfig
-from .._core._metric_names import (
+from .._core import MetricWindow, Stats
+from .._metric_names import (
     _SPECS,
     DEFAULT_NAMESPACE,
     MetricDatum,
@@ -20,7 +21,6 @@ from .._core._metric_names import (
     _log,
     _sink_name,
 )
-from .._core._metric_window import MetricWindow, Stats
 
 
 class Metrics(MetricWindow):

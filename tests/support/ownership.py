@@ -174,6 +174,45 @@ def floor_imports(package: Path = PACKAGE) -> dict[str, set[str]]:
     return out
 
 
+def _from_imports(module: str, tree: ast.Module) -> list[tuple[str, list[str]]]:
+    """``(module imported from, names)`` of each ``from ... import`` in ``module``."""
+    package = module.rsplit(".", 1)[0] if "." in module else module
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            out.append((base, [a.name for a in node.names]))
+    return out
+
+
+def door_breaches(floor: str = "_core", package: Path = PACKAGE) -> dict[str, list[str]]:
+    """What modules outside ``floor`` take from it other than through its front door (its
+    ``__init__``'s ``__all__``): a module inside it, or a name the door does not list."""
+    trees = _trees(package)
+    door = f"{package.name}.{floor}"
+    listed: set[str] = set()
+    for node in trees[door].body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            listed = set(ast.literal_eval(node.value))
+    out: dict[str, list[str]] = {}
+    for m, t in trees.items():
+        if m == door or m.startswith(door + "."):
+            continue
+        found = sorted(i for i in _imports(m, t) if i in trees and i.startswith(door + "."))
+        for base, names in _from_imports(m, t):
+            if base == door:
+                found += sorted(f"{door}.{n}" for n in names if n not in listed)
+        if found:
+            out[m] = found
+    return out
+
+
 def floor_cycles(package: Path = PACKAGE) -> list[list[str]]:
     """Floors that import each other, through any of their modules (a loop the module scan
     does not see when no one module closes it)."""

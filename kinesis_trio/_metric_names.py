@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, Protocol, runtime_checkable
 
-from .._logging import get_logger
+from ._logging import get_logger
 
 _log = get_logger("kinesis_trio.metrics")
 

@@ -1,0 +1,192 @@
+"""Between a stream's shard buffers and its requests (pure, no awaits).
+
+:class:`Outgoing` is the engine's part for what leaves the buffers: a shard's batch on its
+way to its limiter (re-routed off a retired shard, without its expired records, split while
+the map is stale), each stream's :class:`~kinesis_trio._core._requests.RequestCollector`
+(when a request goes), and the records of a request checked against the stream's map and
+facts as it goes, cut to what the path carries now (the gate's measured request size).
+The engine hands its methods to the shell as its own (``Engine.collect``, ...).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from .._config import ProducerConfig
+from .._outcome import RECORD_TOO_LARGE, failed
+from ._accumulator import Accumulator, expired_in, prune, unaggregate
+from ._congestion import ConcurrencyLimit
+from ._ordering import KeyOrder
+from ._pipeline_data import KRecord, ShardBuffer, StreamState
+from ._requests import Due, RequestCollector, body, chunks
+from ._reshard import ShardMaps
+from ._resolver import Resolver
+
+__all__ = ["Outgoing", "fail_too_large"]
+
+_INF = math.inf
+
+
+class Outgoing:
+    """What leaves the shard buffers, stream by stream: batches, then requests."""
+
+    __slots__ = (
+        "acc",
+        "collectors",
+        "config",
+        "gate",
+        "maps",
+        "order",
+        "place",
+        "rand",
+        "resolver",
+    )
+
+    def __init__(
+        self,
+        config: ProducerConfig,
+        acc: Accumulator,
+        order: KeyOrder | None,
+        resolver: Resolver,
+        maps: ShardMaps,
+        gate: ConcurrencyLimit,
+        rand: random.Random,
+    ) -> None:
+        self.config = config
+        self.acc = acc
+        self.order = order
+        #: where records are placed anew: per-key ordering wraps the accumulator
+        self.place: Accumulator | KeyOrder = order or acc
+        self.resolver = resolver
+        self.maps = maps
+        self.gate = gate
+        self.rand = rand
+        #: each stream's request in formation
+        self.collectors: dict[StreamState, RequestCollector] = {}
+
+    def add_stream(self, stream: StreamState) -> None:
+        config = self.config
+        self.collectors[stream] = RequestCollector(
+            config.collection_max_count, config.collection_max_size
+        )
+
+    # -- a shard's batch -----------------------------------------------------------------
+
+    def batch(
+        self, stream: StreamState, shard: ShardBuffer, batch: list[KRecord], now: float
+    ) -> list[KRecord]:
+        """A shard's batch on its way to its limiter: re-routed if the shard is retired,
+        without its expired records, split into plain records while the map is stale."""
+        if shard.retired:
+            self.place.reroute(stream, batch, now)
+            return []
+        ttl, at = self.config.record_ttl, self.resolver.pauses.ttl_now(now)
+        if any(k.since + ttl <= at for k in batch):
+            expired = expired_in(batch, at, ttl)
+            self.resolver.expire(expired, now, "it waited in the producer's queues (rate limit)")
+            batch = prune(batch, self.order is not None)
+        if stream.stale:
+            batch = unaggregate(batch) if self.order is None else self.order.split(batch)
+        if self.acc.flushing:
+            for krec in batch:
+                krec.due_by(-_INF)
+        return batch
+
+    @staticmethod
+    def sealable(shard: ShardBuffer) -> bool:
+        """May the shard's open containers be sealed by another task than its worker (it
+        has no batch queued before them, and no reshard retired it)?"""
+        return not shard.queued and not shard.retired
+
+    @staticmethod
+    def retired(shard: ShardBuffer) -> bool:
+        """Did a reshard retire the shard (its worker ends once it has passed on what it
+        holds)?"""
+        return shard.retired
+
+    # -- the stream's requests -----------------------------------------------------------
+
+    def offer(self, stream: StreamState, krecs: list[KRecord]) -> None:
+        """Records (past their shard's limiter) for the stream's next requests, in order."""
+        self.collectors[stream].offer(krecs)
+
+    def collect(self, stream: StreamState, now: float) -> Due:
+        """Should the stream's next request go now (``Due.send``), or when?"""
+        collector = self.collectors[stream]
+        gate = self.gate
+        cap = gate.request_bytes(collector.max_size)  # what the path carries now
+        return collector.decide(now, bool(self.acc.flushing), gate.has_room(), cap)
+
+    def requests(self, stream: StreamState, now: float) -> list[tuple[list[KRecord], int]]:
+        """The stream's due request, checked (:meth:`check`) and cut to what the path
+        carries now: each part with its size in bytes."""
+        collector = self.collectors[stream]
+        krecs = self.check(stream, collector.take(), now)
+        cap = self.gate.request_bytes(collector.max_size)
+        return [
+            (chunk, sum(k.size for k in chunk)) for chunk in chunks(krecs, collector.max_count, cap)
+        ]
+
+    def check(self, stream: StreamState, krecs: list[KRecord], now: float) -> list[KRecord]:
+        """The records of a request about to go, checked against the stream's map and facts
+        (a record over a limit lowered since it was accepted fails; one without a partition
+        key, accepted while the stream was ``AUTO``, gets one if the stream is no more)."""
+        if stream.limit_lowered:
+            krecs = fail_too_large(self.place, self.resolver, stream, krecs, now)
+        if stream.keyless and not stream.auto:
+            for krec in krecs:
+                if krec.partition_key is None:
+                    self.maps.give_key(krec, self.rand)
+        if self.order is not None:
+            # a record failed after its key's since it was sealed is not sent
+            krecs = prune(krecs, True)
+            if stream.stale:
+                return self.order.split(krecs)
+        if stream.stale:
+            return unaggregate(krecs)
+        if any(k.aggregated and k.shard.retired for k in krecs):
+            # Sealed for a shard that a reshard retired since: it would straddle the new
+            # shards (and KCL consumers would drop it), so its members are placed anew.
+            keep: list[KRecord] = []
+            for krec in krecs:
+                if krec.aggregated and krec.shard.retired:
+                    self.place.reroute(stream, [krec], now)
+                else:
+                    keep.append(krec)
+            return keep
+        return krecs
+
+    @staticmethod
+    def body(stream: StreamState, krecs: list[KRecord]) -> bytes:
+        """The PutRecords body of ``krecs`` for ``stream`` (JSON, joined once)."""
+        return body(stream.json_head, krecs)
+
+
+def fail_too_large(
+    place: Accumulator | KeyOrder,
+    resolver: Resolver,
+    stream: StreamState,
+    krecs: list[KRecord],
+    now: float,
+) -> list[KRecord]:
+    """Fail the records over the stream's current limit (it was lowered after they
+    were accepted: Kinesis would reject the whole request)."""
+    limit = stream.max_record_size
+    if all(k.size <= limit for k in krecs):
+        return krecs
+    keep: list[KRecord] = []
+    for krec in krecs:
+        if krec.size <= limit:
+            keep.append(krec)
+            continue
+        if krec.aggregated:  # its members may fit on their own: placed anew
+            place.reroute(stream, [krec], now)
+            continue
+        message = (
+            f"the record ({krec.size} bytes with its partition key) is over the stream's "
+            f"record limit ({limit} bytes), lowered after it was accepted"
+        )
+        res = failed(RECORD_TOO_LARGE, message, now)
+        resolver.fail(krec.members, res, krec.shard.shard_id)
+    return keep
