@@ -39,6 +39,7 @@ from ._resolver import Resolver
 from ._retry_schedule import Retries
 from ._shards import Shard, ShardMap, hash_key_for, parse_explicit_hash_key
 from ._spool import RecoveryReport, Row, SpoolBook, kept_note, recovered_attempt, unkept_note
+from ._spooling import Spooling
 from ._stream_policy import StreamFacts
 from ._validate import partition_key_length
 
@@ -167,24 +168,48 @@ class Engine:
         )
         #: between the buffers and the requests; its methods are the engine's own
         out = Outgoing(config, self.acc, self.order, resolver, self.maps, self.gate, self.rand)
-        self.outgoing = out.batch
-        self.sealable = out.sealable
-        self.retired = out.retired
-        self.offer = out.offer
-        self.collect = out.collect
-        self.requests = out.requests
-        self.request = out.check
-        self.body = out.body
         self._out = out
+        #: the spool's book (``spool_dir``) and what the spooler tells it
+        self._spooling = Spooling(config, self.ledger, outbox)
+        self._hand_out(out, self._spooling)
         self._key_cache: dict[str, tuple[int, int, int]] = {}
         self._sampled = -_INF  # when delays were last sampled for the metrics
         #: the spool's book (``spool_dir``), or None: records are kept in memory only
         self.spool: SpoolBook | None = None
 
-    def use_spool(self, book: SpoolBook) -> None:
-        """Spool every record accepted from now (``book`` decides what is written when)."""
-        self.spool = book
-        self.ledger.use_spool(book)
+    def _hand_out(self, out: Outgoing, spooling: Spooling) -> None:
+        """The methods of the engine's parts that the shell calls as the engine's own."""
+        # between the shard buffers and the requests (``_outgoing``)
+        self.outgoing, self.request, self.body = out.batch, out.check, out.body
+        self.sealable, self.retired, self.wake_at, self.due = (
+            out.sealable,
+            out.retired,
+            out.wake_at,
+            out.due,
+        )
+        acc, gate = self.acc, self.gate
+        self.seal, self.queue, self.batch_has_room = acc.seal, acc.queue, acc.batch_has_room
+        self.taken, self.admit, self.wait_time = out.taken, out.admit, out.wait_time
+        self.offer, self.collect, self.requests = out.offer, out.collect, out.requests
+        self.try_slot, self.slot_wanted, self.slot_freed = (
+            gate.try_acquire,
+            out.wanted,
+            gate.release,
+        )
+        # the spool (``_spooling``): its writer, durability, recovery
+        self.spool_due_at, self.spool_waiting = spooling.due_at, spooling.waiting
+        self.spool_commit, self.spool_written = spooling.commit, spooling.written
+        self.spool_failed_commits, self.spool_error = spooling.failed_commits, spooling.error
+        self.spool_sync_on_put, self.spool_target = spooling.sync_on_put, spooling.target
+        self.spool_durable, self.spool_failed = spooling.durable, spooling.failed
+        self.spool_to_recover, self.spool_damaged = spooling.to_recover, spooling.damaged
+        self.spool_dead_letter, self.spool_read_back = spooling.dead_letter, spooling.read_back
+        self.spool_release, self.spool_keep_queued = spooling.release, spooling.keep_queued
+        self.spool_report = spooling.report
+
+    def open_spool(self, next_id: int, on_disk: int, lost: int, reading: bool) -> None:
+        """The spool opened (``Spooling.open``): every record accepted from now is spooled."""
+        self.spool = self._spooling.open(next_id, on_disk, lost, reading)
 
     def add_stream(
         self,
@@ -484,39 +509,6 @@ class Engine:
             self.retries.budget.level,
         )
 
-    def wake_at(self, shard: ShardBuffer) -> float:
-        """When the shard's worker must wake up if nothing arrives before."""
-        return self.acc.wake_at(shard, bool(self.acc.flushing))
-
-    def due(self, shard: ShardBuffer, now: float) -> bool:
-        """Must the shard's open containers seal now?"""
-        return self.acc.due(shard, now, bool(self.acc.flushing))
-
-    def seal(self, shard: ShardBuffer) -> list[KRecord]:
-        """The shard's open containers, sealed into a batch (for its worker to pass on)."""
-        return self.acc.seal(shard)
-
-    def queue(self, shard: ShardBuffer, batch: list[KRecord]) -> None:
-        """Queue ``batch`` for the shard's worker (a ``Queue`` effect)."""
-        self.acc.queue(shard, batch)
-
-    def taken(self, shard: ShardBuffer, batches: int) -> None:
-        """The shard's worker took ``batches`` queued batches out of its channel."""
-        shard.took(batches)
-
-    def batch_has_room(self, count: int, size: int) -> bool:
-        """Should a shard worker take more queued batches into this one (up to a request)?"""
-        return self.acc.batch_has_room(count, size)
-
-    def admit(self, shard: ShardBuffer, batch: list[KRecord], now: float) -> int:
-        """How many of ``batch``'s first records the shard's rate limiter lets go now
-        (taken from its buckets)."""
-        return shard.limiter.admit([k.size for k in batch], now)
-
-    def wait_time(self, shard: ShardBuffer, batch: list[KRecord], now: float) -> float:
-        """How long until the shard's rate limiter lets ``batch``'s first record go."""
-        return shard.limiter.wait_time([k.size for k in batch], now)
-
     def retry_due(self, stream: StreamState, now: float) -> None:
         """Queue the stream's retries that are due (``Queue`` effects)."""
         self.retries.due(stream, now)
@@ -524,15 +516,3 @@ class Engine:
     def next_retry(self, stream: StreamState) -> float:
         """When the stream's next retry is due (``inf``: none waits)."""
         return self.retries.next_due(stream)
-
-    def try_slot(self, size: int) -> bool:
-        """Take a request slot for ``size`` bytes if the gate has room."""
-        return self.gate.try_acquire(size)
-
-    def slot_wanted(self, waiting: bool) -> None:
-        """A request waits for a slot (``True``), or no longer does."""
-        (self.gate.hold if waiting else self.gate.unhold)()
-
-    def slot_freed(self, size: int) -> None:
-        """A request of ``size`` bytes ended: its slot is free."""
-        self.gate.release(size)

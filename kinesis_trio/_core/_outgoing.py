@@ -5,7 +5,8 @@ way to its limiter (re-routed off a retired shard, without its expired records, 
 the map is stale), each stream's :class:`~kinesis_trio._core._requests.RequestCollector`
 (when a request goes), and the records of a request checked against the stream's map and
 facts as it goes, cut to what the path carries now (the gate's measured request size).
-The engine hands its methods to the shell as its own (``Engine.collect``, ...).
+The engine hands its methods to the shell as its own (``Engine.collect``, ...), with
+those of the accumulator and the gate that the shard workers and the senders call.
 """
 
 from __future__ import annotations
@@ -104,6 +105,34 @@ class Outgoing:
         """Did a reshard retire the shard (its worker ends once it has passed on what it
         holds)?"""
         return shard.retired
+
+    def wake_at(self, shard: ShardBuffer) -> float:
+        """When the shard's worker must wake up if nothing arrives before."""
+        return self.acc.wake_at(shard, bool(self.acc.flushing))
+
+    def due(self, shard: ShardBuffer, now: float) -> bool:
+        """Must the shard's open containers seal now?"""
+        return self.acc.due(shard, now, bool(self.acc.flushing))
+
+    @staticmethod
+    def taken(shard: ShardBuffer, batches: int) -> None:
+        """The shard's worker took ``batches`` queued batches out of its channel."""
+        shard.took(batches)
+
+    @staticmethod
+    def admit(shard: ShardBuffer, batch: list[KRecord], now: float) -> int:
+        """How many of ``batch``'s first records the shard's rate limiter lets go now
+        (taken from its buckets)."""
+        return shard.limiter.admit([k.size for k in batch], now)
+
+    @staticmethod
+    def wait_time(shard: ShardBuffer, batch: list[KRecord], now: float) -> float:
+        """How long until the shard's rate limiter lets ``batch``'s first record go."""
+        return shard.limiter.wait_time([k.size for k in batch], now)
+
+    def wanted(self, waiting: bool) -> None:
+        """A request waits for a slot of the gate (``True``), or no longer does."""
+        (self.gate.hold if waiting else self.gate.unhold)()
 
     # -- the stream's requests -----------------------------------------------------------
 

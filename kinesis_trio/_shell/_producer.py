@@ -342,7 +342,7 @@ class Producer(ProducerViews, SchemaPuts):
                 data, partition_key, explicit_hash_key, stream_name
             )
         spooler = self._spooler
-        if spooler is not None and spooler.book.sync_on_put:
+        if spooler is not None and spooler.sync_on_put():
             return await spooler.durable(outcome)
         return outcome
 

@@ -1,10 +1,10 @@
 """The spooler: the producer's tasks around its spool (``ProducerConfig.spool_dir``).
 
-It moves bytes and time around the pure :class:`~kinesis_trio._core._spool.SpoolBook` and
-does the disk I/O in a worker thread (``_disk._store``), one call at a time, never on the
-event loop:
+It moves bytes and time around the spool's book, which the engine owns (its ``spool_*``
+methods: ``_core._spooling``), and does the disk I/O in a worker thread (``_disk._store``),
+one call at a time, never on the event loop:
 
-- **the writer** commits what the book says is waiting: at once when a caller waits for
+- **the writer** commits what the engine says is waiting: at once when a caller waits for
   durability (``put`` with ``spool_sync="put"``, ``wait_durable()``), else every
   ``spool_interval``; each commit is shielded (a cancelled producer still learns whether
   it was written);
@@ -27,7 +27,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from .._config import ProducerConfig
-from .._core import Commit, Engine, NoRoom, RecoveryReport, Row, SpoolBook, StreamState, dead_letter
+from .._core import Commit, Engine, NoRoom, RecoveryReport, Row, StreamState, dead_letter
 from .._dead_letters import FailedRecord
 from .._disk._store import Damage, Dead, SpoolStore
 from .._errors import (
@@ -81,7 +81,6 @@ class Spooler:
         #: hands dead letters read back to ``failures()`` again (``FailureFeed.failed``)
         self.dead_letters = dead_letters
         self.store = store or SpoolStore(config.spool_dir)
-        self.book = SpoolBook(config.spool_max_bytes, config.spool_sync, config.spool_interval)
         self._wake = anyio.Event()
         self._written = anyio.Event()
         self._open = False
@@ -96,21 +95,12 @@ class Spooler:
     # -- opening -------------------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Lock and open the spool (``SpoolLockedError``, ``SpoolFormatError``), and give the
-        engine its book."""
+        """Lock and open the spool (``SpoolLockedError``, ``SpoolFormatError``), and tell
+        the engine what it holds."""
         stats = await anyio.to_thread.run_sync(self.store.open)
         self._open = True
         config = self.config
-        book = self.book = SpoolBook(
-            config.spool_max_bytes,
-            config.spool_sync,
-            config.spool_interval,
-            next_id=stats.next_id,
-            on_disk=stats.bytes,
-        )
-        book.lost(stats.damaged)
-        book.recovering(stats.records > 0)
-        self.engine.use_spool(book)
+        self.engine.open_spool(stats.next_id, stats.bytes, stats.damaged, stats.records > 0)
         _log.info(
             "spool_opened",
             path=self.store.path,
@@ -122,29 +112,30 @@ class Spooler:
     def start(self, tg: anyio.abc.TaskGroup, load: Callable[[str], Awaitable[StreamState]]) -> None:
         """Start the writer, and recovery if the spool holds records."""
         tg.start_soon(self._writer)
-        if self.book.reading or self.book.damaged:  # (damage alone is reported too)
+        if self.engine.spool_to_recover():  # (damage alone is reported too)
             self._reported = False
             tg.start_soon(self._recover, load)
 
     # -- writing -------------------------------------------------------------------------------
 
     async def _writer(self) -> None:
-        """Commit when the book says a commit is due (``SpoolBook.due_at``), or at once
-        when a caller waits for durability; look again at least every ``spool_interval``."""
-        book, interval = self.book, self.config.spool_interval
+        """Commit when the engine says a commit is due (``Engine.spool_due_at``), or at
+        once when a caller waits for durability; look again at least every
+        ``spool_interval``."""
+        engine, interval = self.engine, self.config.spool_interval
         while True:
             # a cancel (the producer's exit) reaches it at every turn, even when a commit
             # is due at once after another (each one's wait for the disk is shielded)
             await anyio.lowlevel.checkpoint_if_cancelled()
-            delay = min(max(book.due_at() - self.now(), 0.0), interval)
+            delay = min(max(engine.spool_due_at() - self.now(), 0.0), interval)
             asked = False
             if delay > 0:
                 with anyio.move_on_after(delay):
                     await self._wake.wait()
                     asked = True
             self._wake = anyio.Event()
-            if asked or book.due_at() <= self.now():
-                if book.waiting():
+            if asked or engine.spool_due_at() <= self.now():
+                if engine.spool_waiting():
                     await self._commit()
                 else:
                     self._signal()
@@ -154,16 +145,14 @@ class Spooler:
     async def _commit(self) -> None:
         """Write what waits, in one transaction, off the event loop (shielded: a commit
         that started is seen through)."""
-        book = self.book
-        commit = book.take(self.now())
+        engine = self.engine
+        commit = engine.spool_commit(self.now())
         if commit is None:
             return
         with anyio.CancelScope(shield=True):
             error = await anyio.to_thread.run_sync(self._run, commit)
-        if error is None:
-            book.committed(commit)
-        else:
-            book.commit_failed(commit, error)
+        engine.spool_written(commit, error)  # progress: room freed, or puts refused from now
+        if error is not None:
             _log.error(
                 "spool_write_failed",
                 path=self.store.path,
@@ -171,7 +160,7 @@ class Spooler:
                 error=error,
             )
         self._signal()
-        self.progress()  # room freed, or puts refused from now
+        self.apply()
 
     def _signal(self) -> None:
         """Wake whoever waits for durability (to look again)."""
@@ -189,12 +178,12 @@ class Spooler:
     async def durable(self, outcome: Outcome) -> Outcome:
         """Wait until ``outcome``'s record (just accepted) is in the spool, or resolved, and
         return it; ``SpoolWriteError`` (carrying the outcome) if the write failed."""
-        await self._wait(self.book.target(), outcome)
+        await self._wait(self.engine.spool_target(), outcome)
         return outcome
 
     async def wait_durable(self) -> None:
         """Wait until every record accepted before the call is in the spool (or resolved)."""
-        await self._wait(self.book.target(), None)
+        await self._wait(self.engine.spool_target(), None)
 
     async def _wait(self, target: int, outcome: Outcome | None) -> None:
         while not self._answer(target, outcome):
@@ -206,19 +195,20 @@ class Spooler:
         """Are the records accepted before ``target`` was taken in the spool (or
         ``outcome`` resolved)? ``SpoolWriteError`` if the commit meant to write them failed,
         or the producer closed with them unwritten; ``False``: not yet."""
-        book = self.book
-        if book.durable(target) or (outcome is not None and outcome.done()):
+        engine = self.engine
+        if engine.spool_durable(target) or (outcome is not None and outcome.done()):
             return True
-        if book.failed(target):
+        error = engine.spool_error()
+        if engine.spool_failed(target):
             if outcome is None:
-                raise SpoolWriteError(f"writing to the spool failed ({book.error})")
+                raise SpoolWriteError(f"writing to the spool failed ({error})")
             raise SpoolWriteError(
                 "the record was accepted and will be sent, but writing it to the spool "
-                f"failed ({book.error}): it is not durable",
+                f"failed ({error}): it is not durable",
                 outcome,
             )
         if self._closed:  # no writer any more: what is unwritten stays so
-            why = f" ({book.error})" if book.error else ""
+            why = f" ({error})" if error else ""
             raise SpoolWriteError(
                 "the producer is closed and its last commit did not write every record "
                 f"to the spool{why}: they are not durable",
@@ -230,7 +220,7 @@ class Spooler:
         """After the close: what a wait for durability gets (``None``: every record
         accepted is in the spool, or resolved)."""
         try:
-            self._answer(self.book.target(), None)
+            self._answer(self.engine.spool_target(), None)
         except SpoolWriteError as exc:
             return exc
         return None
@@ -240,17 +230,17 @@ class Spooler:
     async def _recover(self, load: Callable[[str], Awaitable[StreamState]]) -> None:
         """Accept the records the spool holds, in id order, before any new one; then wait
         for their outcomes, and say how they ended (a log line, the metrics)."""
-        book, engine, store = self.book, self.engine, self.store
+        engine, store = self.engine, self.store
         _log.info("spool_recovery_started", path=store.path)
         try:
             await self._read_back(load)
-            while not book.report().done:
+            while not engine.spool_report().done:
                 await self.wait_progress()
         except ProducerClosedError:
             # the producer closes (a clean exit too): recovery ends here; the records it
             # did not accept stay in the spool, the next producer sends them
             return
-        report = book.report()
+        report = engine.spool_report()
         engine.recovery_ended(report)
         _log.info(
             "spool_recovered",
@@ -266,7 +256,7 @@ class Spooler:
     async def _read_back(self, load: Callable[[str], Awaitable[StreamState]]) -> None:
         """Accept the spool's records in id order, a chunk at a time, until it is all read
         (``ProducerClosedError``: the producer closes first)."""
-        book, store = self.book, self.store
+        engine, store = self.engine, self.store
         after = 0
         while True:
             items = await anyio.to_thread.run_sync(store.read, after, _CHUNK)
@@ -275,12 +265,12 @@ class Spooler:
             for item in items:
                 if isinstance(item, Damage):
                     _log.error("spool_record_damaged", path=store.path, id=item.id, reason=item.why)
-                    book.skip_damaged(item.id, item.size)
+                    engine.spool_damaged(item.id, item.size)
                     after = max(after, item.id)
                     continue
                 if isinstance(item, Dead):  # not sent: to failures() again
                     after = item.row.id
-                    ticket = book.add_dead(item.row.id, item.size)
+                    ticket = engine.spool_dead_letter(item.row.id, item.size)
                     if self.dead_letters is not None:
                         now = self.now()
                         failed = dead_letter(item.row, item.code, item.message, now)
@@ -289,8 +279,8 @@ class Spooler:
                 row, size = item
                 after = row.id
                 await self._accept(row, size, load)
-        book.recovering(False)  # new records may come now
-        self.progress()
+        engine.spool_read_back()  # new records may come now (progress)
+        self.apply()
 
     async def _accept(
         self, row: Row, size: int, load: Callable[[str], Awaitable[StreamState]]
@@ -346,31 +336,39 @@ class Spooler:
 
     def report(self) -> RecoveryReport:
         """What became of the recovered records so far."""
-        return self.book.report()
+        return self.engine.spool_report()
 
     def release(self, ticket: int) -> None:
         """A dead letter was taken (or dropped by the failures buffer): it leaves the
         spool in a coming commit (while the spool is open: after the close, the next
         producer hands it to ``failures()`` again)."""
-        self.book.release(ticket)
+        self.engine.spool_release(ticket)
 
     async def recovered(self) -> RecoveryReport:
         """Wait until every recovered record has its outcome (and the log line and the
         metrics say so), or the producer closes; what became of them."""
         while not self._reported:
             await self.wait_progress()
-        return self.book.report()
+        return self.engine.spool_report()
 
     # -- closing -------------------------------------------------------------------------------
+
+    def error(self) -> str | None:
+        """Why the spool's last commit failed (``None``: it did not)."""
+        return self.engine.spool_error()
+
+    def sync_on_put(self) -> bool:
+        """Does ``put`` return only once its record is on disk?"""
+        return self.engine.spool_sync_on_put()
 
     def keep(self, rows: Sequence[Row], sizes: Sequence[int]) -> int:
         """As the producer closes, before its last commit: records it never accepted but
         that were accepted from their caller's side (``SyncProducer``'s queue) stay in the
-        spool for the next producer, in order while there is room (``SpoolBook.keep_queued``);
+        spool for the next producer, in order while there is room (``Engine.spool_keep_queued``);
         how many. ``closed_error()`` says afterwards whether the last commit wrote them."""
         if not self._open:
             return 0
-        return self.book.keep_queued(rows, sizes, self.now())
+        return self.engine.spool_keep_queued(rows, sizes, self.now())
 
     async def close(self) -> None:
         """The last commit (what is left, the kept records included), then close the
@@ -383,16 +381,18 @@ class Spooler:
             self.progress()
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(_CLOSE_COMMIT_TIMEOUT):
-                while self.book.waiting():
-                    before = self.book.failed_gen
+                engine = self.engine
+                while engine.spool_waiting():
+                    before = engine.spool_failed_commits()
                     await self._commit()
-                    if self.book.failed_gen != before:
+                    if engine.spool_failed_commits() != before:
                         break
             await anyio.to_thread.run_sync(self.store.close)
         self._closed = True
         self._signal()  # whoever still waits for durability: answered now
-        if self.book.waiting():
-            _log.error("spool_close_unwritten", path=self.store.path, error=self.book.error)
+        if self.engine.spool_waiting():
+            error = self.engine.spool_error()
+            _log.error("spool_close_unwritten", path=self.store.path, error=error)
 
     def abandon(self) -> None:
         """In a forked child: let go of the spool (the parent owns it)."""

@@ -411,7 +411,7 @@ class Loop:
                 path = str(self._config.spool_dir)
                 self._fail_unsent(queued[:kept], kept_note(path), kept=True)
             else:  # the last commit failed: they are not in the spool
-                why = spooler.book.error if spooler is not None else None
+                why = spooler.error() if spooler is not None else None
                 self._fail_unsent(queued[:kept], unkept_note(why))
             room = (
                 f"; the spool had no room for it (spool_max_bytes {self._config.spool_max_bytes})"

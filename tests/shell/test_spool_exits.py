@@ -61,6 +61,7 @@ from kinesis_trio import (
     SyncProducer,
     deaggregate,
 )
+from kinesis_trio._core import _spooling
 from kinesis_trio._core._spool import Commit, Row, SpoolBook
 from kinesis_trio._disk._rows import _check
 from kinesis_trio._disk._store import DB_NAME, Damage
@@ -304,7 +305,7 @@ def watched(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Case], None]]
                 return commit
 
         monkeypatch.setattr(_spooler, "SpoolStore", store)
-        monkeypatch.setattr(_spooler, "SpoolBook", Book)
+        monkeypatch.setattr(_spooling, "SpoolBook", Book)
 
         def watch() -> None:
             if not ended.wait(BOUND):
