@@ -175,8 +175,8 @@ class Plan:
 #: (or per shard sealed), timed by ``--parts``
 _PIECES = [
     ("kinesis_trio._shell._pipeline", "Pipeline._seal_here", "seal due shards (timer)"),
-    ("kinesis_trio._core._engine", "Engine.outgoing", "outgoing (per sealed batch)"),
-    ("kinesis_trio._shell._pipeline", "body", "request body (base64, JSON)"),
+    ("kinesis_trio._core._outgoing", "Outgoing.batch", "outgoing (per sealed batch)"),
+    ("kinesis_trio._core._outgoing", "body", "request body (base64, JSON)"),
     ("kinesis_trio._aws._service", "_sha256_hex", "payload SHA-256"),
     ("kinesis_trio._aws._credentials", "RequestSigner.sign", "SigV4 signature (botocore)"),
     ("h11", "Connection.next_event", "answer framed (h11 events)"),

@@ -2,7 +2,7 @@
 
 :class:`Answers` applies what ``_interpret`` makes of an answer or an error (its entries
 written, written elsewhere, failed or to retry; a named bad entry, halves, a credentials
-refresh): resolutions through the resolver, the KCL rule through the shard maps, retries
+refresh): resolutions through ``Endings``, the KCL rule through the shard maps, retries
 through the schedule, and what the gate and the retry budget learn. What the shell must do
 (send halves apart, reload a map, refresh the credentials) goes into the outbox.
 """
@@ -19,6 +19,7 @@ from .._outcome import failed
 from ._answer_metrics import measure_answer
 from ._congestion import ConcurrencyLimit, Signal
 from ._effects import Outbox, Refresh, RefreshCredentials, SendApart
+from ._endings import Endings
 from ._interpret import (
     interpret_answer,
     interpret_error,
@@ -29,7 +30,6 @@ from ._interpret import (
 from ._metric_window import MetricWindow
 from ._pipeline_data import KRecord, StreamState
 from ._reshard import ShardMaps
-from ._resolver import Resolver
 from ._retry_policy import Action, overload_cost
 from ._retry_schedule import Retries
 
@@ -43,6 +43,7 @@ class Answers:
 
     __slots__ = (
         "config",
+        "endings",
         "gate",
         "maps",
         "measure",
@@ -50,7 +51,6 @@ class Answers:
         "outbox",
         "rand",
         "refreshable",
-        "resolver",
         "retries",
     )
 
@@ -58,7 +58,7 @@ class Answers:
         self,
         config: ProducerConfig,
         *,
-        resolver: Resolver,
+        endings: Endings,
         maps: ShardMaps,
         retries: Retries,
         gate: ConcurrencyLimit,
@@ -68,7 +68,7 @@ class Answers:
         refreshable: bool,
     ) -> None:
         self.config = config
-        self.resolver = resolver
+        self.endings = endings
         self.maps = maps
         self.retries = retries
         self.gate = gate
@@ -119,14 +119,14 @@ class Answers:
         answer = interpret_answer(
             krecs, entries, start, end, fail_if_throttled=self.config.fail_if_throttled
         )
-        resolver = self.resolver
-        resolve = resolver.resolve
+        endings = self.endings
+        resolve = endings.resolve
         for krec, res in answer.written:
             resolve(krec.members, res)
         if answer.elsewhere:
             self.maps.landed_elsewhere(stream, answer.elsewhere, end)
         for krec, res in answer.failed:
-            resolver.fail(krec.members, res, krec.shard.shard_id)
+            endings.fail(krec.members, res, krec.shard.shard_id)
         if answer.malformed:
             _log.warning(
                 "put_records_malformed_entries", stream=stream.name, records=answer.malformed
@@ -139,7 +139,7 @@ class Answers:
             shard.wrote(True)
             shard.limiter.on_success(end)
         if self.measure:
-            self.metrics.user_records_pending(self.resolver.ledger.records)
+            self.metrics.user_records_pending(self.endings.ledger.records)
             measure_answer(self.metrics, stream.name, krecs, entries, start, end)
         if answer.retry:
             self.retries.schedule(stream, answer.retry, end)
@@ -195,7 +195,7 @@ class Answers:
                     self.maps.give_key(krec, self.rand)
                     rekeyed.add(i)
                     continue
-                self.resolver.fail(
+                self.endings.fail(
                     krec.members,
                     failed(code, attempt.error_message or "", end, attempt, krec.aggregated),
                     krec.shard.shard_id,
@@ -243,7 +243,7 @@ class Answers:
         if verdict.action is Action.FAIL:
             for krec in krecs:
                 res = failed(code, attempt.error_message or "", end, attempt, krec.aggregated)
-                self.resolver.fail(krec.members, res, krec.shard.shard_id)
+                self.endings.fail(krec.members, res, krec.shard.shard_id)
             return
         if verdict.action is Action.REFRESH_CREDENTIALS:
             self.outbox.push(RefreshCredentials())

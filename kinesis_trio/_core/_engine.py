@@ -29,13 +29,13 @@ from ._aggregation import _vlen
 from ._apply import Answers
 from ._congestion import ConcurrencyLimit
 from ._effects import NoRoom, Outbox
+from ._endings import Endings
 from ._ledger import Ledger
 from ._metric_window import MetricWindow
 from ._ordering import KeyOrder, refusal
 from ._outgoing import Outgoing
 from ._pipeline_data import KRecord, ShardBuffer, StreamState
 from ._reshard import ShardMaps
-from ._resolver import Resolver
 from ._retry_schedule import Retries
 from ._shards import Shard, ShardMap, hash_key_for, parse_explicit_hash_key
 from ._spool import RecoveryReport, Row, SpoolBook, kept_note, recovered_attempt, unkept_note
@@ -136,9 +136,9 @@ class Engine:
         #: where records are placed anew: per-key ordering wraps the accumulator
         self.place: Accumulator | KeyOrder = self.order or self.acc
         #: every resolution, failure and expiry goes through it
-        self.resolver = resolver = Resolver(self.ledger, metrics, self.ttl, self.order)
+        self.endings = endings = Endings(self.ledger, metrics, self.ttl, self.order)
         #: the time ``record_ttl`` does not count (``_pauses``; the shell begins and ends one)
-        self.pauses = resolver.pauses
+        self.pauses = endings.pauses
         #: the producer's streams by name (the shell adds them as they load)
         self.streams: dict[str, StreamState] = {}
         self.rand = random.Random()
@@ -149,15 +149,15 @@ class Engine:
             timeout=config.request_timeout,
         )
         #: retries: backoff, the retry budget, when each is due
-        self.retries = Retries(config, self.acc, self.place, self.resolver, outbox, self.rand)
+        self.retries = Retries(config, self.acc, self.place, self.endings, outbox, self.rand)
         #: admission by time: each shard's lane of it says whether ``put`` may add a record
         self.admission = Admission(config.record_ttl, config.admission_ttl_share)
         #: shard maps, resharding and the KCL rule for aggregates that landed elsewhere
-        self.maps = ShardMaps(config, self.acc, self.place, self.resolver, outbox, self.admission)
+        self.maps = ShardMaps(config, self.acc, self.place, self.endings, outbox, self.admission)
         #: what answers and failed requests do to their records
         self.answers = Answers(
             config,
-            resolver=self.resolver,
+            endings=self.endings,
             maps=self.maps,
             retries=self.retries,
             gate=self.gate,
@@ -167,7 +167,7 @@ class Engine:
             refreshable=refreshable,
         )
         #: between the buffers and the requests; its methods are the engine's own
-        out = Outgoing(config, self.acc, self.order, resolver, self.maps, self.gate, self.rand)
+        out = Outgoing(config, self.acc, self.order, endings, self.maps, self.gate, self.rand)
         self._out = out
         #: the spool's book (``spool_dir``) and what the spooler tells it
         self._spooling = Spooling(config, self.ledger, outbox)
@@ -365,7 +365,7 @@ class Engine:
         spool = self.spool
         assert spool is not None
         spool.add_recovered(outcome, row.id)
-        self.resolver.fail((outcome,), failed(code, message, now), "")
+        self.endings.fail((outcome,), failed(code, message, now), "")
 
     def no_key(self, stream: StreamState) -> tuple[int, int, int]:
         """A record without a partition key: only an ``AUTO`` stream takes it."""
@@ -491,7 +491,7 @@ class Engine:
         if spool is not None:
             unkept = failed(code, message + unkept_note(spool.error), now)
             message += kept_note(str(self.config.spool_dir))
-        count = self.resolver.resolve_all(failed(code, message, now), unkept)
+        count = self.endings.resolve_all(failed(code, message, now), unkept)
         _log.warning("records_failed_on_close", records=count, error_code=code)
         return count
 

@@ -18,11 +18,11 @@ from .._config import ProducerConfig
 from .._outcome import RECORD_TOO_LARGE, failed
 from ._accumulator import Accumulator, expired_in, prune, unaggregate
 from ._congestion import ConcurrencyLimit
+from ._endings import Endings
 from ._ordering import KeyOrder
 from ._pipeline_data import KRecord, ShardBuffer, StreamState
 from ._requests import Due, RequestCollector, body, chunks
 from ._reshard import ShardMaps
-from ._resolver import Resolver
 
 __all__ = ["Outgoing", "fail_too_large"]
 
@@ -36,12 +36,12 @@ class Outgoing:
         "acc",
         "collectors",
         "config",
+        "endings",
         "gate",
         "maps",
         "order",
         "place",
         "rand",
-        "resolver",
     )
 
     def __init__(
@@ -49,7 +49,7 @@ class Outgoing:
         config: ProducerConfig,
         acc: Accumulator,
         order: KeyOrder | None,
-        resolver: Resolver,
+        endings: Endings,
         maps: ShardMaps,
         gate: ConcurrencyLimit,
         rand: random.Random,
@@ -59,7 +59,7 @@ class Outgoing:
         self.order = order
         #: where records are placed anew: per-key ordering wraps the accumulator
         self.place: Accumulator | KeyOrder = order or acc
-        self.resolver = resolver
+        self.endings = endings
         self.maps = maps
         self.gate = gate
         self.rand = rand
@@ -82,10 +82,10 @@ class Outgoing:
         if shard.retired:
             self.place.reroute(stream, batch, now)
             return []
-        ttl, at = self.config.record_ttl, self.resolver.pauses.ttl_now(now)
+        ttl, at = self.config.record_ttl, self.endings.pauses.ttl_now(now)
         if any(k.since + ttl <= at for k in batch):
             expired = expired_in(batch, at, ttl)
-            self.resolver.expire(expired, now, "it waited in the producer's queues (rate limit)")
+            self.endings.expire(expired, now, "it waited in the producer's queues (rate limit)")
             batch = prune(batch, self.order is not None)
         if stream.stale:
             batch = unaggregate(batch) if self.order is None else self.order.split(batch)
@@ -162,7 +162,7 @@ class Outgoing:
         (a record over a limit lowered since it was accepted fails; one without a partition
         key, accepted while the stream was ``AUTO``, gets one if the stream is no more)."""
         if stream.limit_lowered:
-            krecs = fail_too_large(self.place, self.resolver, stream, krecs, now)
+            krecs = fail_too_large(self.place, self.endings, stream, krecs, now)
         if stream.keyless and not stream.auto:
             for krec in krecs:
                 if krec.partition_key is None:
@@ -194,7 +194,7 @@ class Outgoing:
 
 def fail_too_large(
     place: Accumulator | KeyOrder,
-    resolver: Resolver,
+    endings: Endings,
     stream: StreamState,
     krecs: list[KRecord],
     now: float,
@@ -217,5 +217,5 @@ def fail_too_large(
             f"record limit ({limit} bytes), lowered after it was accepted"
         )
         res = failed(RECORD_TOO_LARGE, message, now)
-        resolver.fail(krec.members, res, krec.shard.shard_id)
+        endings.fail(krec.members, res, krec.shard.shard_id)
     return keep

@@ -18,11 +18,11 @@ from .._outcome import R_SHARD_ID, Resolution, resolution_attempt
 from ._accumulator import Accumulator, unpack
 from ._admission import OFF, Admission
 from ._effects import Outbox, Refresh, RetireShard, StartShard
+from ._endings import Endings
 from ._interpret import kcl_delivers, outside_range, unknown_range
 from ._limiter import SHARD_BYTES_PER_SECOND, SHARD_RECORDS_PER_SECOND, ShardLimiter
 from ._ordering import KeyOrder, refusal
 from ._pipeline_data import KRecord, ShardBuffer, StreamState, Unverified
-from ._resolver import Resolver
 from ._shards import MAX_HASH_KEY, Shard, ShardMap, hash_key_for
 from ._stream_policy import AUTO_SHARD_ID, StreamFacts, policy_for
 
@@ -42,7 +42,7 @@ class ShardMaps:
         config: ProducerConfig,
         acc: Accumulator,
         place: Accumulator | KeyOrder,
-        resolver: Resolver,
+        endings: Endings,
         outbox: Outbox,
         admission: Admission = OFF,
     ) -> None:
@@ -53,7 +53,7 @@ class ShardMaps:
         self.acc = acc
         #: where records are placed anew (the accumulator, or per-key ordering around it)
         self.place = place
-        self.resolver = resolver
+        self.endings = endings
         self.outbox = outbox
 
     # -- stream facts ---------------------------------------------------------------------
@@ -204,7 +204,7 @@ class ShardMaps:
                 stream.mark_stale()
                 self.outbox.push(Refresh(stream))
             if not krec.aggregated:
-                self.resolver.resolve(krec.members, res)
+                self.endings.resolve(krec.members, res)
                 continue
             # Kinesis routed the aggregate by its explicit hash key: is it where a KCL
             # consumer will deliver it?
@@ -224,7 +224,7 @@ class ShardMaps:
         shard_id = res[R_SHARD_ID] or ""
         rng = stream.known.get(shard_id)
         if kcl_delivers(rng, krec.members):
-            self.resolver.resolve(krec.members, res)
+            self.endings.resolve(krec.members, res)
             return
         again = krec.live()
         if not again:
@@ -248,7 +248,7 @@ class ShardMaps:
 
     def expire_unverified(self, stream: StreamState, now: float) -> None:
         """The map could not be reloaded: expire unverified records past their TTL."""
-        at = self.resolver.pauses.ttl_now(now)
+        at = self.endings.pauses.ttl_now(now)
         for item in stream.take_unverified():
             if item.krec.since + self.ttl <= at:
                 members = item.krec.live()
@@ -257,7 +257,7 @@ class ShardMaps:
                 )
                 for o in members:
                     o._attempted(note)
-                self.resolver.expire(members, now, "its shard map could not be reloaded")
+                self.endings.expire(members, now, "its shard map could not be reloaded")
             else:
                 stream.wait_for_range(item)
 

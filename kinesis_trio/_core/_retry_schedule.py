@@ -24,9 +24,9 @@ from .._outcome import Attempt
 from ._accumulator import Accumulator, prune
 from ._congestion import RetryBudget
 from ._effects import Outbox, RetryAt
+from ._endings import Endings
 from ._ordering import KeyOrder
 from ._pipeline_data import KRecord, ShardBuffer, StreamState
-from ._resolver import Resolver
 
 __all__ = ["Retries"]
 
@@ -43,7 +43,7 @@ class Retries:
         config: ProducerConfig,
         acc: Accumulator,
         place: Accumulator | KeyOrder,
-        resolver: Resolver,
+        endings: Endings,
         outbox: Outbox,
         rand: random.Random,
     ) -> None:
@@ -52,7 +52,7 @@ class Retries:
         self.acc = acc
         #: where records are placed anew (the accumulator, or per-key ordering around it)
         self.place = place
-        self.resolver = resolver
+        self.endings = endings
         self.outbox = outbox
         self.rand = rand
         #: per-key ordering: what is left of an aggregate stays one Kinesis record
@@ -89,7 +89,7 @@ class Retries:
     ) -> None:
         """Send records again after their shard's backoff, or expire those it would take
         past their ``record_ttl``. ``cost``: what the retry budget charges (per request)."""
-        ttl, ttl_now = self.ttl, self.resolver.pauses.ttl_now
+        ttl, ttl_now = self.ttl, self.endings.pauses.ttl_now
         base = self.config.retry_backoff_base
         cap = self.config.retry_backoff_max
         by_due: dict[float, list[KRecord]] = {}
@@ -102,7 +102,7 @@ class Retries:
             at = ttl_now(due)
             expired = [o for o in live if o._arrival + ttl <= at]
             if expired:
-                self.resolver.expire(expired, now, "retrying was not done in time")
+                self.endings.expire(expired, now, "retrying was not done in time")
                 retry = prune([krec], self.together)  # (per-key ordering: the key's after)
                 if not retry:
                     continue
@@ -160,14 +160,14 @@ class Retries:
         # Held, not failed: records past their TTL expire (at their TTL, not before), the
         # others wait until time alone would refill the budget, or their first TTL.
         keep: list[KRecord] = []
-        at = self.resolver.pauses.ttl_now(now)
+        at = self.endings.pauses.ttl_now(now)
         for krec in krecs:
             live = krec.live()
             late = [o for o in live if o._arrival + self.ttl <= at]
             if not late:
                 keep.append(krec)
                 continue
-            self.resolver.expire(late, now, "its retry waited for the retry budget")
+            self.endings.expire(late, now, "its retry waited for the retry budget")
             keep += prune([krec], self.together)
         if keep:
             first_ttl = min(o._arrival for k in keep for o in k.members) + self.ttl + now - at

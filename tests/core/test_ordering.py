@@ -57,7 +57,7 @@ def answer_ok(eng: Engine, stream: StreamState, krecs: list[KRecord], seq: int =
 
 def test_unordered_is_the_default_and_has_no_rule() -> None:
     eng, _shell, _stream = engine()
-    assert eng.order is None and eng.resolver.order is None and eng.place is eng.acc
+    assert eng.order is None and eng.endings.order is None and eng.place is eng.acc
     with pytest.raises(ValueError, match="ordering must be 'none' or 'per_key'"):
         ProducerConfig(ordering="by_key")
 

@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 
 from kinesis_trio._config import ProducerConfig
 from kinesis_trio._core._accumulator import Accumulator, key_length
+from kinesis_trio._core._endings import Endings
 from kinesis_trio._core._ledger import Ledger
 from kinesis_trio._core._pipeline_data import KRecord
 from kinesis_trio._core._reshard import ShardMaps
-from kinesis_trio._core._resolver import Resolver
 from kinesis_trio._core._shards import Shard, ShardMap
 from kinesis_trio._outcome import Outcome, Resolution, written
 from kinesis_trio.metrics._recorder import metrics_for
@@ -21,8 +21,8 @@ from tests.support.engine import MAX_HASH, RecordingShell, even_shards, outcome,
 TTL = 30.0
 
 
-class _Expiries(Resolver):
-    """A resolver that keeps what it was told to expire (and resolves nothing for it)."""
+class _Expiries(Endings):
+    """Endings that keep what it was told to expire (and resolves nothing for it)."""
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -49,9 +49,9 @@ class Harness:
             outstanding=self.ledger,
         )
         config = ProducerConfig(record_ttl=TTL)
-        self.resolver = _Expiries(self.ledger, metrics_for(config), TTL, None)
-        self.expired = self.resolver.expired
-        self.maps = ShardMaps(config, self.acc, self.acc, self.resolver, outbox)
+        self.endings = _Expiries(self.ledger, metrics_for(config), TTL, None)
+        self.expired = self.endings.expired
+        self.maps = ShardMaps(config, self.acc, self.acc, self.endings, outbox)
         self.stream = stream_of(self.shell, shards)
 
     def aggregate(self, hash_keys: list[int], now: float = 0.0) -> tuple[KRecord, list[Outcome]]:

@@ -1,6 +1,6 @@
-"""Where every record's resolution goes (pure, no awaits): the ledger, then per-key ordering.
+"""How records end (pure, no awaits): through the ledger, then per-key ordering.
 
-The :class:`Resolver` resolves records through the ledger (exactly once, the counts, the
+:class:`Endings` resolves records through the ledger (exactly once, the counts, the
 dead letters and progress in the outbox), tells per-key ordering what was resolved, and
 fails what ordering says must fail after a failed record. It is also where the engine's
 parts fail and expire records: the log line and the metrics of a failure are written here,
@@ -18,13 +18,13 @@ from ._metric_window import MetricWindow
 from ._ordering import KeyOrder
 from ._pauses import Pauses
 
-__all__ = ["Resolver"]
+__all__ = ["Endings"]
 
 _log = get_logger("kinesis_trio.producer")
 
 
-class Resolver:
-    """Resolutions, failures and expiries, for the engine and its parts."""
+class Endings:
+    """How records end (resolved, failed, expired), for the engine and its parts."""
 
     __slots__ = ("ledger", "measure", "metrics", "order", "pauses", "ttl")
 
