@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 
 from kinesis_trio import Outcome, Producer, ProducerConfig, RecordResult, StaticCredentials
-from kinesis_trio._outcome import EXPIRED
+from kinesis_trio._results import EXPIRED
 
 from ._admission_engine import SHARDS, STREAM, EngineProcess, EngineSpec, serve_engine
 from ._emulator import create_stream, delete_stream

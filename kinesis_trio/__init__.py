@@ -33,9 +33,9 @@ from ._errors import SpoolLockedError as SpoolLockedError
 from ._errors import SpoolWriteError as SpoolWriteError
 from ._errors import TransportError as TransportError
 from ._errors import ValidationError as ValidationError
-from ._outcome import Attempt as Attempt
-from ._outcome import Outcome as Outcome
-from ._outcome import RecordResult as RecordResult
+from ._results import Attempt as Attempt
+from ._results import RecordResult as RecordResult
+from ._shell._outcome import Outcome as Outcome
 from ._shell._producer import Producer as Producer
 from ._shell._sync_producer import SyncProducer as SyncProducer
 from ._version import __version__ as __version__

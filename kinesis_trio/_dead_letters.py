@@ -26,7 +26,7 @@ import math
 from collections import deque
 from typing import NamedTuple
 
-from ._outcome import RecordResult
+from ._results import RecordResult
 
 __all__ = ["FailedRecord", "FailureBuffer"]
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import settings
 from trio.testing import MockClock
 
-from kinesis_trio._outcome import Outcome
+from kinesis_trio import Outcome
 
 # Property tests are deterministic by default (the same examples on every run: a CI run
 # never fails on an example nobody saw); HYPOTHESIS_PROFILE=explore searches afresh. No
@@ -50,7 +50,7 @@ def _fresh_mock_clock(request: pytest.FixtureRequest) -> None:
 def double_resolutions(monkeypatch: pytest.MonkeyPatch) -> list[Outcome]:
     """Every attempt to resolve an already resolved outcome (a test asserts it stays empty)."""
     seen: list[Outcome] = []
-    original = Outcome._resolve
+    original = Outcome.resolve
 
     def resolve(self: Outcome, resolution: Any, sub: int = 0) -> bool:
         done = original(self, resolution, sub)

@@ -23,7 +23,7 @@ def test_every_field_has_one_writing_module() -> None:
 def test_fields_given_one_owner_keep_it() -> None:
     writers = ownership.writers()
     for name, module in [
-        ("kinesis_trio._outcome.Outcome._attempts", "kinesis_trio._outcome"),
+        ("kinesis_trio._core._record.Record.attempts", "kinesis_trio._core._record"),
         ("kinesis_trio._core._engine.Engine.streams", "kinesis_trio._core._engine"),
         (
             "kinesis_trio._core._congestion.ConcurrencyLimit.waiting",
@@ -37,7 +37,7 @@ def test_fields_given_one_owner_keep_it() -> None:
         ("kinesis_trio.cli._output._Interrupts.stop_scope", "kinesis_trio.cli._output"),
         ("kinesis_trio._core._pipeline_data.KRecord.since", "kinesis_trio._core._pipeline_data"),
         ("kinesis_trio._core._pipeline_data.KRecord.paid", "kinesis_trio._core._pipeline_data"),
-        ("kinesis_trio._outcome.Outcome._partition_key", "kinesis_trio._outcome"),
+        ("kinesis_trio._core._record.Record.partition_key", "kinesis_trio._core._record"),
     ]:
         assert writers[name] == {module}, name
 

@@ -30,6 +30,7 @@ from ._interpret import in_flight
 from ._limiter import SHARD_BYTES_PER_SECOND, SHARD_RECORDS_PER_SECOND
 from ._metric_window import MetricWindow, Stats
 from ._pipeline_data import KRecord, ShardBuffer, StreamState
+from ._record import Record
 from ._requests import dry_run_body
 from ._shards import Shard, ShardMap, hash_key_for, parse_explicit_hash_key
 from ._spool import (
@@ -68,6 +69,7 @@ __all__ = [
     "NoRoom",
     "Outbox",
     "Queue",
+    "Record",
     "RecoveryReport",
     "Refresh",
     "RefreshCredentials",

@@ -27,7 +27,6 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from typing import Protocol
 
-from .._outcome import Outcome, sealed_into
 from ._admission import Lane
 from ._aggregation import (
     _LEN3_HEADERS,
@@ -40,6 +39,7 @@ from ._aggregation import (
 )
 from ._effects import NoRoom, Outbox, Queue, Wake
 from ._pipeline_data import KRecord, ShardBuffer, StreamState
+from ._record import Record, sealed_into
 
 __all__ = ["AGG_PARTITION_KEY", "Accumulator", "unpack"]
 
@@ -111,7 +111,7 @@ class Accumulator:
     def add(
         self,
         stream: StreamState,
-        outcome: Outcome,
+        outcome: Record,
         partition_key: str,
         n: int,
         pk_len: int,
@@ -127,11 +127,11 @@ class Accumulator:
         Raises ``NoRoom``, changing nothing, when a seal is due and the shard's
         channel is full.
         """
-        hash_key = outcome._hash_key
+        hash_key = outcome.hash_key
         shard_map = stream.map
         index = bisect_right(shard_map.starts, hash_key) - 1
         if (
-            outcome._explicit_hash_key is None
+            outcome.explicit_hash_key is None
             and stream.aggregate
             and not stream.stale
             and index >= 0
@@ -173,10 +173,10 @@ class Accumulator:
                             _LEN3_HEADERS[inner],
                             _PK_INDEX_PIECES[key_index],
                             _LEN3_HEADERS[n],
-                            outcome._data,  # type: ignore[arg-type]
+                            outcome.data,  # type: ignore[arg-type]
                         )
                     else:
-                        parts += (record_header(key_index, n, inner), outcome._data)  # type: ignore[arg-type]
+                        parts += (record_header(key_index, n, inner), outcome.data)  # type: ignore[arg-type]
                 stream.window_bytes += grow
                 if stream.window_bytes >= self.early_size:
                     self.send_early(stream, now)
@@ -184,7 +184,7 @@ class Accumulator:
         return self.place(stream, outcome, pk_len, now, check_room=True)
 
     def place(
-        self, stream: StreamState, outcome: Outcome, pk_len: int, now: float, check_room: bool
+        self, stream: StreamState, outcome: Record, pk_len: int, now: float, check_room: bool
     ) -> ShardBuffer | None:
         """Route an accepted (or re-routed) record into its shard's open containers.
         Returns the shard whose aggregate in formation holds it (``None``: it goes alone).
@@ -195,12 +195,12 @@ class Accumulator:
         is charged to the lane. Re-routes never wait and stay charged where they were.
         """
         shard_map = stream.map
-        hash_key = outcome._hash_key
+        hash_key = outcome.hash_key
         index = bisect_right(shard_map.starts, hash_key) - 1
         gap = index < 0 or hash_key > shard_map.ends[index]
         shard = stream.shards[0 if gap else index]
         if not check_room:  # placed anew: it owes its bytes where it goes now
-            lane = outcome._lane
+            lane = outcome.lane
             if lane is None:  # not charged yet (it was in an aggregate in formation)
                 shard.lane.charge(outcome, now)
             elif lane is not shard.lane:
@@ -214,10 +214,10 @@ class Accumulator:
         lane.charge(outcome, now)
         return where
 
-    def lane_for(self, stream: StreamState, outcome: Outcome) -> Lane:
+    def lane_for(self, stream: StreamState, outcome: Record) -> Lane:
         """The lane of the shard ``outcome`` routes to (``place``'s routing)."""
         shard_map = stream.map
-        hash_key = outcome._hash_key
+        hash_key = outcome.hash_key
         index = bisect_right(shard_map.starts, hash_key) - 1
         if index < 0 or hash_key > shard_map.ends[index]:
             index = 0
@@ -228,7 +228,7 @@ class Accumulator:
         stream: StreamState,
         shard: ShardBuffer,
         gap: bool,
-        outcome: Outcome,
+        outcome: Record,
         pk_len: int,
         now: float,
         check_room: bool,
@@ -239,14 +239,14 @@ class Accumulator:
         else:
             # a record without a partition key (an AUTO stream's) goes alone
             can_aggregate = (
-                stream.aggregate and not stream.stale and outcome._partition_key is not None
+                stream.aggregate and not stream.stale and outcome.partition_key is not None
             )
-        data = outcome._data
+        data = outcome.data
         assert data is not None
         if can_aggregate:
-            pk = outcome._partition_key
+            pk = outcome.partition_key
             assert pk is not None
-            ehk = outcome._explicit_hash_key
+            ehk = outcome.explicit_hash_key
             sizer = shard.sizer
             agg_max_size = stream.agg_max_size
             grow = sizer.grow(len(data), pk, pk_len, ehk)
@@ -263,7 +263,7 @@ class Accumulator:
                     self._add_member(stream, shard, outcome, grow, now, not check_room)
                     return shard
             # too large to aggregate: it goes alone
-        size = outcome._size
+        size = outcome.size
         if shard.plain and (
             len(shard.plain) >= self.coll_max_count or shard.plain_bytes + size > self.coll_max_size
         ):
@@ -276,8 +276,8 @@ class Accumulator:
             KRecord(
                 [outcome],
                 data,
-                outcome._partition_key,
-                outcome._explicit_hash_key,
+                outcome.partition_key,
+                outcome.explicit_hash_key,
                 size,
                 shard,
                 shard.open_deadline,
@@ -288,7 +288,7 @@ class Accumulator:
         return None
 
     def join(
-        self, stream: StreamState, shard: ShardBuffer, outcome: Outcome, now: float, older: bool
+        self, stream: StreamState, shard: ShardBuffer, outcome: Record, now: float, older: bool
     ) -> bool:
         """Add a record to ``shard``'s aggregate in formation if it routes there and fits
         without a seal (``older``: it was accepted before records already in it); else
@@ -296,23 +296,23 @@ class Accumulator:
         Kinesis record this way."""
         if shard.retired or stream.stale or not stream.aggregate or not shard.members:
             return False
-        if not shard.start <= outcome._hash_key <= shard.end:
+        if not shard.start <= outcome.hash_key <= shard.end:
             return False
-        data = outcome._data
-        pk = outcome._partition_key
+        data = outcome.data
+        pk = outcome.partition_key
         assert data is not None and pk is not None
         sizer = shard.sizer
-        grow = sizer.grow(len(data), pk, key_length(outcome), outcome._explicit_hash_key)
+        grow = sizer.grow(len(data), pk, key_length(outcome), outcome.explicit_hash_key)
         if sizer.size + grow > stream.agg_max_size or sizer.count >= self.agg_max_count:
             return False
         self._add_member(stream, shard, outcome, grow, now, older)
         return True
 
-    def hurry(self, stream: StreamState, outcome: Outcome, now: float) -> None:
+    def hurry(self, stream: StreamState, outcome: Record, now: float) -> None:
         """Make the open containers that hold ``outcome`` due now: it has waited its linger
         already (held back by per-key ordering behind its key's earlier records)."""
         shard_map = stream.map
-        hash_key = outcome._hash_key
+        hash_key = outcome.hash_key
         index = bisect_right(shard_map.starts, hash_key) - 1
         if index < 0 or hash_key > shard_map.ends[index]:
             index = 0  # as place() does for a gap in a stale map
@@ -354,21 +354,21 @@ class Accumulator:
         for krec in batch:
             unpack(krec)
             for outcome in krec.members:
-                if outcome._resolution is None:
+                if outcome.resolution is None:
                     self.place(stream, outcome, key_length(outcome), now, False)
 
     def _add_member(
         self,
         stream: StreamState,
         shard: ShardBuffer,
-        outcome: Outcome,
+        outcome: Record,
         grow: int,
         now: float,
         rerouted: bool,
     ) -> None:
-        pk = outcome._partition_key
+        pk = outcome.partition_key
         assert pk is not None  # only keyed records are aggregated
-        shard.sizer.add(pk, outcome._explicit_hash_key, grow)
+        shard.sizer.add(pk, outcome.explicit_hash_key, grow)
         if shard.open_deadline == _INF:
             self._open(stream, shard, now)
         if rerouted:
@@ -376,10 +376,10 @@ class Accumulator:
         shard.members.append(outcome)
         parts = shard.parts
         if parts is not None:
-            if outcome._explicit_hash_key is None:
+            if outcome.explicit_hash_key is None:
                 # encoded now, as ``add`` does: in a burst every aggregate but a shard's
                 # first starts here (its first record is the one the full one left out)
-                data = outcome._data
+                data = outcome.data
                 assert data is not None
                 n = len(data)
                 key_index = shard.sizer.pks[pk]
@@ -430,17 +430,17 @@ class Accumulator:
         if members:
             if len(members) == 1:
                 only = members[0]
-                data = only._data
+                data = only.data
                 assert data is not None
-                if only._lane is None and only._resolution is None:
-                    shard.lane.charge(only, only._arrival)  # charged at the seal (``add``)
+                if only.lane is None and only.resolution is None:
+                    shard.lane.charge(only, only.arrival)  # charged at the seal (``add``)
                 batch.append(
                     KRecord(
                         members,
                         data,
-                        only._partition_key,
-                        only._explicit_hash_key,
-                        only._size,
+                        only.partition_key,
+                        only.explicit_hash_key,
+                        only.size,
                         shard,
                         deadline,
                         False,
@@ -449,7 +449,7 @@ class Accumulator:
             else:
                 krec = _aggregate(members, shard, deadline, bool(sizer.ehks), parts, sizer.pks)
                 if rerouted:  # re-routed members may be older than the first one
-                    krec.waiting_since(min(o._arrival for o in members))
+                    krec.waiting_since(min(o.arrival for o in members))
                 batch.append(krec)
         return batch
 
@@ -475,22 +475,22 @@ def track(stream: StreamState) -> None:
     stream.window_end = -_INF
 
 
-def key_length(outcome: Outcome) -> int:
+def key_length(outcome: Record) -> int:
     """The UTF-8 length of a record's partition key (0 without one)."""
-    pk = outcome._partition_key
+    pk = outcome.partition_key
     return 0 if pk is None else len(pk.encode())
 
 
-def plain(outcome: Outcome, shard: ShardBuffer, deadline: float = -_INF) -> KRecord:
+def plain(outcome: Record, shard: ShardBuffer, deadline: float = -_INF) -> KRecord:
     """A Kinesis record holding one user record on its own."""
-    data = outcome._data
+    data = outcome.data
     assert data is not None
     return KRecord(
         [outcome],
         data,
-        outcome._partition_key,
-        outcome._explicit_hash_key,
-        outcome._size,
+        outcome.partition_key,
+        outcome.explicit_hash_key,
+        outcome.size,
         shard,
         deadline,
         False,
@@ -505,15 +505,15 @@ def unaggregate(batch: list[KRecord]) -> list[KRecord]:
     for krec in batch:
         if krec.aggregated:
             unpack(krec)
-            out.extend(plain(o, krec.shard) for o in krec.members if o._resolution is None)
+            out.extend(plain(o, krec.shard) for o in krec.members if o.resolution is None)
         else:
             out.append(krec)
     return out
 
 
-def expired_in(batch: list[KRecord], now: float, ttl: float) -> list[Outcome]:
+def expired_in(batch: list[KRecord], now: float, ttl: float) -> list[Record]:
     """The records of ``batch`` whose ``ttl`` has passed."""
-    return [o for krec in batch for o in krec.live() if o._arrival + ttl <= now]
+    return [o for krec in batch for o in krec.live() if o.arrival + ttl <= now]
 
 
 def prune(batch: list[KRecord], together: bool) -> list[KRecord]:
@@ -533,24 +533,24 @@ def prune(batch: list[KRecord], together: bool) -> list[KRecord]:
     return keep
 
 
-def _alone(krec: KRecord, live: list[Outcome]) -> list[KRecord]:
+def _alone(krec: KRecord, live: list[Record]) -> list[KRecord]:
     unpack(krec)
     return [plain(o, krec.shard) for o in live]
 
 
-def regroup(krec: KRecord, live: list[Outcome]) -> list[KRecord]:
+def regroup(krec: KRecord, live: list[Record]) -> list[KRecord]:
     """The members left of an aggregate (``live``, in order), sealed again as one."""
     if len(live) == 1:
         return _alone(krec, live)
     unpack(krec)
-    with_ehks = any(o._explicit_hash_key is not None for o in live)
+    with_ehks = any(o.explicit_hash_key is not None for o in live)
     again = _aggregate(live, krec.shard, krec.send_by, with_ehks)
     again.waiting_since(krec.since)
     return [again]
 
 
 def _aggregate(
-    members: list[Outcome],
+    members: list[Record],
     shard: ShardBuffer,
     deadline: float,
     with_ehks: bool,
@@ -565,15 +565,15 @@ def _aggregate(
         blob = encode_parts(keys, parts)
     else:
         blob = encode_records(
-            [o._data for o in members],  # type: ignore[misc]
-            [o._partition_key for o in members],  # type: ignore[misc]
-            [o._explicit_hash_key for o in members] if with_ehks else None,
+            [o.data for o in members],  # type: ignore[misc]
+            [o.partition_key for o in members],  # type: ignore[misc]
+            [o.explicit_hash_key for o in members] if with_ehks else None,
         )
     krec = KRecord(
         members,
         blob,
         AGG_PARTITION_KEY,
-        str(members[0]._hash_key),
+        str(members[0].hash_key),
         len(blob) + len(AGG_PARTITION_KEY),
         shard,
         deadline,
@@ -593,11 +593,11 @@ def unpack(krec: KRecord) -> None:
     if not krec.aggregated:
         return
     members = krec.members
-    if all(o._data is not None or o._resolution is not None for o in members):
+    if all(o.data is not None or o.resolution is not None for o in members):
         return
     records = deaggregate(krec.data, krec.partition_key or "")
     if len(records) != len(members):  # pragma: no cover - our own encoding
         raise AssertionError("an aggregate does not decode to its members")
     for outcome, record in zip(members, records, strict=True):
-        if outcome._data is None and outcome._resolution is None:
-            outcome._unsealed(record.data)
+        if outcome.data is None and outcome.resolution is None:
+            outcome.unsealed(record.data)

@@ -45,7 +45,7 @@ The estimator's rules, each against a trap a drain-rate estimator falls into:
   throttled throughout gets a pace of what it confirms, not of what it once did.
 
 The engine decides; the accumulator checks ``allow`` where it routes a record and charges
-the lane (``Outcome._lane``) as it accepts one, and the ledger credits it as records are
+the lane (``Record.lane``) as it accepts one, and the ledger credits it as records are
 resolved. A burst's records in a shard's aggregate in formation are charged when it is sealed,
 once per aggregate (:meth:`Lane.sealed`), as owing from the first one's acceptance; until
 then the check counts the aggregate's size beside what the lane owes.
@@ -59,7 +59,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from .._logging import get_logger
-from .._outcome import Outcome
+from ._record import Record
 
 __all__ = ["FIRST", "MIN_SPAN", "OFF", "WINDOW", "Admission", "Lane", "delays"]
 
@@ -194,11 +194,11 @@ class Lane:
         """Would a record be admitted now?"""
         return self.owed < self.allow
 
-    def charge(self, outcome: Outcome, now: float) -> None:
+    def charge(self, outcome: Record, now: float) -> None:
         """``outcome`` was accepted for this shard at ``now``: it owes its bytes until it is
         resolved (the ledger credits them back: :meth:`drained`)."""
-        self.sealed(outcome._size, now)
-        outcome._charged(self)
+        self.sealed(outcome.size, now)
+        outcome.charged(self)
 
     def sealed(self, size: int, since: float) -> None:
         """An aggregate was sealed for this shard with ``size`` bytes of records not charged
@@ -212,13 +212,13 @@ class Lane:
             self._since = since if since > self._idle_at else self._idle_at
         self.owed += size
 
-    def move(self, outcome: Outcome, to: Lane, now: float) -> None:
+    def move(self, outcome: Record, to: Lane, now: float) -> None:
         """``outcome``, charged here, is placed anew on ``to``'s shard (a reshard retired
         this one): it owes its bytes there, where it will drain."""
         if to is self:
             return
         busy = self.busy(now)
-        self.owed -= outcome._size
+        self.owed -= outcome.size
         if self.owed <= 0:
             self.owed = 0
             self._busy = busy

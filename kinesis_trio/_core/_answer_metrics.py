@@ -43,7 +43,7 @@ def measure_answer(
         if group is None:
             group = groups[shard_id] = [0, 0, 0, 0, 0.0, 0, 0, math.inf, 0, 0, math.inf, 0]
         group[0] += n
-        group[1] += sum(o._size for o in members) if krec.aggregated else krec.size
+        group[1] += sum(o.size for o in members) if krec.aggregated else krec.size
         group[2] += 1
         group[3] += krec.size
         group[4] += (start - krec.since) * n
@@ -54,7 +54,7 @@ def measure_answer(
                 group[7] = n
             if n > group[8]:
                 group[8] = n
-        tries = len(members[0]._attempts)
+        tries = len(members[0].attempts)
         group[9] += tries * n
         if tries < group[10]:
             group[10] = tries

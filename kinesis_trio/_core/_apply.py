@@ -15,7 +15,7 @@ from typing import Any
 from .._config import ProducerConfig
 from .._errors import ConnectionLostError, RequestTimeoutError
 from .._logging import get_logger
-from .._outcome import failed
+from .._results import failed
 from ._answer_metrics import measure_answer
 from ._congestion import ConcurrencyLimit, Signal
 from ._effects import Outbox, Refresh, RefreshCredentials, SendApart
@@ -176,7 +176,7 @@ class Answers:
             "put_records_failed",
             stream=stream.name,
             error_code=code,
-            attempt=1 + max(len(k.members[0]._attempts) for k in krecs),
+            attempt=1 + max(len(k.members[0].attempts) for k in krecs),
             records=sum(len(k.members) for k in krecs),
             bytes=sum(k.size for k in krecs),
             action=verdict.action.value,
@@ -224,7 +224,7 @@ class Answers:
             note = resent_smaller(attempt) if verdict.too_large else resent_in_halves(attempt)
             for krec in krecs:
                 for outcome in krec.live():
-                    outcome._attempted(note)
+                    outcome.attempted(note)
             event = "put_records_too_large_split" if verdict.too_large else None
             _log.info(
                 event or "put_records_rejected_split",

@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .._logging import get_logger
-from .._outcome import EXPIRED, R_ATTEMPT, R_ERROR_CODE, Outcome, Resolution, failed
+from .._results import EXPIRED, R_ATTEMPT, R_ERROR_CODE, Resolution, failed
 from ._ledger import Ledger
 from ._metric_window import MetricWindow
 from ._ordering import KeyOrder
 from ._pauses import Pauses
+from ._record import Record
 
 __all__ = ["Endings"]
 
@@ -41,7 +42,7 @@ class Endings:
         #: per-key ordering (``ordering="per_key"``), or None
         self.order = order
 
-    def resolve(self, members: Sequence[Outcome], res: Resolution) -> tuple[int, int]:
+    def resolve(self, members: Sequence[Record], res: Resolution) -> tuple[int, int]:
         """Resolve the members of one Kinesis record (member ``i`` as sub-record ``i``);
         returns ``(records, bytes)`` resolved now. With per-key ordering, the next records
         of their keys are placed, or failed after a failure."""
@@ -52,12 +53,12 @@ class Endings:
                 self.fail_after(after, why)
         return records, size
 
-    def fail(self, members: Sequence[Outcome], res: Resolution, shard_id: str) -> None:
+    def fail(self, members: Sequence[Record], res: Resolution, shard_id: str) -> None:
         """Fail the unresolved ``members`` of one Kinesis record with ``res``."""
         records, size = self.resolve(members, res)
         if not records:
             return
-        stream = members[0]._stream
+        stream = members[0].stream
         if self.measure:
             self.metrics.user_records_put(stream, shard_id, 0, 0, failed=records)
         _log.info(
@@ -65,36 +66,36 @@ class Endings:
             stream=stream,
             shard_id=shard_id,
             error_code=res[R_ERROR_CODE],
-            attempt=len(members[0]._attempts) + (res[R_ATTEMPT] is not None),
+            attempt=len(members[0].attempts) + (res[R_ATTEMPT] is not None),
             records=records,
             bytes=size,
         )
 
-    def fail_after(self, outcomes: list[Outcome], res: Resolution) -> None:
+    def fail_after(self, outcomes: list[Record], res: Resolution) -> None:
         """Fail records put after a record of their key that failed (per-key ordering)."""
         records, size = self.resolve(outcomes, res)
         if not records:
             return
-        stream = outcomes[0]._stream
+        stream = outcomes[0].stream
         if self.measure:
             self.metrics.errors(stream, None, res[R_ERROR_CODE] or "", records)
         _log.info(
             "records_failed",
             stream=stream,
             error_code=res[R_ERROR_CODE],
-            partition_key=outcomes[0]._partition_key,
+            partition_key=outcomes[0].partition_key,
             records=records,
             bytes=size,
         )
 
-    def expire(self, outcomes: list[Outcome], now: float, why: str) -> None:
+    def expire(self, outcomes: list[Record], now: float, why: str) -> None:
         """Fail ``outcomes`` whose ``record_ttl`` has passed (``why``: where they waited)."""
         records = size = 0
         for outcome in outcomes:
-            last = outcome._attempts[-1] if outcome._attempts else None
+            last = outcome.attempts[-1] if outcome.attempts else None
             message = (
                 f"not written within record_ttl ({self.ttl} s) after "
-                f"{len(outcome._attempts)} attempts"
+                f"{len(outcome.attempts)} attempts"
                 + (f"; last error: {last.error_code}: {last.error_message}" if last else "")
                 + f"; {why}"
             )
@@ -103,10 +104,10 @@ class Endings:
             size += b
         if records:
             if self.measure:
-                self.metrics.user_record_expired(outcomes[0]._stream, None, records)
+                self.metrics.user_record_expired(outcomes[0].stream, None, records)
             _log.info(
                 "records_expired",
-                stream=outcomes[0]._stream,
+                stream=outcomes[0].stream,
                 error_code=EXPIRED,
                 records=records,
                 bytes=size,

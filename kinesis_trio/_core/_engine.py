@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from .._config import ProducerConfig
 from .._errors import SpoolWriteError
 from .._logging import get_logger
-from .._outcome import Attempt, Outcome, failed
+from .._results import Attempt, failed
 from ._accumulator import Accumulator, track
 from ._admission import Admission, delays
 from ._aggregation import _vlen
@@ -35,6 +35,7 @@ from ._metric_window import MetricWindow
 from ._ordering import KeyOrder, refusal
 from ._outgoing import Outgoing
 from ._pipeline_data import KRecord, ShardBuffer, StreamState
+from ._record import Record
 from ._reshard import ShardMaps
 from ._retry_schedule import Retries
 from ._shards import Shard, ShardMap, hash_key_for, parse_explicit_hash_key
@@ -47,6 +48,8 @@ __all__ = ["Engine"]
 
 _log = get_logger("kinesis_trio.producer")
 _INF = math.inf
+#: the class of the rows the engine makes (the producer's ``Outcome``)
+R = TypeVar("R", bound=Record)
 _KEY_CACHE_MAX = 1 << 16
 #: seconds between samples of the oldest record's age and the projected delay
 _SAMPLE_INTERVAL = 1.0
@@ -96,7 +99,7 @@ def refuse(why: str) -> None:
     )
 
 
-class Engine:
+class Engine(Generic[R]):
     """The producer's decisions: accept, place, seal, interpret, retry, resolve."""
 
     def __init__(
@@ -104,10 +107,13 @@ class Engine:
         config: ProducerConfig,
         metrics: MetricWindow,
         refreshable: bool,
-        dead_letters: bool = False,
-        outbox: Outbox | None = None,
+        dead_letters: bool,
+        outbox: Outbox | None,
+        make: type[R],
     ) -> None:
         self.config = config
+        #: the class of each record's row it makes (the producer's ``Outcome``)
+        self.make = make
         self.metrics = metrics
         self.measure = metrics.enabled
         #: ExpiredToken refreshes the credentials (False: static ones, which fail at once)
@@ -295,7 +301,7 @@ class Engine:
         explicit_hash_key: str | None,
         now: float,
         recovered: Row | None = None,
-    ) -> Outcome:
+    ) -> R:
         """Accept a record into the stream's buffers, or raise (bad input: ``ValueError`` /
         ``TypeError``; no room: ``NoRoom``; a spool that cannot write:
         ``SpoolWriteError``), changing nothing. ``recovered``: the record was read back
@@ -321,11 +327,11 @@ class Engine:
             why = spool.refusal(size)
             if why is not None:
                 refuse(why)
-        outcome = Outcome(
+        outcome = self.make(
             data, partition_key, explicit_hash_key, hash_key, size, now, stream.name, ledger.epoch
         )
         if recovered is not None:
-            outcome._attempted(recovered_attempt(now))
+            outcome.attempted(recovered_attempt(now))
         order = self.order
         if order is None:
             self.acc.add(stream, outcome, partition_key, n, pk_len, pk_grow, now)  # type: ignore[arg-type]
@@ -350,7 +356,7 @@ class Engine:
     def fail_recovered(self, row: Row, size: int, code: str, message: str, now: float) -> None:
         """A record read back from the spool that cannot be sent again (its stream is gone,
         it breaks a limit now): it fails for good (``failures()``) and leaves the spool."""
-        outcome = Outcome(
+        outcome = self.make(
             row.data,
             row.partition_key,
             row.explicit_hash_key,
@@ -360,7 +366,7 @@ class Engine:
             row.stream,
             self.ledger.epoch,
         )
-        outcome._attempted(recovered_attempt(now))
+        outcome.attempted(recovered_attempt(now))
         self.ledger.accept(outcome, size)
         spool = self.spool
         assert spool is not None
@@ -451,7 +457,7 @@ class Engine:
         """The lanes of records a request did not confirm (throttled, failed) count its
         time as busy time that confirmed nothing; the lines of lanes that started or
         stopped holding ``put`` are logged."""
-        lanes = [k.shard.lane for k in krecs if k.members[-1]._resolution is None]
+        lanes = [k.shard.lane for k in krecs if k.members[-1].resolution is None]
         self.admission.unconfirmed(lanes, now)
 
     def sample_delays(self, now: float) -> None:
@@ -477,7 +483,7 @@ class Engine:
         """Records whose request was out when the producer stopped: maybe written."""
         for krec in krecs:
             for outcome in krec.live():
-                outcome._attempted(attempt)
+                outcome.attempted(attempt)
 
     def fail_unresolved(self, code: str, message: str, now: float) -> int:
         """Fail every record not resolved yet (close, abort); returns how many. With a spool,

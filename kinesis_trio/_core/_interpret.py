@@ -9,11 +9,13 @@ answer. Nothing here resolves an outcome: the engine applies the decisions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .._errors import KinesisError
-from .._outcome import R_SEQUENCE_NUMBER, Attempt, Outcome, Resolution, failed, written
+from .._results import R_SEQUENCE_NUMBER, Attempt, Resolution, failed, written
 from ._pipeline_data import KRecord, ShardBuffer
+from ._record import Record
 from ._retry_policy import (
     Action,
     Decision,
@@ -199,14 +201,14 @@ def error_code(error: BaseException) -> str:
     return error.code if isinstance(error, KinesisError) else type(error).__name__
 
 
-def kcl_delivers(shard_range: tuple[int, int] | None, members: list[Outcome]) -> bool:
+def kcl_delivers(shard_range: tuple[int, int] | None, members: Sequence[Record]) -> bool:
     """Will a KCL consumer deliver an aggregate of ``members`` read from a shard with
     ``shard_range``? Only if the range holds every member's hash key: the KCL's
     ``AggregatorUtil.deaggregate`` drops the *whole* aggregate on one member outside it."""
     if shard_range is None:
         return False
     low, high = shard_range
-    return all(low <= o._hash_key <= high for o in members)
+    return all(low <= o.hash_key <= high for o in members)
 
 
 def outside_range(attempt: Attempt, res: Resolution, known: bool, shard_id: str) -> Attempt:

@@ -10,7 +10,7 @@ effect) when the producer keeps dead letters, with a spool as a dead letter the 
 until it is taken (``SpoolBook.dead``); any resolution sets the outbox's progress.
 
 The one way the core wakes a waiter: resolving an outcome here sets its event, if somebody
-waits (``Outcome._resolve``). That event is the running loop's own (``trio.Event`` or
+waits (``Record.resolve``). That event is the running loop's own (``trio.Event`` or
 ``asyncio.Event``), set synchronously on the loop's thread, during the engine call that
 resolved it; setting it schedules the waiter and runs nothing. Every other wake-up (a
 worker, a timer, whoever waits for room or a flush) is an effect the shell carries out. No
@@ -22,10 +22,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .._dead_letters import FailedRecord
-from .._outcome import R_AT, R_ERROR_CODE, R_ERROR_MESSAGE, R_OK, Outcome, Resolution
+from .._results import R_AT, R_ERROR_CODE, R_ERROR_MESSAGE, R_OK, Resolution
 from ._accumulator import unpack
 from ._effects import DeadLetters, Outbox
 from ._pipeline_data import KRecord
+from ._record import Record
 from ._spool import SpoolBook
 
 __all__ = ["Ledger"]
@@ -64,7 +65,7 @@ class Ledger:
         # is counted per record until its epoch closes)
         self._epoch_pending: dict[int, int] = {}
         #: in order of acceptance (a dict: the first of a stream is its oldest)
-        self._unresolved: dict[Outcome, None] = {}
+        self._unresolved: dict[Record, None] = {}
         self.outbox = outbox
         #: each record failed, with its data, goes into the outbox (``DeadLetters``)
         self.dead_letters = dead_letters
@@ -79,13 +80,13 @@ class Ledger:
         """Can a record of ``size`` bytes be accepted without passing the limits?"""
         return self.records < self.max_records and self.bytes + size <= self.max_bytes
 
-    def accept(self, outcome: Outcome, size: int) -> None:
+    def accept(self, outcome: Record, size: int) -> None:
         """Count an accepted record (created in the current epoch)."""
         self.records += 1
         self.bytes += size
         self._unresolved[outcome] = None
 
-    def resolve(self, members: Sequence[Outcome], res: Resolution) -> tuple[int, int]:
+    def resolve(self, members: Sequence[Record], res: Resolution) -> tuple[int, int]:
         """Resolve the members of one Kinesis record (member ``i`` as sub-record ``i``);
         the resolved ones are no longer outstanding. Returns ``(records, bytes)`` resolved
         now (members resolved before are left as they are). With dead letters, each member
@@ -100,23 +101,23 @@ class Ledger:
         mark = 0
         older = run = 0  # an earlier epoch and how many of its records came in a row
         for sub, outcome in enumerate(members):
-            if not outcome._resolve(res, sub):
+            if not outcome.resolve(res, sub):
                 continue
             records += 1
-            if outcome._lane is not lane:
+            if outcome.lane is not lane:
                 if lane is not None:
                     lane.drained(size - mark, res[R_OK], res[R_AT])
-                lane = outcome._lane
+                lane = outcome.lane
                 mark = size
-            size += outcome._size
+            size += outcome.size
             discard(outcome, None)
-            if outcome._epoch != epoch:
-                if outcome._epoch == older:
+            if outcome.epoch != epoch:
+                if outcome.epoch == older:
                     run += 1
                 else:
                     if run:
                         self._forget_epoch(older, run)
-                    older, run = outcome._epoch, 1
+                    older, run = outcome.epoch, 1
         if lane is not None:
             lane.drained(size - mark, res[R_OK], res[R_AT])
         if run:
@@ -138,12 +139,12 @@ class Ledger:
 
     def _failed(
         self,
-        failing: list[tuple[Outcome, bytes]],
+        failing: list[tuple[Record, bytes]],
         res: Resolution,
-        tickets: dict[Outcome, int] | None = None,
+        tickets: dict[Record, int] | None = None,
     ) -> None:
         records = [
-            FailedRecord(data, o._partition_key, o._explicit_hash_key, o._stream, o._result(res))
+            FailedRecord(data, o.partition_key, o.explicit_hash_key, o.stream, o.result_for(res))
             for o, data in failing  # each unresolved before: failed by this call
         ]
         kept = [tickets.get(o, 0) for o, _ in failing] if tickets else None
@@ -174,7 +175,7 @@ class Ledger:
     def unresolved(self) -> int:
         return len(self._unresolved)
 
-    def unresolved_outcomes(self) -> list[Outcome]:
+    def unresolved_outcomes(self) -> list[Record]:
         """The outcomes not resolved yet (a copy), oldest first."""
         return list(self._unresolved)
 
@@ -184,9 +185,9 @@ class Ledger:
         are found (at the first record, with one stream) instead of visiting every record."""
         found: dict[str, float] = {}
         for outcome in self._unresolved:
-            name = outcome._stream
+            name = outcome.stream
             if name not in found:
-                found[name] = outcome._arrival
+                found[name] = outcome.arrival
                 if len(found) >= streams:
                     break
         return found
@@ -199,7 +200,7 @@ class Ledger:
         with ``unkept`` and are dead letters."""
         pending, self._unresolved = self._unresolved, {}
         failing = lost_failing = None
-        lost: set[Outcome] = set()
+        lost: set[Record] = set()
         if self.spool is not None:
             lost = self.spool.kept(pending)
             if lost and self.dead_letters and unkept is not None and not unkept[R_OK]:
@@ -207,12 +208,12 @@ class Ledger:
         elif self.dead_letters and not res[R_OK]:
             failing = _with_data(sorted(pending, key=_arrival))  # in the order of arrival
         for outcome in pending:
-            if outcome._lane is not None:
-                outcome._lane.forget()
+            if outcome.lane is not None:
+                outcome.lane.forget()
         count = 0
         for outcome in pending:
             resolution = unkept if unkept is not None and outcome in lost else res
-            count += outcome._resolve(resolution)
+            count += outcome.resolve(resolution)
         self.records = 0
         self.bytes = 0
         self._epoch_pending.clear()
@@ -225,25 +226,25 @@ class Ledger:
         return count
 
 
-def _arrival(outcome: Outcome) -> float:
-    return outcome._arrival
+def _arrival(outcome: Record) -> float:
+    return outcome.arrival
 
 
-def _with_data(outcomes: Sequence[Outcome]) -> list[tuple[Outcome, bytes]]:
+def _with_data(outcomes: Sequence[Record]) -> list[tuple[Record, bytes]]:
     """The unresolved ``outcomes`` (each once) with their data (from their aggregate if it
     holds it)."""
-    out: list[tuple[Outcome, bytes]] = []
+    out: list[tuple[Record, bytes]] = []
     seen: set[int] = set()
     for outcome in outcomes:
-        if outcome._resolution is not None or id(outcome) in seen:
+        if outcome.resolution is not None or id(outcome) in seen:
             continue
         seen.add(id(outcome))
-        data = outcome._data
+        data = outcome.data
         if data is None:
-            agg = outcome._agg
+            agg = outcome.agg
             assert isinstance(agg, KRecord), "a record's data is on it or in its aggregate"
             unpack(agg)  # gives every unresolved member its data back: decoded once
-            data = outcome._data
+            data = outcome.data
             assert data is not None
         out.append((outcome, data))
     return out

@@ -36,10 +36,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
-from .._outcome import PRECEDING_FAILED, R_AT, R_ERROR_CODE, R_OK, Outcome, Resolution, failed
+from .._results import PRECEDING_FAILED, R_AT, R_ERROR_CODE, R_OK, Resolution, failed
 from ._accumulator import Accumulator, key_length, plain, unpack
 from ._effects import NoRoom
 from ._pipeline_data import KRecord, ShardBuffer, StreamState
+from ._record import Record
 from ._stream_policy import AUTO, StreamFacts
 
 __all__ = ["KeyOrder", "refusal"]
@@ -69,22 +70,22 @@ class _Key:
 
     __slots__ = ("box", "done", "held", "parked", "shard", "stream")
 
-    def __init__(self, stream: StreamState, first: Outcome) -> None:
+    def __init__(self, stream: StreamState, first: Record) -> None:
         self.stream = stream
-        self.held: list[Outcome] = [first]
+        self.held: list[Record] = [first]
         self.done = 0
-        self.parked: deque[Outcome] | None = None
+        self.parked: deque[Record] | None = None
         #: the shard whose aggregate in formation holds ``held``, and that aggregate's
         #: member list (``shard.members is box`` until it is sealed)
         self.shard: ShardBuffer | None = None
-        self.box: list[Outcome] | None = None
+        self.box: list[Record] | None = None
 
-    def park(self, outcome: Outcome) -> None:
+    def park(self, outcome: Record) -> None:
         if self.parked is None:
             self.parked = deque()
         self.parked.append(outcome)
 
-    def unhold(self, keep: Outcome | None = None) -> None:
+    def unhold(self, keep: Record | None = None) -> None:
         """Put the unresolved held records (but ``keep``) back at the head of the queue."""
         back = [o for o in self.held[self.done :] if o is not keep]
         if back:
@@ -127,7 +128,7 @@ class KeyOrder:
     def accept(
         self,
         stream: StreamState,
-        outcome: Outcome,
+        outcome: Record,
         partition_key: str,
         n: int,
         pk_len: int,
@@ -158,7 +159,7 @@ class KeyOrder:
                     key.held.append(outcome)
                     return
                 if (
-                    shard.start <= outcome._hash_key <= shard.end
+                    shard.start <= outcome.hash_key <= shard.end
                     and shard.queued < self.acc.queue_size
                 ):
                     # full: send it now rather than at its deadline, the key's next run waits
@@ -168,18 +169,18 @@ class KeyOrder:
     # -- resolutions ------------------------------------------------------------------------
 
     def resolved(
-        self, outcomes: Iterable[Outcome], res: Resolution
-    ) -> list[tuple[list[Outcome], Resolution]]:
+        self, outcomes: Iterable[Record], res: Resolution
+    ) -> list[tuple[list[Record], Resolution]]:
         """Records resolved with ``res`` (records resolved before are ignored): release the
         next run of each key whose records are all written. Returns what must fail now:
         the records after each one that failed, with their resolution."""
-        fail: list[tuple[list[Outcome], Resolution]] = []
+        fail: list[tuple[list[Record], Resolution]] = []
         tables = self.tables
         for outcome in outcomes:
-            table = tables.get(outcome._stream)
+            table = tables.get(outcome.stream)
             if table is None:
                 continue
-            pk = outcome._partition_key
+            pk = outcome.partition_key
             key = table.get(pk)  # type: ignore[arg-type]
             if key is None:
                 continue
@@ -194,7 +195,7 @@ class KeyOrder:
                 continue
             if not res[R_OK]:
                 del table[pk]  # type: ignore[arg-type]
-                after = [o for o in (*held[key.done :], *(parked or ())) if o._resolution is None]
+                after = [o for o in (*held[key.done :], *(parked or ())) if o.resolution is None]
                 if after:
                     fail.append((after, self._after_failure(pk, res)))
             elif key.done >= len(held):
@@ -225,7 +226,7 @@ class KeyOrder:
         key.held = [first]
         key.done = 0
         key.at(acc.place(stream, first, key_length(first), now, False))
-        if first._arrival + acc.linger <= now:  # it has waited its linger: it goes now
+        if first.arrival + acc.linger <= now:  # it has waited its linger: it goes now
             acc.hurry(stream, first, now)
         shard = key.open_in()
         while parked and shard is not None and acc.join(stream, shard, parked[0], now, True):
@@ -244,9 +245,9 @@ class KeyOrder:
         for krec in batch:
             unpack(krec)
             for outcome in krec.members:
-                if outcome._resolution is not None:
+                if outcome.resolution is not None:
                     continue
-                pk = outcome._partition_key
+                pk = outcome.partition_key
                 key = table.get(pk)  # type: ignore[arg-type]
                 if key is None:  # not ordered (no partition key)
                     self.acc.place(stream, outcome, key_length(outcome), now, False)
@@ -270,12 +271,12 @@ class KeyOrder:
                 out.append(krec)
                 continue
             unpack(krec)
-            table = self.tables.get(krec.members[0]._stream, {})
+            table = self.tables.get(krec.members[0].stream, {})
             seen: set[str | None] = set()
             for outcome in krec.members:
-                if outcome._resolution is not None:
+                if outcome.resolution is not None:
                     continue
-                pk = outcome._partition_key
+                pk = outcome.partition_key
                 key = table.get(pk)  # type: ignore[arg-type]
                 if key is None:
                     out.append(plain(outcome, krec.shard))

@@ -15,7 +15,7 @@ import math
 import random
 
 from .._config import ProducerConfig
-from .._outcome import RECORD_TOO_LARGE, failed
+from .._results import RECORD_TOO_LARGE, failed
 from ._accumulator import Accumulator, expired_in, prune, unaggregate
 from ._congestion import ConcurrencyLimit
 from ._endings import Endings

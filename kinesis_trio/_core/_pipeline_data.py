@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import math
 
-from .._outcome import Attempt, Outcome, Resolution
+from .._results import Attempt, Resolution
 from ._admission import OFF, Lane
 from ._aggregation import AggregateSizer
 from ._limiter import ShardLimiter
+from ._record import Record
 from ._shards import ShardMap
 from ._stream_policy import StreamFacts, StreamPolicy
 
@@ -40,7 +41,7 @@ class KRecord:
 
     def __init__(
         self,
-        members: list[Outcome],
+        members: list[Record],
         data: bytes,
         partition_key: str | None,
         ehk: str | None,
@@ -61,13 +62,13 @@ class KRecord:
         #: the rest of its PutRecords JSON entry after the data, made when first sent
         self.tail: bytes | None = None
         #: the start of the wait its next attempt ends (arrival, or the last attempt's end)
-        self.since = members[0]._arrival
+        self.since = members[0].arrival
         #: its share of what the retry budget charged for sending it again
         self.paid = 0.0
 
-    def live(self) -> list[Outcome]:
+    def live(self) -> list[Record]:
         """Its records that are not resolved yet."""
-        return [o for o in self.members if o._resolution is None]
+        return [o for o in self.members if o.resolution is None]
 
     # Its fields change here only: the engine's modules say what happened.
 
@@ -137,7 +138,7 @@ class ShardBuffer:
         self.start = start
         self.end = end
         self.sizer = AggregateSizer()
-        self.members: list[Outcome] = []
+        self.members: list[Record] = []
         #: the open aggregate's records already encoded, in order (``encode_parts``), while
         #: every member came by the accumulator's common path; None once one did not (the
         #: seal then encodes the members)
@@ -181,7 +182,7 @@ class ShardBuffer:
         """The open aggregate holds re-routed (older) records."""
         self.rerouted = True
 
-    def take(self) -> tuple[list[Outcome], list[KRecord], AggregateSizer, list[bytes] | None, bool]:
+    def take(self) -> tuple[list[Record], list[KRecord], AggregateSizer, list[bytes] | None, bool]:
         """Empty the open containers: ``(members, plain, sizer, parts, rerouted)``."""
         out = (self.members, self.plain, self.sizer, self.parts, self.rerouted)
         self.sizer = AggregateSizer()

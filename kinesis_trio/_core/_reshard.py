@@ -14,7 +14,7 @@ import random
 
 from .._config import ProducerConfig
 from .._logging import get_logger
-from .._outcome import R_SHARD_ID, Resolution, resolution_attempt
+from .._results import R_SHARD_ID, Resolution, resolution_attempt
 from ._accumulator import Accumulator, unpack
 from ._admission import OFF, Admission
 from ._effects import Outbox, Refresh, RetireShard, StartShard
@@ -147,7 +147,7 @@ class ShardMaps:
         krec.keyed(key)
         hash_key = hash_key_for(key)
         for outcome in krec.members:
-            outcome._keyed(key, hash_key)
+            outcome.keyed(key, hash_key)
 
     # -- shard maps -------------------------------------------------------------------------
 
@@ -238,7 +238,7 @@ class ShardMaps:
             records=len(again),
         )
         for outcome in again:
-            outcome._attempted(note)
+            outcome.attempted(note)
         self.place.reroute(stream, [krec], now)
 
     def verify_pending(self, stream: StreamState, now: float) -> None:
@@ -256,7 +256,7 @@ class ShardMaps:
                     item.attempt, item.res[R_SHARD_ID], "(its shard map could not be reloaded)"
                 )
                 for o in members:
-                    o._attempted(note)
+                    o.attempted(note)
                 self.endings.expire(members, now, "its shard map could not be reloaded")
             else:
                 stream.wait_for_range(item)
@@ -268,4 +268,4 @@ class ShardMaps:
         for item in stream.take_unverified():
             note = unknown_range(item.attempt, item.res[R_SHARD_ID], when)
             for o in item.krec.live():
-                o._attempted(note)
+                o.attempted(note)

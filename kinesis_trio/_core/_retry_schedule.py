@@ -20,7 +20,7 @@ import random
 
 from .._backoff import backoff_delay
 from .._config import ProducerConfig
-from .._outcome import Attempt
+from .._results import Attempt
 from ._accumulator import Accumulator, prune
 from ._congestion import RetryBudget
 from ._effects import Outbox, RetryAt
@@ -98,9 +98,9 @@ class Retries:
             due = now + backoff_delay(max(1, shard.failures), base=base, cap=cap, rand=self.rand)
             live = krec.live()
             for outcome in live:
-                outcome._attempted(attempt)
+                outcome.attempted(attempt)
             at = ttl_now(due)
-            expired = [o for o in live if o._arrival + ttl <= at]
+            expired = [o for o in live if o.arrival + ttl <= at]
             if expired:
                 self.endings.expire(expired, now, "retrying was not done in time")
                 retry = prune([krec], self.together)  # (per-key ordering: the key's after)
@@ -125,7 +125,7 @@ class Retries:
         by_shard: dict[ShardBuffer, list[KRecord]] = {}
         while heap and heap[0][0] <= now:
             _, _, krecs, cost, waited = heapq.heappop(heap)
-            krecs = [k for k in krecs if any(o._resolution is None for o in k.members)]
+            krecs = [k for k in krecs if any(o.resolution is None for o in k.members)]
             if cost and krecs and not self._pay(stream, krecs, cost, waited, now):
                 continue
             for krec in krecs:
@@ -155,7 +155,7 @@ class Retries:
                 waited = f"; its retry waited {now - since:.3g} s for the retry budget"
                 for krec in krecs:
                     for o in krec.live():
-                        o._waited(waited)
+                        o.waited(waited)
             return True
         # Held, not failed: records past their TTL expire (at their TTL, not before), the
         # others wait until time alone would refill the budget, or their first TTL.
@@ -163,14 +163,14 @@ class Retries:
         at = self.endings.pauses.ttl_now(now)
         for krec in krecs:
             live = krec.live()
-            late = [o for o in live if o._arrival + self.ttl <= at]
+            late = [o for o in live if o.arrival + self.ttl <= at]
             if not late:
                 keep.append(krec)
                 continue
             self.endings.expire(late, now, "its retry waited for the retry budget")
             keep += prune([krec], self.together)
         if keep:
-            first_ttl = min(o._arrival for k in keep for o in k.members) + self.ttl + now - at
+            first_ttl = min(o.arrival for k in keep for o in k.members) + self.ttl + now - at
             due = min(budget.ready_at(cost, now), first_ttl)
             entry = (due, next(self._seq), keep, cost, now if since is None else since)
             heapq.heappush(self._heap(stream), entry)

@@ -43,7 +43,8 @@ from operator import attrgetter, itemgetter
 from typing import NamedTuple, overload
 
 from .._dead_letters import FailedRecord
-from .._outcome import Attempt, Outcome, RecordResult
+from .._results import Attempt, RecordResult
+from ._record import Record
 
 __all__ = [
     "RECOVERED",
@@ -122,7 +123,7 @@ class Inserts(Sequence[Row]):
     def __init__(
         self,
         ids: Sequence[int],
-        outcomes: list[Outcome],
+        outcomes: list[Record],
         values: list[bytes | Row],
         common: bool = False,
     ) -> None:
@@ -189,9 +190,9 @@ def _columns(rows: Sequence[Row]) -> Columns:
     return tuple(map(itemgetter(i), rows) for i in range(5))  # type: ignore[return-value]
 
 
-def _made(row_id: int, outcome: Outcome, value: bytes | Row) -> Row:
+def _made(row_id: int, outcome: Record, value: bytes | Row) -> Row:
     if value.__class__ is bytes:
-        return _row(Row, (row_id, outcome._stream, outcome._partition_key, None, value))
+        return _row(Row, (row_id, outcome.stream, outcome.partition_key, None, value))
     row: Row = value  # type: ignore[assignment]
     return row if row[0] == row_id else _row(Row, (row_id, *row[1:]))
 
@@ -317,9 +318,9 @@ class SpoolBook:
         self.bytes = on_disk
         #: every unresolved record that is on disk (or in the commit running): its id (its
         #: size is the outcome's)
-        self._rows: dict[Outcome, int] = {}
+        self._rows: dict[Record, int] = {}
         #: accepted, not written yet (in put order)
-        self._unwritten: dict[Outcome, bytes | Row] = {}
+        self._unwritten: dict[Record, bytes | Row] = {}
         #: some of them are not common records, or keep their id (see ``take``)
         self._mixed = False
         #: ids of records to delete in the next commit, and their bytes
@@ -344,7 +345,7 @@ class SpoolBook:
         self.error: str | None = None
         #: recovery: reading the spool back (new records wait), what became of what it read
         self.reading = False
-        self._recovering: set[Outcome] = set()
+        self._recovering: set[Record] = set()
         self.recovered = self.recovered_ok = self.recovered_failed = self.damaged = 0
         self.dead_letters = 0
 
@@ -369,7 +370,7 @@ class SpoolBook:
 
     def add(
         self,
-        outcome: Outcome,
+        outcome: Record,
         stream: str,
         data: bytes,
         partition_key: str | None,
@@ -379,7 +380,7 @@ class SpoolBook:
     ) -> None:
         """An accepted record: written in the next commit unless resolved before (its id,
         the next in put order, is given then)."""
-        if stream == outcome._stream and partition_key is not None and explicit_hash_key is None:
+        if stream == outcome.stream and partition_key is not None and explicit_hash_key is None:
             # the common record: its data alone (no object per record until it is written)
             self._unwritten[outcome] = data
         else:  # by ARN, without a key (one may be given later), or an explicit hash key
@@ -395,7 +396,7 @@ class SpoolBook:
         """Recovery reads the spool back (``True``: new records wait), or has read it all."""
         self.reading = reading
 
-    def add_recovered(self, outcome: Outcome, row_id: int) -> None:
+    def add_recovered(self, outcome: Record, row_id: int) -> None:
         """A record read back from the spool and accepted again (it is on disk already,
         and its bytes, the outcome's size, were counted when the spool was opened)."""
         self._rows[outcome] = row_id
@@ -422,7 +423,7 @@ class SpoolBook:
 
     # -- resolution -----------------------------------------------------------------------
 
-    def done(self, members: Sequence[Outcome], ok: bool) -> None:
+    def done(self, members: Sequence[Record], ok: bool) -> None:
         """``members`` have their final outcome: they leave the spool (a record not written
         yet is never written)."""
         unwritten, written, deletes = self._unwritten, self._rows.pop, self._deletes
@@ -431,31 +432,31 @@ class SpoolBook:
             row_id = written(outcome, None)
             if row_id is None:  # not written yet (never to be), or not in the spool
                 if unwritten.pop(outcome, None) is not None:
-                    self.bytes -= outcome._size
+                    self.bytes -= outcome.size
                 continue
             deletes.append(row_id)
-            freed += outcome._size
+            freed += outcome.size
             if self._recovering:
                 self._recovered_done(outcome, ok)
         self._freed += freed
 
     def dead(
-        self, members: Sequence[Outcome], code: str | None, message: str | None
-    ) -> dict[Outcome, int]:
+        self, members: Sequence[Record], code: str | None, message: str | None
+    ) -> dict[Record, int]:
         """``members`` failed for good: those in the spool stay there as dead letters,
         marked with their error by the next commit, until :meth:`release`; returns each
         one's ticket. Those not written yet never are (a dead letter that was never
         durable)."""
         unwritten, written = self._unwritten, self._rows.pop
-        tickets: dict[Outcome, int] = {}
+        tickets: dict[Record, int] = {}
         for outcome in members:
             row_id = written(outcome, None)
             if row_id is None:
                 if unwritten.pop(outcome, None) is not None:
-                    self.bytes -= outcome._size
+                    self.bytes -= outcome.size
                 continue
-            self._dead[row_id] = outcome._size
-            self.bytes -= outcome._size  # a dead letter takes no room (failures' bounds)
+            self._dead[row_id] = outcome.size
+            self.bytes -= outcome.size  # a dead letter takes no room (failures' bounds)
             self._marks.append((row_id, code, message))
             tickets[outcome] = row_id
             if self._recovering:
@@ -470,7 +471,7 @@ class SpoolBook:
         self._deletes.append(ticket)
         self._unmarks.append(ticket)
 
-    def _recovered_done(self, outcome: Outcome, ok: bool) -> None:
+    def _recovered_done(self, outcome: Record, ok: bool) -> None:
         if outcome in self._recovering:
             self._recovering.discard(outcome)
             if ok:
@@ -482,7 +483,7 @@ class SpoolBook:
         self._deletes.append(row_id)
         self._freed += size
 
-    def kept(self, outcomes: Collection[Outcome]) -> set[Outcome]:
+    def kept(self, outcomes: Collection[Record]) -> set[Record]:
         """The producer has closed, after its last commit, with ``outcomes`` unresolved:
         those on disk stay in the spool; returns the others, those the last commit could
         not write (it failed: a full disk), which are in neither the spool nor the stream.
@@ -504,7 +505,7 @@ class SpoolBook:
             if size > room:
                 break  # the ones after it are not kept either: no record after a gap
             room -= size
-            key = Outcome(
+            key = Record(
                 row.data, row.partition_key, row.explicit_hash_key, 0, size, now, row.stream, 0
             )
             self._unwritten[key] = _row(Row, (0, *row[1:]))  # id 0: the next one
@@ -585,7 +586,7 @@ class SpoolBook:
         self.in_flight = 0
         self.error = error
         rows = self._rows
-        again: dict[Outcome, bytes | Row] = {}
+        again: dict[Record, bytes | Row] = {}
         by_id = {row.id: row for row in commit.inserts}
         for outcome, row_id in list(rows.items()):
             row = by_id.get(row_id)

@@ -60,6 +60,7 @@ from .._core import (
 from .._dead_letters import FailedRecord
 from .._errors import AccessDeniedError, ConnectionLostError, KinesisTrioError
 from .._logging import get_logger
+from ._outcome import Outcome
 
 __all__ = ["Pipeline"]
 
@@ -173,7 +174,7 @@ class Pipeline:
         client: KinesisClient,
         tg: anyio.abc.TaskGroup,
         now: Callable[[], float],
-        engine: Engine,
+        engine: Engine[Outcome],
         outbox: Outbox,
         on_failed: Callable[[list[FailedRecord], float, list[int] | None], None] | None = None,
     ) -> None:

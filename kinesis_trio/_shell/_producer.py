@@ -40,10 +40,11 @@ from .._core import (
 from .._errors import KinesisError, ProducerClosedError, ProducerForkedError
 from .._logging import get_logger
 from .._metric_names import MetricsSink
-from .._outcome import ABORTED, CLOSE_TIMEOUT, Outcome
+from .._results import ABORTED, CLOSE_TIMEOUT
 from ..metrics._recorder import metrics_for
 from . import _forks as forks
 from ._failure_feed import FailureFeed
+from ._outcome import Outcome
 from ._pipeline import Pipeline
 from ._schema_puts import SchemaPuts
 from ._views import ProducerViews
@@ -147,7 +148,7 @@ class Producer(ProducerViews, SchemaPuts):
         self._client: KinesisClient | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._pipeline: Pipeline | None = None
-        self._engine: Engine | None = None
+        self._engine: Engine[Outcome] | None = None
         #: where the engine leaves what the tasks must do (given to it when it opens)
         self._outbox = Outbox()
         self._spooler: _spooler.Spooler | None = None
@@ -187,7 +188,7 @@ class Producer(ProducerViews, SchemaPuts):
         refreshable = not isinstance(self._client_args["credentials"], StaticCredentials)
         config, metrics = self._config, self._metrics
         outbox = self._outbox
-        self._engine = engine = Engine(config, metrics, refreshable, True, outbox)
+        self._engine = engine = Engine(config, metrics, refreshable, True, outbox, Outcome)
         self._pipeline = Pipeline(
             config, client, tg, self._now, engine, outbox, self._failures.failed
         )
@@ -383,7 +384,7 @@ class Producer(ProducerViews, SchemaPuts):
             else:
                 if since is not None:
                     self._metrics.stream_sample(
-                        "PutAdmissionWait", outcome._stream, self._now() - since
+                        "PutAdmissionWait", outcome.stream, self._now() - since
                     )
                 return outcome
 

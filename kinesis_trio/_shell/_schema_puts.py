@@ -22,9 +22,10 @@ from .._errors import ProducerClosedError
 if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
 
-    from .._outcome import Outcome, RecordResult
+    from .._results import RecordResult
     from ..gsr._schemas import Schema
     from ..gsr._types import SchemaRegistry
+    from ._outcome import Outcome
     from ._sync_handoff import Line
 
 __all__ = ["SchemaNotCached", "SchemaPuts", "SyncSchemaPuts"]

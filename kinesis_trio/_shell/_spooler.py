@@ -38,7 +38,8 @@ from .._errors import (
     TransportError,
 )
 from .._logging import get_logger
-from .._outcome import PRECEDING_FAILED, Outcome
+from .._results import PRECEDING_FAILED
+from ._outcome import Outcome
 
 __all__ = ["Spooler"]
 
@@ -62,7 +63,7 @@ class Spooler:
     def __init__(
         self,
         config: ProducerConfig,
-        engine: Engine,
+        engine: Engine[Outcome],
         now: Callable[[], float],
         progress: Callable[[], None],
         wait_progress: Callable[[], Awaitable[None]],

@@ -13,7 +13,8 @@ from concurrent.futures import Future
 import anyio
 
 from .._errors import ProducerClosedError, ProducerForkedError, SpoolWriteError
-from .._outcome import Outcome, RecordResult
+from .._results import RecordResult
+from ._outcome import Outcome
 
 __all__ = ["CLOSED", "CLOSING", "FLUSH", "NEW", "OPEN", "Item", "Line", "await_durable", "is_mark"]
 

@@ -17,7 +17,7 @@ import sniffio
 from .._core import Row, kept_note, spool_note, unkept_note
 from .._dead_letters import FailedRecord
 from .._logging import get_logger
-from .._outcome import ABORTED, CLOSE_TIMEOUT, RecordResult
+from .._results import ABORTED, CLOSE_TIMEOUT, RecordResult
 from ._producer import Producer
 from ._sync_handoff import CLOSED, FLUSH, OPEN, Item, Line, is_mark
 

@@ -45,7 +45,7 @@ from .._core import (
 )
 from .._dead_letters import FailedRecord
 from .._errors import ProducerForkedError
-from .._outcome import RecordResult
+from .._results import RecordResult
 from . import _forks as forks
 from ._producer import Producer
 from ._schema_puts import SyncSchemaPuts

@@ -13,6 +13,7 @@ from .._dead_letters import FailedRecord
 from .._errors import ProducerClosedError
 from ..metrics._recorder import Metrics
 from ._failure_feed import FailureFeed
+from ._outcome import Outcome
 
 if TYPE_CHECKING:
     from ._spooler import Spooler
@@ -25,7 +26,7 @@ class ProducerViews:
     recovery."""
 
     _config: ProducerConfig
-    _engine: Engine | None
+    _engine: Engine[Outcome] | None
     _metrics: Metrics
     _client: KinesisClient | None
     _failures: FailureFeed

@@ -39,7 +39,8 @@ import anyio
 from .._config import ProducerConfig
 from .._errors import KinesisTrioError
 from .._logging import get_logger
-from .._outcome import Outcome, RecordResult
+from .._results import RecordResult
+from .._shell._outcome import Outcome
 from .._shell._producer import Producer
 from .._shell._sync_producer import SyncProducer
 from . import _batch, _slots

@@ -21,7 +21,8 @@ import anyio.abc
 import anyio.to_thread
 
 from .._dead_letters import FailedRecord
-from .._outcome import Outcome, RecordResult
+from .._results import RecordResult
+from .._shell._outcome import Outcome
 from .._shell._producer import Producer
 from ._options import _THROTTLE_CODE, _TICK
 

@@ -23,7 +23,7 @@ import anyio.to_thread
 
 from .._config import ProducerConfig
 from .._core import RECOVERED, RecoveryReport
-from .._outcome import ABORTED, CLOSE_TIMEOUT, RecordResult
+from .._results import ABORTED, CLOSE_TIMEOUT, RecordResult
 from .._shell._producer import Producer
 from ._gsr import SchemaInput, registry_for, schema_input
 from ._options import _READ_CHUNK, _config, _Target, _UsageError, _with_target

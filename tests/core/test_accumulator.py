@@ -12,7 +12,7 @@ from kinesis_trio._core._accumulator import Accumulator, expired_in, prune, unag
 from kinesis_trio._core._aggregation import _vlen, deaggregate, encode_records
 from kinesis_trio._core._effects import NoRoom
 from kinesis_trio._core._pipeline_data import KRecord, ShardBuffer, StreamState
-from kinesis_trio._outcome import failed
+from kinesis_trio._results import failed
 from tests.support.engine import RecordingShell, buffer, even_shards, outcome, stream_of
 
 
@@ -89,10 +89,10 @@ def test_the_inline_fast_path_places_as_place_does(
         for krec in batches:
             assert len(krec.members) <= max_count
             shard = krec.shard
-            assert all(shard.start <= o._hash_key <= shard.end for o in krec.members)
+            assert all(shard.start <= o.hash_key <= shard.end for o in krec.members)
             if krec.aggregated:
                 users = deaggregate(krec.data, krec.partition_key)
-                assert [u.partition_key for u in users] == [o._partition_key for o in krec.members]
+                assert [u.partition_key for u in users] == [o.partition_key for o in krec.members]
                 assert len(krec.data) <= max_size
                 assert krec.size == len(krec.data) + 1
         results.append([(k.shard.shard_id, k.data, k.aggregated) for k in batches])
@@ -128,9 +128,9 @@ def test_records_encoded_as_they_are_placed_join_into_the_members_encoding(
         assert (shard.parts is None) == dropped
     members = list(shard.members)
     expected = encode_records(
-        [o._data for o in members],  # type: ignore[misc]
-        [o._partition_key for o in members],  # type: ignore[misc]
-        [o._explicit_hash_key for o in members] if with_ehk else None,
+        [o.data for o in members],  # type: ignore[misc]
+        [o.partition_key for o in members],  # type: ignore[misc]
+        [o.explicit_hash_key for o in members] if with_ehk else None,
     )
     [agg] = every_batch(shell, acc, stream)
     assert agg.members == members and agg.data == expected
@@ -316,9 +316,9 @@ def _expire_and_prune(together: bool) -> list[tuple[bytes, bool]]:
     add(acc, stream, b"newer", "b", now=5.5)
     batch = acc.seal(stream.shards[0])
     expired = expired_in(batch, now=6.0, ttl=3.0)
-    assert [o._partition_key for o in expired] == ["a"]
+    assert [o.partition_key for o in expired] == ["a"]
     for o in expired:
-        o._resolve(failed("RecordExpired", "", 6.0))
+        o.resolve(failed("RecordExpired", "", 6.0))
     return [(k.data, k.aggregated) for k in prune(batch, together)]
 
 
@@ -346,4 +346,4 @@ def test_reroute_places_records_by_the_current_map() -> None:
     placed = [o for shard in stream.shards for o in shard.members]
     assert len(placed) == 20 and old not in stream.shards
     for shard in stream.shards:
-        assert all(shard.start <= o._hash_key <= shard.end for o in shard.members)
+        assert all(shard.start <= o.hash_key <= shard.end for o in shard.members)

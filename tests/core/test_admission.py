@@ -15,11 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kinesis_trio import Outcome
 from kinesis_trio._core._admission import FIRST, MIN_SPAN, WINDOW, Admission, Lane
 from kinesis_trio._core._effects import NoRoom
 from kinesis_trio._core._pipeline_data import ShardBuffer, StreamState
 from kinesis_trio._core._shards import hash_key_for
-from kinesis_trio._outcome import Outcome, failed
+from kinesis_trio._results import failed
 from tests.support.engine import engine
 
 TTL = 30.0
@@ -172,7 +173,7 @@ def test_a_record_placed_anew_owes_its_bytes_on_its_new_shard() -> None:
     record = rec(700)
     old.charge(record, 0.0)
     old.move(record, new, 1.0)
-    assert (old.owed, new.owed, record._lane) == (0, 700, new)
+    assert (old.owed, new.owed, record.lane) == (0, 700, new)
     assert old.busy(5.0) == pytest.approx(1.0)  # it stopped being busy when it let go
 
 
@@ -216,7 +217,7 @@ def test_a_held_shard_refuses_its_records_and_another_shard_still_takes_them() -
     assert eng.ledger.records == records + 1
     assert outcome in cold.members  # in the aggregate in formation: charged at its seal
     eng.seal(cold)
-    assert outcome._lane is cold.lane and cold.lane.owed == 100 + len(cold_key)
+    assert outcome.lane is cold.lane and cold.lane.owed == 100 + len(cold_key)
 
 
 def test_a_burst_is_charged_once_per_aggregate_as_owing_from_its_first_record() -> None:
@@ -224,7 +225,7 @@ def test_a_burst_is_charged_once_per_aggregate_as_owing_from_its_first_record() 
     (shard,) = stream.shards
     ln = shard.lane
     outcomes = [eng.accept(stream, b"x" * 100, f"k{i}", None, 2.0 + i) for i in range(5)]
-    assert ln.owed == 0 and all(o._lane is None for o in outcomes)
+    assert ln.owed == 0 and all(o.lane is None for o in outcomes)
     # the check counts the aggregate in formation beside what the lane owes
     ln.allow = shard.sizer.size
     with pytest.raises(NoRoom):
@@ -232,15 +233,15 @@ def test_a_burst_is_charged_once_per_aggregate_as_owing_from_its_first_record() 
     ln.allow = math.inf
     eng.ledger.resolve([outcomes[0]], failed("X", "gone", 7.0))  # resolved before the seal
     eng.seal(shard)
-    owed = sum(o._size for o in outcomes[1:])
-    assert ln.owed == owed and all(o._lane is ln for o in outcomes)
+    owed = sum(o.size for o in outcomes[1:])
+    assert ln.owed == owed and all(o.lane is ln for o in outcomes)
     assert ln.busy(10.0) == pytest.approx(8.0)  # owing since the first record's acceptance
     eng.ledger.resolve(outcomes[1:], failed("X", "gone", 10.0))
     assert ln.owed == 0 and ln.busy(20.0) == pytest.approx(8.0)  # idle since
     # a lone record sealed later owes from its acceptance, not from before the lane's idling
     only = eng.accept(stream, b"x" * 100, "k1", None, 9.0)
     eng.seal(shard)
-    assert only._lane is ln and ln.owed == only._size
+    assert only.lane is ln and ln.owed == only.size
     assert ln.busy(20.0) == pytest.approx(8.0 + 10.0)  # busy again since 10.0, not 9.0
 
 
@@ -312,12 +313,12 @@ class Sim:
                         if t - arrival > TTL:
                             self.expired += 1
                         self.oldest = max(self.oldest, t - arrival)
-                        record._lane.drained(per_record, True, t)
+                        record.lane.drained(per_record, True, t)
                     self.confirmed += len(done)
                     if back:
                         queue.extendleft(reversed(flying[len(flying) - back :]))
                         for _, record in flying[len(flying) - back :]:
-                            record._lane.note(t)
+                            record.lane.note(t)
                     flying = []
                     answer_at = math.inf
                 if ln.rate:

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kinesis_trio._dead_letters import FailedRecord, FailureBuffer
-from kinesis_trio._outcome import RecordResult
+from kinesis_trio._results import RecordResult
 
 
 def record(n: int, size: int = 1, stream: str = "s") -> FailedRecord:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kinesis_trio._core._shards import ShardMap
 from kinesis_trio._errors import KinesisError
-from kinesis_trio._outcome import Attempt
+from kinesis_trio._results import Attempt
 from tests.support.engine import engine, even_shards, retry_due, sealed
 
 HALF = 2**127
@@ -71,7 +71,7 @@ def test_an_aggregate_written_across_a_split_is_sent_again_whole() -> None:
     eng2.apply_answer(stream2, [agg], answer, 1.0, 1.1)
     assert not any(o.done() for o in members)
     for o in members:
-        assert o._attempts[-1].error_code == "WrittenOutsideShardRange"
+        assert o.attempts[-1].error_code == "WrittenOutsideShardRange"
     assert stream2.stale and shell2.refreshes == 1
     replaced = [o for shard in stream2.shards for o in shard.members] + [
         k.members[0] for shard in stream2.shards for k in shard.plain
@@ -155,4 +155,4 @@ def test_a_new_map_retires_changed_shards_and_places_their_records_anew() -> Non
     placed = [o for shard in stream.shards for o in shard.members]
     assert len(placed) == 50
     for shard in stream.shards:
-        assert all(shard.start <= o._hash_key <= shard.end for o in shard.members)
+        assert all(shard.start <= o.hash_key <= shard.end for o in shard.members)

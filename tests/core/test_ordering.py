@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kinesis_trio import deaggregate
+from kinesis_trio import Outcome, deaggregate
 from kinesis_trio._config import ProducerConfig
 from kinesis_trio._core._effects import NoRoom
 from kinesis_trio._core._engine import Engine
@@ -23,7 +23,7 @@ from kinesis_trio._errors import (
     RequestTimeoutError,
     ServiceError,
 )
-from kinesis_trio._outcome import PRECEDING_FAILED, Outcome
+from kinesis_trio._results import PRECEDING_FAILED
 from kinesis_trio.testing import FakeKinesis, Faults
 from tests.support.engine import MAX_HASH, RecordingShell, engine, retry_due, shell_of
 from tests.support.helpers import fake_producer, stream_state
@@ -31,11 +31,11 @@ from tests.support.helpers import fake_producer, stream_state
 THROTTLED = {"ErrorCode": "ProvisionedThroughputExceededException", "ErrorMessage": "slow down"}
 
 
-def ordered(shards: int = 1, **config: Any) -> tuple[Engine, RecordingShell, StreamState]:
+def ordered(shards: int = 1, **config: Any) -> tuple[Engine[Outcome], RecordingShell, StreamState]:
     return engine(shards=shards, ordering="per_key", **config)
 
 
-def sealed(eng: Engine, stream: StreamState) -> list[KRecord]:
+def sealed(eng: Engine[Outcome], stream: StreamState) -> list[KRecord]:
     """What the engine sealed since the last call, and what it holds, sealed now."""
     shell = shell_of(eng)
     assert isinstance(shell, RecordingShell)
@@ -48,7 +48,9 @@ def sealed(eng: Engine, stream: StreamState) -> list[KRecord]:
     return out
 
 
-def answer_ok(eng: Engine, stream: StreamState, krecs: list[KRecord], seq: int = 1) -> None:
+def answer_ok(
+    eng: Engine[Outcome], stream: StreamState, krecs: list[KRecord], seq: int = 1
+) -> None:
     entries = [
         {"ShardId": k.shard.shard_id, "SequenceNumber": str(seq + i)} for i, k in enumerate(krecs)
     ]
@@ -493,7 +495,7 @@ def simulate(seed: int, steps: int = 400, ordering: str = "per_key") -> Run:
                 not o.result().ok
                 and i + 1 < len(outs)
                 and outs[i + 1].result().ok
-                and outs[i + 1]._arrival < o.result().resolved_at
+                and outs[i + 1].arrival < o.result().resolved_at
             ):
                 run.disorder.append(f"{key}: written after a gap ({codes})")
     return run

@@ -7,14 +7,16 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kinesis_trio import Outcome
 from kinesis_trio._config import ProducerConfig
 from kinesis_trio._core._accumulator import Accumulator, key_length
 from kinesis_trio._core._endings import Endings
 from kinesis_trio._core._ledger import Ledger
 from kinesis_trio._core._pipeline_data import KRecord
+from kinesis_trio._core._record import Record
 from kinesis_trio._core._reshard import ShardMaps
 from kinesis_trio._core._shards import Shard, ShardMap
-from kinesis_trio._outcome import Outcome, Resolution, written
+from kinesis_trio._results import Resolution, written
 from kinesis_trio.metrics._recorder import metrics_for
 from tests.support.engine import MAX_HASH, RecordingShell, even_shards, outcome, stream_of
 
@@ -26,9 +28,9 @@ class _Expiries(Endings):
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self.expired: list[tuple[list[Outcome], str]] = []
+        self.expired: list[tuple[list[Record], str]] = []
 
-    def expire(self, outcomes: list[Outcome], now: float, why: str) -> None:
+    def expire(self, outcomes: list[Record], now: float, why: str) -> None:
         self.expired.append((outcomes, why))
 
 
@@ -61,7 +63,7 @@ class Harness:
         members = []
         for i, hk in enumerate(hash_keys):
             o = outcome(b"r%d" % i, f"k{i}", now, ehk=str(hk))
-            self.ledger.accept(o, o._size)
+            self.ledger.accept(o, o.size)
             self.acc.place(self.stream, o, key_length(o), now, False)
             members.append(o)
         batch = [k for shard in self.stream.shards for k in self.acc.seal(shard)]
@@ -69,7 +71,7 @@ class Harness:
         assert agg.aggregated
         return agg, members
 
-    def placed(self) -> list[Outcome]:
+    def placed(self) -> list[Record]:
         """Every record in a shard's open containers (aggregate or plain batch)."""
         out = [o for shard in self.stream.shards for o in shard.members]
         return out + [o for s in self.stream.shards for k in s.plain for o in k.members]
@@ -97,7 +99,7 @@ def test_an_aggregate_across_a_split_is_placed_again_whole_with_a_note() -> None
     assert not any(o.done() for o in members)
     assert sorted(id(o) for o in h.placed()) == sorted(id(o) for o in members)
     for o in members:
-        note = o._attempts[-1]
+        note = o.attempts[-1]
         assert note.error_code == "WrittenOutsideShardRange" and not note.ambiguous
         assert "does not hold all of its records" in (note.error_message or "")
 
@@ -125,7 +127,7 @@ def test_unverified_records_expire_only_after_their_ttl_with_an_ambiguous_note()
     h.maps.expire_unverified(h.stream, TTL)
     [(expired, why)] = h.expired
     assert expired == members and "could not be reloaded" in why
-    assert all(o._attempts[-1].ambiguous for o in members)
+    assert all(o.attempts[-1].ambiguous for o in members)
     assert not h.stream.unverified
 
 
@@ -135,7 +137,7 @@ def test_closing_notes_unverified_aggregates_as_maybe_delivered() -> None:
     h.maps.landed_elsewhere(h.stream, [(agg, landed("shardId-000000000007"))], 1.0)
     h.maps.note_unverified(h.stream, "before the producer closed")
     assert not h.stream.unverified
-    note = members[0]._attempts[-1]
+    note = members[0].attempts[-1]
     assert note.ambiguous and "before the producer closed" in (note.error_message or "")
 
 
@@ -145,7 +147,7 @@ def test_a_new_map_keeps_unchanged_shards_and_retires_the_others() -> None:
     kept = h.stream.shards[0]
     for i in range(40):
         o = outcome(b"x", f"k{i}")
-        h.ledger.accept(o, o._size)
+        h.ledger.accept(o, o.size)
         h.acc.place(h.stream, o, key_length(o), 0.0, False)
     split = [two[0], Shard("shardId-000000000002", two[1].start, two[1].start + 2**100)]
     split.append(Shard("shardId-000000000003", two[1].start + 2**100 + 1, MAX_HASH))
@@ -154,7 +156,7 @@ def test_a_new_map_keeps_unchanged_shards_and_retires_the_others() -> None:
     assert [s.shard_id for s in h.shell.retired_shards] == ["shardId-000000000001"]
     assert len(h.placed()) == 40
     for shard in h.stream.shards:
-        assert all(shard.start <= o._hash_key <= shard.end for o in shard.members)
+        assert all(shard.start <= o.hash_key <= shard.end for o in shard.members)
 
 
 @given(

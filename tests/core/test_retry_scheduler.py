@@ -6,16 +6,16 @@ import logging
 
 import pytest
 
+from kinesis_trio import Outcome
 from kinesis_trio._core._congestion import RetryBudget
 from kinesis_trio._core._engine import Engine
 from kinesis_trio._core._pipeline_data import KRecord, StreamState
 from kinesis_trio._errors import KinesisError, RequestTimeoutError
-from kinesis_trio._outcome import Outcome
 from tests.support.engine import engine, retry_due, sealed, shell_of
 
 
 def failed_request(
-    eng: Engine, stream: StreamState, error: BaseException, at: float, n: int = 2
+    eng: Engine[Outcome], stream: StreamState, error: BaseException, at: float, n: int = 2
 ) -> tuple[list[Outcome], list[KRecord]]:
     outcomes = [eng.accept(stream, b"r%d" % i, f"k{i}", None, at) for i in range(n)]
     krecs = sealed(eng, stream)
@@ -24,7 +24,7 @@ def failed_request(
     return outcomes, krecs
 
 
-def answer_ok(eng: Engine, stream: StreamState, krecs: list[KRecord], at: float) -> None:
+def answer_ok(eng: Engine[Outcome], stream: StreamState, krecs: list[KRecord], at: float) -> None:
     records = [{"ShardId": k.shard.shard_id, "SequenceNumber": "1"} for k in krecs]
     eng.apply_answer(stream, krecs, {"Records": records}, at, at + 0.01)
 
@@ -62,13 +62,13 @@ def test_an_empty_budget_holds_retries_and_a_success_lets_them_go() -> None:
     assert not any(o.done() for o in first + second)
     # A success (here, the paid retries) gives back what it cost: the held ones go.
     answer_ok(eng, stream, paid, 12.0)
-    assert all(o.result().ok for k in paid for o in k.members)
+    assert all(isinstance(o, Outcome) and o.result().ok for k in paid for o in k.members)
     assert shell.retries[-1] == pytest.approx(12.01)  # the retrier is woken at once
     again = retry_due(eng, stream, 12.01)
     assert sorted((k.members[0] for ks in again.values() for k in ks), key=id) == sorted(
         held, key=id
     )
-    note = held[0]._attempts[-1]
+    note = held[0].attempts[-1]
     assert note.error_code == "RequestTimeoutError"
     assert "its retry waited 2.01 s for the retry budget" in (note.error_message or "")
 

@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from kinesis_trio import Outcome
 from kinesis_trio._core._spool import Commit, RecoveryReport, Row, SpoolBook
-from kinesis_trio._outcome import Outcome
 from tests.support.engine import outcome
 
 INF = math.inf
@@ -22,7 +22,7 @@ def book(sync: str = "interval", max_bytes: int = 1000, interval: float = 0.2) -
 
 def add(b: SpoolBook, data: bytes, key: str = "k", now: float = 0.0) -> Outcome:
     o = outcome(data, key, now)
-    b.add(o, "s", data, key, None, o._size, now)
+    b.add(o, "s", data, key, None, o.size, now)
     return o
 
 
@@ -289,7 +289,7 @@ def test_a_failed_commit_puts_its_rows_back_in_put_order() -> None:
     assert (retry.deletes, retry.freed) == ([1, 3], 7)
     b.committed(retry)
     assert b.error is None
-    assert b.bytes == sum(o._size for o in (members[0], members[2], members[3], newer))
+    assert b.bytes == sum(o.size for o in (members[0], members[2], members[3], newer))
 
 
 def test_after_a_failed_commit_whose_rows_all_resolved_an_empty_commit_lets_records_in() -> None:
@@ -386,7 +386,7 @@ class BookMachine(RuleBasedStateMachine):
         o = Outcome(data, pk, ehk, 0, size, self.now, "s", 0)
         self.book.add(o, stream, data, pk, ehk, size, self.now)
         if pk is None:
-            o._keyed("given-later", 0)  # the book keeps the key it was put with
+            o.keyed("given-later", 0)  # the book keeps the key it was put with
         self.waiting.append(o)
         self.fields[o] = (stream, pk, ehk, data)
 
@@ -420,7 +420,7 @@ class BookMachine(RuleBasedStateMachine):
                 row_id = self.live[o] = self.next_id
                 self.next_id += 1
                 self.rows[row_id] = Row(row_id, *self.fields[o])
-                self.sizes[row_id] = o._size
+                self.sizes[row_id] = o.size
             expected.append(self.rows[row_id])
         assert list(commit.inserts) == expected  # put order, resolved ones never written
         assert commit.next_id == self.next_id
@@ -457,7 +457,7 @@ class BookMachine(RuleBasedStateMachine):
         if self.running is not None:
             held += self.running.deletes
         unresolved = {*self.live, *self.waiting}
-        expected = sum(o._size for o in unresolved) + sum(self.sizes[d] for d in held)
+        expected = sum(o.size for o in unresolved) + sum(self.sizes[d] for d in held)
         assert self.book.bytes == expected
 
     def teardown(self) -> None:
@@ -472,7 +472,7 @@ class BookMachine(RuleBasedStateMachine):
             self.finish(True)
         assert not b.waiting()
         assert self.disk == {i: self.rows[i] for i in self.live.values()}
-        assert b.bytes == sum(o._size for o in self.live)
+        assert b.bytes == sum(o.size for o in self.live)
         assert b.error is None
 
 

@@ -8,8 +8,8 @@ records it had promised.
 
 from __future__ import annotations
 
+from kinesis_trio import Outcome
 from kinesis_trio._core._spool import SpoolBook
-from kinesis_trio._outcome import Outcome
 
 
 def _add(book: SpoolBook, n: int) -> list[Outcome]:

@@ -23,7 +23,7 @@ from kinesis_trio._core._stream_policy import (
     parse_stream_arn,
     policy_for,
 )
-from kinesis_trio._outcome import RECORD_TOO_LARGE
+from kinesis_trio._results import RECORD_TOO_LARGE
 from tests.support.engine import engine, even_shards, sealed
 
 MIB = 1024 * 1024

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from kinesis_trio import Outcome
 from kinesis_trio._core._spool import Commit, Row, SpoolBook
 from kinesis_trio._disk._store import APPLICATION_ID, DB_NAME, FORMAT_VERSION, Damage, SpoolStore
 from kinesis_trio._errors import SpoolError, SpoolFormatError, SpoolLockedError
-from kinesis_trio._outcome import Outcome
 
 MIB = 1024 * 1024
 

@@ -32,7 +32,7 @@ import pytest
 
 from benchmarks import overload
 from kinesis_trio import Outcome, Producer, ProducerConfig, RecordResult
-from kinesis_trio._outcome import EXPIRED
+from kinesis_trio._results import EXPIRED
 from tests.support.emulators import EmulatorEndpoint, new_stream
 
 pytestmark = pytest.mark.anyio

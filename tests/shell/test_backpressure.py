@@ -249,7 +249,7 @@ async def test_sealed_records_are_held_once_in_memory() -> None:
                 while any(s.members or s.plain or s.queued for s in shards):  # noqa: ASYNC110
                     await anyio.sleep(0.005)
             # sealed: only a record left alone in the last aggregate went plain, with its data
-            assert sum(o._data is not None for o in outcomes) <= 1
+            assert sum(o.data is not None for o in outcomes) <= 1
             held = tracemalloc.get_traced_memory()[0] - before
         finally:
             tracemalloc.stop()

@@ -102,7 +102,7 @@ async def test_every_failed_record_arrives_once_with_its_data_and_attempts() -> 
     ok = [(d, pk, ehk, o) for d, (pk, ehk, o) in sent.items() if o.result().ok]
     check_landed(fake_rows(fake), ok)
     # nothing is kept for the records once resolved: no data, no aggregate
-    assert all(o._data is None and o._agg is None for _, _, o in sent.values())
+    assert all(o.data is None and o.agg is None for _, _, o in sent.values())
 
 
 async def test_a_failed_request_of_aggregates_gives_each_member_its_data() -> None:

@@ -64,7 +64,7 @@ def run(backend: str, body: Callable[[], Awaitable[None]]) -> None:
 def resolutions() -> Any:
     """Count every resolution attempt per outcome (a second one is a bug)."""
     seen: dict[int, int] = {}
-    original = Outcome._resolve
+    original = Outcome.resolve
 
     def resolve(self: Outcome, resolution: Any, sub: int = 0) -> bool:
         done = original(self, resolution, sub)
@@ -72,11 +72,11 @@ def resolutions() -> Any:
             seen[id(self)] = seen.get(id(self), 0) + 1
         return done
 
-    Outcome._resolve = resolve  # type: ignore[method-assign]
+    Outcome.resolve = resolve  # type: ignore[method-assign,assignment]
     try:
         yield seen
     finally:
-        Outcome._resolve = original  # type: ignore[method-assign]
+        Outcome.resolve = original  # type: ignore[method-assign]
 
 
 def producer_for(transport: httpx.AsyncBaseTransport, **config: Any) -> Producer:

@@ -57,7 +57,7 @@ def assert_each_landed_once_where_said(fake: FakeKinesis, outcomes: list[Outcome
     for outcome in outcomes:
         result = outcome.result()
         assert result.ok, result
-        data = outcome._data  # the producer keeps plain records' data until resolved
+        data = outcome.data  # the producer keeps plain records' data until resolved
         if data is not None:
             assert where[data] == (result.shard_id, result.sequence_number)
     assert len(datas) == len(outcomes)

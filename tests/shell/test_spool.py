@@ -46,7 +46,7 @@ from kinesis_trio import (
 from kinesis_trio._core import _ledger
 from kinesis_trio._core._spool import Row
 from kinesis_trio._disk._store import SpoolStore
-from kinesis_trio._outcome import CLOSE_TIMEOUT
+from kinesis_trio._results import CLOSE_TIMEOUT
 from kinesis_trio.testing import FakeKinesis
 from tests.support.helpers import connect, fake_producer
 from tests.support.spool import (

@@ -65,7 +65,7 @@ from kinesis_trio._core import _spooling
 from kinesis_trio._core._spool import Commit, Row, SpoolBook
 from kinesis_trio._disk._rows import _check
 from kinesis_trio._disk._store import DB_NAME, Damage
-from kinesis_trio._outcome import ABORTED, CLOSE_TIMEOUT
+from kinesis_trio._results import ABORTED, CLOSE_TIMEOUT
 from kinesis_trio._shell import _spooler
 from kinesis_trio.testing import FakeKinesis
 from tests.support.helpers import CREDS, fake_producer

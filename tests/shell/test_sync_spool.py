@@ -25,7 +25,7 @@ from kinesis_trio import (
     SpoolLockedError,
     SpoolWriteError,
 )
-from kinesis_trio._outcome import CLOSE_TIMEOUT
+from kinesis_trio._results import CLOSE_TIMEOUT
 from kinesis_trio.testing import FakeKinesis
 from tests.support.helpers import connect, user_data, wait_until
 from tests.support.spool import BIG, FRESH_PAGES, Stores, data_on_disk, on_disk

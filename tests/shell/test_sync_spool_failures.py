@@ -18,7 +18,7 @@ import pytest
 from kinesis_trio import FailedRecord, RecoveryReport, SpoolWriteError, SyncProducer
 from kinesis_trio._core._spool import Row
 from kinesis_trio._disk._store import Damage, SpoolStore
-from kinesis_trio._outcome import ABORTED, CLOSE_TIMEOUT
+from kinesis_trio._results import ABORTED, CLOSE_TIMEOUT
 from kinesis_trio._shell._producer import _OPEN
 from kinesis_trio.testing import FakeKinesis
 from tests.support.helpers import user_data, wait_until

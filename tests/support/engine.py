@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kinesis_trio import Outcome
 from kinesis_trio._config import ProducerConfig
 from kinesis_trio._core._accumulator import track
 from kinesis_trio._core._effects import (
@@ -24,7 +25,6 @@ from kinesis_trio._core._limiter import ShardLimiter
 from kinesis_trio._core._pipeline_data import KRecord, ShardBuffer, StreamState
 from kinesis_trio._core._shards import Shard, ShardMap, hash_key_for
 from kinesis_trio._core._stream_policy import StreamFacts, StreamPolicy
-from kinesis_trio._outcome import Outcome
 from kinesis_trio.metrics._recorder import metrics_for
 
 MAX_HASH = 2**128 - 1
@@ -174,10 +174,10 @@ def buffer(shard: Shard, limiter: ShardLimiter | None = None) -> ShardBuffer:
 
 def engine(
     facts: StreamFacts | None = None, shards: int = 1, **config: Any
-) -> tuple[Engine, RecordingShell, StreamState]:
+) -> tuple[Engine[Outcome], RecordingShell, StreamState]:
     """An engine with one stream, loaded as the producer loads one (its policy applied)."""
     cfg = ProducerConfig(**config)
-    eng = Engine(cfg, metrics_for(cfg), refreshable=True)
+    eng = Engine(cfg, metrics_for(cfg), True, False, None, Outcome)
     shell = shell_of(eng)
     shard_map = ShardMap(even_shards(shards))
     stream = StreamState("s", shard_map)
@@ -185,7 +185,7 @@ def engine(
     return eng, shell, stream
 
 
-def shell_of(eng: Engine) -> RecordingShell:
+def shell_of(eng: Engine[Outcome]) -> RecordingShell:
     """A recording shell over ``eng``'s outbox (made once per engine)."""
     shell = _SHELLS.get(id(eng))
     if shell is None or shell.outbox is not eng.outbox:
@@ -193,14 +193,16 @@ def shell_of(eng: Engine) -> RecordingShell:
     return shell
 
 
-def sealed(eng: Engine, stream: StreamState) -> list[KRecord]:
+def sealed(eng: Engine[Outcome], stream: StreamState) -> list[KRecord]:
     out = [k for _, batch in shell_of(eng).sealed_batches for k in batch]
     for shard in stream.shards:
         out += eng.acc.seal(shard)
     return out
 
 
-def retry_due(eng: Engine, stream: StreamState, now: float) -> dict[ShardBuffer, list[KRecord]]:
+def retry_due(
+    eng: Engine[Outcome], stream: StreamState, now: float
+) -> dict[ShardBuffer, list[KRecord]]:
     """The retries the engine queued now, by shard (taken out of its channels' counts, as
     a shell's workers would take them)."""
     shell = shell_of(eng)

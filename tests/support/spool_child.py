@@ -87,10 +87,10 @@ def _journal_outcomes() -> None:
 
     The data is taken when the outcome is made (in ``accept``, before anything can resolve
     it): recovered records included."""
-    from kinesis_trio._outcome import Outcome
+    from kinesis_trio import Outcome
 
     pending: dict[Outcome, bytes] = {}
-    init, resolve = Outcome.__init__, Outcome._resolve
+    init, resolve = Outcome.__init__, Outcome.resolve
 
     def __init__(self: Outcome, data: bytes, *args: Any) -> None:
         init(self, data, *args)
@@ -107,7 +107,7 @@ def _journal_outcomes() -> None:
         return done
 
     Outcome.__init__ = __init__  # type: ignore[method-assign,assignment]
-    Outcome._resolve = _resolve  # type: ignore[method-assign]
+    Outcome.resolve = _resolve  # type: ignore[method-assign,assignment]
 
 
 class Run(NamedTuple):
