@@ -58,7 +58,7 @@ def double_resolutions(monkeypatch: pytest.MonkeyPatch) -> list[Outcome]:
             seen.append(self)
         return done
 
-    monkeypatch.setattr(Outcome, "_resolve", resolve)
+    monkeypatch.setattr(Outcome, "resolve", resolve)
     return seen
 
 

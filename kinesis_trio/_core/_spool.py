@@ -175,8 +175,8 @@ class Inserts(Sequence[Row]):
 Columns = tuple[
     Iterator[int], Iterator[str], Iterator[str | None], Iterator[str | None], Iterator[bytes]
 ]
-_STREAM = attrgetter("_stream")
-_KEY = attrgetter("_partition_key")
+_STREAM = attrgetter("stream")
+_KEY = attrgetter("partition_key")
 
 
 def columns(rows: Sequence[Row]) -> Columns:

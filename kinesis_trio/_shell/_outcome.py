@@ -47,6 +47,9 @@ class Outcome(Record):
     per-record object; once the record is sealed into an aggregate, the aggregate holds its
     bytes instead, until it is resolved: a record that fails gets them back for its
     ``FailedRecord``), and creates its event only when somebody waits.
+
+    ``partition_key`` is the record's partition key (``None`` for a record put without one
+    to an ``AUTO`` stream; a key the producer had to give it later is shown here).
     """
 
     __slots__ = ()
