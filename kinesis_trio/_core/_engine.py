@@ -147,6 +147,9 @@ class Engine(Generic[R]):
         self.pauses = endings.pauses
         #: the producer's streams by name (the shell adds them as they load)
         self.streams: dict[str, StreamState] = {}
+        #: the loaded stream users name ``ref`` (its name or ARN), or None: ``stream(ref)``
+        #: (the dict's own lookup, handed out: ``put`` pays no call of its own for it)
+        self.stream = self.streams.get
         self.rand = random.Random()
         #: how many PutRecords requests may be in flight (the sender asks it for a slot)
         self.gate = ConcurrencyLimit(
@@ -232,10 +235,6 @@ class Engine(Generic[R]):
         self._out.add_stream(stream)
         self.maps.apply_facts(stream, facts, shard_map, now)
         self.streams[key] = stream
-
-    def stream(self, ref: str) -> StreamState | None:
-        """The loaded stream users name ``ref`` (its name or ARN), or None."""
-        return self.streams.get(ref)
 
     def record_limit(self, ref: str) -> int | None:
         """The largest record (data + partition key) ``put`` takes for the loaded stream
