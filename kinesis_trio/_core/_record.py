@@ -76,21 +76,21 @@ class Record:
         #: its bytes, or None while an aggregate holds them (``agg``) and once resolved
         self.data: bytes | None = data
         #: its partition key (None: put without one to an ``AUTO`` stream, until keyed)
-        self.partition_key = partition_key
-        self.explicit_hash_key = explicit_hash_key
-        self.hash_key = hash_key
+        self.partition_key: str | None = partition_key
+        self.explicit_hash_key: str | None = explicit_hash_key
+        self.hash_key: int = hash_key
         #: data + partition key, in bytes
-        self.size = size
+        self.size: int = size
         #: when it was accepted (the producer's clock)
-        self.arrival = arrival
+        self.arrival: float = arrival
         #: the name of its stream
-        self.stream = stream
+        self.stream: str = stream
         #: the flush epoch it was accepted in (``Ledger``)
-        self.epoch = epoch
+        self.epoch: int = epoch
         self.attempts: tuple[Attempt, ...] = ()
         self.resolution: Resolution | None = None
         #: its place in its aggregate, once resolved as a member of one
-        self.sub = 0
+        self.sub: int = 0
         #: what wakes its waiter, once one waits
         self.waker: Waker | None = None
         #: the admission lane it is charged to (``_admission.Lane``), once placed
