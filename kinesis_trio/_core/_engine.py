@@ -327,6 +327,17 @@ class Engine(Generic[R]):
             raise ValueError(self.too_large(stream, n, pk_len))
         return True
 
+    def pause(self, now: float) -> None:
+        """The process may stop running from ``now`` (a Lambda environment is frozen
+        between invocations): the time until :meth:`resume` does not count toward
+        ``record_ttl`` (``_pauses``)."""
+        self.pauses.begin(now)
+
+    def resume(self, now: float) -> None:
+        """The process runs again at ``now``: the pause, if one began, ends."""
+        if self.pauses.paused:
+            self.pauses.end(now)
+
     def refusal(self, facts: StreamFacts) -> str | None:
         """Why the producer cannot take a stream of ``facts`` (per-key ordering cannot hold
         on an ``AUTO`` stream: ``_ordering.refusal``), or None."""

@@ -421,14 +421,14 @@ class LambdaProducer:
 
 def _end_pause(producer: Producer) -> None:
     engine = producer._engine
-    if engine is not None and engine.pauses.paused:
-        engine.pauses.end(producer._now())
+    if engine is not None:
+        engine.resume(producer._now())
 
 
 def _begin_pause(producer: Producer) -> None:
     engine = producer._engine
     if engine is not None:
-        engine.pauses.begin(producer._now())
+        engine.pause(producer._now())
 
 
 #: SyncProducer's arguments that the async Producer does not take
