@@ -113,19 +113,13 @@ def _lineage(cls: _Class, by_name: dict[str, list[_Class]]) -> list[_Class]:
 
 def _imports(module: str, tree: ast.Module) -> set[str]:
     """The package modules ``module`` imports (TYPE_CHECKING imports included)."""
-    package = module.rsplit(".", 1)[0] if "." in module else module
     out = {module}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                parts = parts[: len(parts) - node.level + 1]
-                base = ".".join([*parts, base] if base else parts)
-            out.add(base)
-            out.update(f"{base}.{a.name}" for a in node.names)
+    for base, names in _from_imports(module, tree):
+        out.add(base)
+        out.update(f"{base}.{name}" for name in names)
     return out
 
 
