@@ -25,8 +25,14 @@ pytest_plugins = ("tests.support.emulators",)
 def anyio_backend(request: pytest.FixtureRequest) -> Any:
     """Every async test on trio and on asyncio. A test marked ``virtual_time`` (or its
     module, ``pytestmark``) gets trio on a virtual clock (``MockClock``, jumping ahead
-    whenever every task sleeps): linger, TTL and backoff take no real time there."""
-    if request.param == "trio" and request.node.get_closest_marker("virtual_time"):
+    whenever every task sleeps): linger, TTL and backoff take no real time there. A test
+    marked ``real_time`` keeps the real clock in a ``virtual_time`` module."""
+    node = request.node
+    if (
+        request.param == "trio"
+        and node.get_closest_marker("virtual_time")
+        and not node.get_closest_marker("real_time")
+    ):
         return ("trio", {"clock": MockClock(autojump_threshold=0)})
     return request.param
 
