@@ -125,8 +125,8 @@ T = TypeVar("T")
 
 def instant_disk(monkeypatch: pytest.MonkeyPatch) -> None:
     """On trio's virtual clock, the spool's work in a worker thread (the spooler's, its
-    store's) takes no virtual time: the clock stops jumping until it is back (unless a
-    test holds a store's commits, ``CountingStore.hold``: time passes while one is held).
+    store's) takes no virtual time: the clock stops jumping until it is back (unless a test holds a store's commits,
+    ``CountingStore.hold``: time passes while one is held).
 
     Else trio jumps from deadline to deadline while the thread works (every tick of the
     producer's timers), each jump a turn of the loop, which in the test runner's guest mode
