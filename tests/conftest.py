@@ -10,7 +10,6 @@ from hypothesis import settings
 from trio.testing import MockClock
 
 from kinesis_trio import Outcome
-from tests.support.spool import instant_disk
 
 # Property tests are deterministic by default (the same examples on every run: a CI run
 # never fails on an example nobody saw); HYPOTHESIS_PROFILE=explore searches afresh. No
@@ -26,8 +25,14 @@ pytest_plugins = ("tests.support.emulators",)
 def anyio_backend(request: pytest.FixtureRequest) -> Any:
     """Every async test on trio and on asyncio. A test marked ``virtual_time`` (or its
     module, ``pytestmark``) gets trio on a virtual clock (``MockClock``, jumping ahead
-    whenever every task sleeps): linger, TTL and backoff take no real time there."""
-    if request.param == "trio" and request.node.get_closest_marker("virtual_time"):
+    whenever every task sleeps): linger, TTL and backoff take no real time there. A test
+    marked ``real_time`` keeps the real clock in a ``virtual_time`` module."""
+    node = request.node
+    if (
+        request.param == "trio"
+        and node.get_closest_marker("virtual_time")
+        and not node.get_closest_marker("real_time")
+    ):
         return ("trio", {"clock": MockClock(autojump_threshold=0)})
     return request.param
 
@@ -45,16 +50,6 @@ def _fresh_mock_clock(request: pytest.FixtureRequest) -> None:
     if isinstance(backend, tuple) and isinstance(backend[1].get("clock"), MockClock):
         old = backend[1]["clock"]
         backend[1]["clock"] = MockClock(rate=old.rate, autojump_threshold=old.autojump_threshold)
-
-
-@pytest.fixture(autouse=True)
-def _instant_disk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """On trio's virtual clock a spool's disk work takes no virtual time (``instant_disk``)."""
-    if "anyio_backend" not in request.fixturenames:
-        return
-    backend = request.getfixturevalue("anyio_backend")
-    if isinstance(backend, tuple) and isinstance(backend[1].get("clock"), MockClock):
-        instant_disk(monkeypatch)
 
 
 @pytest.fixture

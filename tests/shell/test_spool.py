@@ -491,6 +491,11 @@ async def test_a_wait_for_recovery_ends_when_the_producer_closes(tmp_path: Path)
     assert len(on_disk(spool)) == 3  # kept again, for the next one
 
 
+# real time: 40 reads and as many commits run in worker threads; on a virtual clock trio
+# jumps from deadline to deadline meanwhile (the metrics' ticks), spinning the loop, which
+# slows the threads it waits for (they queue for the GIL), and the clock ran a virtual
+# year ahead in 60 real seconds on a 2-core machine
+@pytest.mark.real_time
 async def test_recovery_streams_a_large_backlog_from_disk(
     tmp_path: Path, stores: Stores, monkeypatch: pytest.MonkeyPatch
 ) -> None:

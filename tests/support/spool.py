@@ -1,22 +1,14 @@
 """The spool in tests: a store that counts its commits and reads, holds or fills its disk
-(the seam: the spooler's ``SpoolStore`` name), whose work takes no virtual time, and the
-spool's file read back."""
+(the seam: the spooler's ``SpoolStore`` name), and the spool's file read back."""
 
 from __future__ import annotations
 
-import math
 import os
 import sqlite3
 import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
 
-import anyio.to_thread
 import pytest
-import sniffio
-import trio.lowlevel
-from trio.testing import MockClock
 
 from kinesis_trio._core._spool import Commit, Row
 from kinesis_trio._disk._store import PAGE_SIZE, Damage, Dead, SpoolStore
@@ -37,24 +29,9 @@ class CountingStore(SpoolStore):
         self.failed: list[Commit] = []
         self.reads: list[int] = []
         self.room = False
-        self._hold: threading.Event | None = None
+        #: while set, a commit waits in its thread until this event is set
+        self.hold: threading.Event | None = None
         self.holding = threading.Event()
-
-    #: the stores whose commits are held now (:func:`instant_disk` lets time pass then)
-    held: ClassVar[set[int]] = set()
-
-    @property
-    def hold(self) -> threading.Event | None:
-        """While set, a commit waits in its thread until this event is set."""
-        return self._hold
-
-    @hold.setter
-    def hold(self, event: threading.Event | None) -> None:
-        self._hold = event
-        if event is None:
-            CountingStore.held.discard(id(self))
-        else:
-            CountingStore.held.add(id(self))
 
     def make_room(self) -> None:
         """From the next commit on, the disk has room again."""
@@ -118,40 +95,6 @@ class Stores(list[CountingStore]):
 
     #: the ``max_page_count`` of the next one (a disk that is full: ``FRESH_PAGES``)
     full_disk = 0
-
-
-T = TypeVar("T")
-
-
-def instant_disk(monkeypatch: pytest.MonkeyPatch) -> None:
-    """On trio's virtual clock, the spool's work in a worker thread (the spooler's, its
-    store's) takes no virtual time: the clock stops jumping until it is back (unless a test holds a store's commits,
-    ``CountingStore.hold``: time passes while one is held).
-
-    Else trio jumps from deadline to deadline while the thread works (every tick of the
-    producer's timers), each jump a turn of the loop, which in the test runner's guest mode
-    is a round trip between two threads: on a 2-core machine a recovery of 20,000 records
-    ran the clock a virtual year ahead and took 80 real seconds."""
-    run_sync = anyio.to_thread.run_sync
-    busy: list[float] = []  # the clock's threshold, once per store call under way
-
-    async def instant(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        clock = trio.lowlevel.current_clock() if sniffio.current_async_library() == "trio" else None
-        if (
-            not isinstance(clock, MockClock)
-            or not isinstance(getattr(func, "__self__", None), (SpoolStore, _spooler.Spooler))
-            or CountingStore.held
-        ):
-            return await run_sync(func, *args, **kwargs)
-        busy.append(busy[0] if busy else clock.autojump_threshold)
-        clock.autojump_threshold = math.inf
-        try:
-            return await run_sync(func, *args, **kwargs)
-        finally:
-            threshold = busy.pop()
-            clock.autojump_threshold = math.inf if busy else threshold
-
-    monkeypatch.setattr(anyio.to_thread, "run_sync", instant)
 
 
 def count_stores(monkeypatch: pytest.MonkeyPatch) -> Stores:
