@@ -492,9 +492,9 @@ async def test_a_wait_for_recovery_ends_when_the_producer_closes(tmp_path: Path)
 
 
 # real time: 40 reads and as many commits run in worker threads; on a virtual clock trio
-# jumps from deadline to deadline meanwhile (the metrics' ticks), spinning the loop, which
-# slows the threads it waits for (they queue for the GIL), and the clock ran a virtual
-# year ahead in 60 real seconds on a 2-core machine
+# jumps from deadline to deadline meanwhile (the producer's timers), each jump a turn of the
+# loop, which the test runner's guest mode makes a round trip between threads: the store's
+# calls slowed 50-fold, and the clock ran half a virtual year ahead in a real minute
 @pytest.mark.real_time
 async def test_recovery_streams_a_large_backlog_from_disk(
     tmp_path: Path, stores: Stores, monkeypatch: pytest.MonkeyPatch
