@@ -326,7 +326,8 @@ class Accumulator:
         round trip would add to the wait of every one of them); in a burst, nothing
         changes."""
         stream.window_bytes = 0
-        shards = stream.shards
+        # the shards holding records only (a stream's shards may be thousands, most empty)
+        shards = list(stream.open_shards)
         held = sum(shard.sizer.size + shard.plain_bytes for shard in shards)
         if self.outstanding.bytes - held > self.early_size:
             # More than a window's worth is sealed and not written yet: the producer is

@@ -43,6 +43,13 @@ The estimator's rules, each against a trap a drain-rate estimator falls into:
 - **Retries and throttles slow it.** Throttled or failed requests of a shard are marked in
   its window (:meth:`Lane.note`) as busy time that confirmed nothing, so a shard that is
   throttled throughout gets a pace of what it confirms, not of what it once did.
+- **A pace that falls after records were accepted** (other producers came to share the
+  shard) leaves them owing more than the horizon's worth: ``put`` holds until they drain,
+  and they drain oldest first (``_retry_schedule``: retries go first), so a record waits at
+  most ``horizon`` times the fall (the old pace over the new) plus its retries' backoff.
+  The default share, a third, absorbs a fall to a third of the pace without an expiry.
+  A lane whose records would take more than the horizon at its new pace says so in a log
+  line (``admission_pace_fell``, at most once a minute per stream).
 
 The engine decides; the accumulator checks ``allow`` where it routes a record and charges
 the lane (``Record.lane``) as it accepts one, and the ledger credits it as records are
@@ -56,7 +63,6 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol
 
 from .._logging import get_logger
 from ._record import Record
@@ -82,7 +88,7 @@ _NOTICE_INTERVAL = 60.0
 class Admission:
     """The producer-wide policy of admission by time: the horizon and the round trip."""
 
-    __slots__ = ("horizon", "notices", "on", "rtt")
+    __slots__ = ("_fell", "horizon", "notices", "on", "owing", "rtt")
 
     def __init__(self, ttl: float, share: float | None) -> None:
         #: admission by time is on (``admission_ttl_share`` is not None)
@@ -93,6 +99,10 @@ class Admission:
         self.rtt = 0.0
         #: ``(event, lane, now)`` log lines for the engine to write
         self.notices: list[tuple[str, Lane, float]] = []
+        #: the lanes that owe bytes now (each lane adds and removes itself): what is sampled
+        #: per stream visits these, not every shard
+        self.owing: dict[Lane, None] = {}
+        self._fell: dict[str, float] = {}  # when each stream's pace_fell was last logged
 
     def answered(self, seconds: float, idle: float = _INF) -> None:
         """A request was answered after ``seconds``; ``idle``: the round trip a request of
@@ -129,6 +139,13 @@ class Admission:
                     horizon=self.horizon,
                 )
             self.notices.clear()
+
+    def fell(self, lane: Lane, now: float) -> None:
+        """``lane``'s pace fell under what it owes (its records would take more than the
+        horizon now): a log line, at most once per :data:`_NOTICE_INTERVAL` per stream."""
+        if now - self._fell.get(lane.stream, -_INF) >= _NOTICE_INTERVAL:
+            self._fell[lane.stream] = now
+            self.notices.append(("admission_pace_fell", lane, now))
 
     def budget(self) -> float:
         """The seconds of draining a lane may owe: the horizon less a round trip (at
@@ -210,6 +227,7 @@ class Lane:
             return
         if not self.owed:
             self._since = since if since > self._idle_at else self._idle_at
+            self.policy.owing[self] = None
         self.owed += size
 
     def move(self, outcome: Record, to: Lane, now: float) -> None:
@@ -223,6 +241,7 @@ class Lane:
             self.owed = 0
             self._busy = busy
             self._idle_at = now
+            self.policy.owing.pop(self, None)
         to.charge(outcome, now)
 
     def busy(self, now: float) -> float:
@@ -239,6 +258,7 @@ class Lane:
             owed = 0
             self._busy = busy
             self._idle_at = now
+            self.policy.owing.pop(self, None)
         self.owed = owed
         if ok:
             self._confirmed += size
@@ -253,6 +273,7 @@ class Lane:
     def forget(self) -> None:
         """Everything it owed was resolved at once (the producer closed)."""
         self.owed = 0
+        self.policy.owing.pop(self, None)
 
     # -- the estimator -------------------------------------------------------------------------
 
@@ -278,6 +299,8 @@ class Lane:
             return
         # never below the first allowance; a lane that owes nothing admits one record
         self.allow = max(rate * policy.budget(), FIRST)
+        if self.owed > self.allow and self.delay(now) > policy.horizon:
+            policy.fell(self, now)
         if self.holding and self.owed < self.allow:
             self.holding = False
             self._notice("admission_released", now)
@@ -311,30 +334,20 @@ class Lane:
         return self.owed / self.rate + self.policy.rtt
 
 
-class _Shard(Protocol):
-    @property
-    def lane(self) -> Lane: ...
-
-
-class _Stream(Protocol):
-    @property
-    def name(self) -> str: ...
-    @property
-    def shards(self) -> Sequence[_Shard]: ...
-
-
 def delays(
-    oldest: Mapping[str, float], streams: Iterable[_Stream], now: float
+    oldest: Mapping[str, float], streams: Iterable[str], owing: Iterable[Lane], now: float
 ) -> dict[str, tuple[float, float]]:
     """Per stream (by name): ``(oldest, projected)``, the age of its oldest unresolved
     record (``oldest``: when it arrived, by stream) and the projected wait of a record
     accepted now on its slowest shard (seconds; ``inf`` when a shard owes records and has
-    confirmed none yet)."""
-    out: dict[str, tuple[float, float]] = {}
-    for stream in streams:
-        projected = max((s.lane.delay(now) for s in stream.shards), default=0.0)
-        out[stream.name] = (now - oldest.get(stream.name, now), projected)
-    return out
+    confirmed none yet). ``owing``: the lanes that owe bytes (``Admission.owing``; a lane
+    that owes nothing projects no wait), so idle shards cost nothing here."""
+    projected: dict[str, float] = {}
+    for lane in owing:
+        delay = lane.delay(now)
+        if delay > projected.get(lane.stream, 0.0):
+            projected[lane.stream] = delay
+    return {name: (now - oldest.get(name, now), projected.get(name, 0.0)) for name in streams}
 
 
 #: admission by time turned off (the lanes of shard buffers made without a policy)

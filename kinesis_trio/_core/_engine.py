@@ -118,6 +118,7 @@ _FIELDS = (
     "due",
     "endings",
     "gate",
+    "holding",
     "ledger",
     "make",
     "maps",
@@ -261,11 +262,12 @@ class Engine(Generic[R]):
         """The methods of the engine's parts that the shell calls as the engine's own."""
         # between the shard buffers and the requests (``_outgoing``)
         self.outgoing, self.request, self.body = out.batch, out.check, out.body
-        self.sealable, self.retired, self.wake_at, self.due = (
+        self.sealable, self.retired, self.wake_at, self.due, self.holding = (
             out.sealable,
             out.retired,
             out.wake_at,
             out.due,
+            out.holding,
         )
         acc, gate = self.acc, self.gate
         self.seal, self.queue, self.batch_has_room = acc.seal, acc.queue, acc.batch_has_room
@@ -546,7 +548,9 @@ class Engine(Generic[R]):
         self._sampled = now
         streams = self.streams
         oldest = self.ledger.oldest_arrivals(len(streams))
-        for name, (oldest_age, projected) in delays(oldest, streams.values(), now).items():
+        names = [stream.name for stream in streams.values()]
+        owing = self.admission.owing
+        for name, (oldest_age, projected) in delays(oldest, names, owing, now).items():
             self.metrics.stream_sample("OldestRecordAge", name, oldest_age)
             if projected < _INF:
                 self.metrics.stream_sample("ProjectedDelay", name, projected)

@@ -77,8 +77,11 @@ class Outgoing:
     def batch(
         self, stream: StreamState, shard: ShardBuffer, batch: list[KRecord], now: float
     ) -> list[KRecord]:
-        """A shard's batch on its way to its limiter: re-routed if the shard is retired,
-        without its expired records, split into plain records while the map is stale."""
+        """A shard's batch on its way to its limiter, after the records whose retry is due
+        (older: they go first); re-routed if the shard is retired, without its expired
+        records, split into plain records while the map is stale."""
+        if shard.first:
+            batch = shard.take_first() + batch
         if shard.retired:
             self.place.reroute(stream, batch, now)
             return []
@@ -99,6 +102,13 @@ class Outgoing:
         """May the shard's open containers be sealed by another task than its worker (it
         has no batch queued before them, and no reshard retired it)?"""
         return not shard.queued and not shard.retired
+
+    @staticmethod
+    def holding(stream: StreamState) -> list[ShardBuffer]:
+        """The stream's shards whose containers hold records (a copy: sealing one takes it
+        out), in the order they opened. What runs per linger window visits these, never
+        every shard of a stream (on a stream of thousands of shards, most hold nothing)."""
+        return list(stream.open_shards)
 
     @staticmethod
     def retired(shard: ShardBuffer) -> bool:

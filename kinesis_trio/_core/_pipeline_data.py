@@ -109,10 +109,12 @@ class ShardBuffer:
         "anywhere",
         "end",
         "failures",
+        "first",
         "lane",
         "limiter",
         "members",
         "open_deadline",
+        "opened",
         "parts",
         "plain",
         "plain_bytes",
@@ -131,8 +133,13 @@ class ShardBuffer:
         end: int,
         limiter: ShardLimiter,
         lane: Lane | None = None,
+        opened: dict[ShardBuffer, None] | None = None,
     ) -> None:
         self.shard_id = shard_id
+        #: the shards of its stream whose containers are open (``StreamState.open_shards``):
+        #: it is in it from its containers' first record until they are taken, so that what
+        #: runs per linger window visits the shards that hold records, not every shard
+        self.opened: dict[ShardBuffer, None] = {} if opened is None else opened
         #: its admission by time (``_admission``): the bytes it owes, the pace it confirms at
         self.lane = lane if lane is not None else OFF.lane("", shard_id)
         self.start = start
@@ -145,6 +152,9 @@ class ShardBuffer:
         self.parts: list[bytes] | None = []
         self.plain: list[KRecord] = []
         self.plain_bytes = 0
+        #: records whose retry is due: the next batch the shard sends starts with them,
+        #: before anything it holds (``_retry_schedule``: older records go first)
+        self.first: list[KRecord] = []
         #: the linger deadline of the open containers (infinite while they are empty)
         self.open_deadline = _INF
         #: sealed batches waiting in the shard's channel (``shard_queue_size`` bounds it):
@@ -167,6 +177,8 @@ class ShardBuffer:
 
     def open_until(self, deadline: float) -> None:
         """Its open containers are due at ``deadline``."""
+        if self.open_deadline == _INF:
+            self.opened[self] = None
         self.open_deadline = deadline
 
     def add_plain(self, krec: KRecord) -> None:
@@ -192,6 +204,16 @@ class ShardBuffer:
         self.plain = []
         self.plain_bytes = 0
         self.open_deadline = _INF
+        self.opened.pop(self, None)
+        return out
+
+    def retry_first(self, krecs: list[KRecord]) -> None:
+        """Records whose retry is due go before everything the shard holds."""
+        self.first += krecs
+
+    def take_first(self) -> list[KRecord]:
+        """The records whose retry is due (they go first no more unless given back)."""
+        out, self.first = self.first, []
         return out
 
     def queued_one(self) -> None:
@@ -245,6 +267,7 @@ class StreamState:
         "map",
         "max_record_size",
         "name",
+        "open_shards",
         "policy",
         "received",
         "refusal",
@@ -305,6 +328,9 @@ class StreamState:
         self.shard_count = len(shard_map)
         self.map = shard_map
         self.shards: list[ShardBuffer] = []
+        #: the shards whose containers are open, in the order they opened (each
+        #: ``ShardBuffer`` adds and removes itself: ``open_until``, ``take``)
+        self.open_shards: dict[ShardBuffer, None] = {}
         #: A write revealed that the map is out of date: aggregate nothing until it's reloaded.
         self.stale = False
         #: Every shard's hash key range seen so far, closed ones included.

@@ -171,6 +171,7 @@ class ShardMaps:
                     shard.end,
                     self.limiter(stream, now),
                     self.admission.lane(stream.name, shard.shard_id, pace),
+                    stream.open_shards,
                 )
                 self.outbox.push(StartShard(stream, state))
             states.append(state)

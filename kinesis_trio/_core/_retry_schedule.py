@@ -3,12 +3,20 @@ due. The policy it applies (the backoff curve, what a retry costs) is ``_retry_p
 
 A failed record goes back on its stream's retry heap with its shard's backoff (full jitter,
 exponential in the shard's consecutive failures), or expires if the backoff would take it
-past its ``record_ttl``. Retries after timeouts and server errors also pay the producer's
+past its ``record_ttl``. A record the service throttled waits one step of the curve only
+(``retry_backoff_base`` at most): its shard's limiter has slowed already (``_limiter``:
+every throttle halves its pace), and it is what paces the retry; a backoff that grew with
+the shard's throttles on top of it kept a throttled record out while the newer records
+behind it took the shard's share (in a fleet, until its TTL). When a retry is due its
+records go *first*: the next batch their shard sends starts with them, before anything the
+shard holds (``ShardBuffer.retry_first``, taken by ``Outgoing.batch``), so a record waits
+behind the records older than it, never behind those accepted after it.
+
+Retries after timeouts and server errors also pay the producer's
 :class:`~kinesis_trio._core._congestion.RetryBudget` (what they cost:
 :func:`~kinesis_trio._core._retry_policy.overload_cost`); while it is empty they wait (and
-their last attempt says how long), and a successful request lets them go at once. Due
-retries go back through their shard's channel (``Queue`` effects); each wait is a
-``RetryAt`` effect.
+their last attempt says how long), and a successful request lets them go at once. A due
+retry wakes its shard's worker (an empty ``Queue``); each wait is a ``RetryAt`` effect.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import random
 
 from .._backoff import backoff_delay
 from .._config import ProducerConfig
+from .._error_codes import THROTTLING_CODES
 from .._results import Attempt
 from ._accumulator import Accumulator, prune
 from ._congestion import RetryBudget
@@ -95,7 +104,9 @@ class Retries:
         by_due: dict[float, list[KRecord]] = {}
         for krec, attempt in failures:
             shard = krec.shard
-            due = now + backoff_delay(max(1, shard.failures), base=base, cap=cap, rand=self.rand)
+            # throttled: one step (its shard's limiter paces it); else the shard's backoff
+            steps = 1 if attempt.error_code in THROTTLING_CODES else max(1, shard.failures)
+            due = now + backoff_delay(steps, base=base, cap=cap, rand=self.rand)
             live = krec.live()
             for outcome in live:
                 outcome.attempted(attempt)
@@ -118,9 +129,9 @@ class Retries:
             self.outbox.push(RetryAt(stream, due))
 
     def due(self, stream: StreamState, now: float) -> None:
-        """Queue the records whose retry is due (and paid for) for the shards they go back
-        through, or place them anew (their shard was retired, or they are aggregates and
-        the map is stale)."""
+        """Send the records whose retry is due (and paid for) first through the shards they
+        go back through (the worker is woken by an empty batch), or place them anew (their
+        shard was retired, or they are aggregates and the map is stale)."""
         heap = self._heap(stream)
         by_shard: dict[ShardBuffer, list[KRecord]] = {}
         while heap and heap[0][0] <= now:
@@ -136,7 +147,8 @@ class Retries:
                     krec.due_by(-_INF)
                     by_shard.setdefault(shard, []).append(krec)
         for shard, krecs in by_shard.items():
-            self.acc.queue(shard, krecs)
+            shard.retry_first(krecs)  # before what the shard holds: they are older
+            self.acc.queue(shard, [])
 
     def _pay(
         self,

@@ -27,7 +27,8 @@ from __future__ import annotations
 import contextlib
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -148,6 +149,48 @@ class _Tasks:
         self.timer_scope = scope
 
 
+class _Crew:
+    """The shard workers as the shell runs them. A shard's worker starts when its shard
+    first has a batch for it: a stream of thousands of shards costs a task only for the
+    shards that get records (each one a ``_Worker``, a task and a channel)."""
+
+    __slots__ = ("homes", "run", "tasks", "tg", "workers")
+
+    def __init__(
+        self,
+        tg: anyio.abc.TaskGroup,
+        tasks: dict[StreamState, _Tasks],
+        run: Callable[[StreamState, ShardBuffer, _Worker], Coroutine[Any, Any, None]],
+    ) -> None:
+        self.tg = tg
+        self.tasks = tasks
+        self.run = run
+        self.workers: dict[ShardBuffer, _Worker] = {}
+        #: each shard's stream, from its ``StartShard`` until its worker ends
+        self.homes: dict[ShardBuffer, StreamState] = {}
+
+    def start(self, shard: ShardBuffer) -> _Worker:
+        """Start the worker of a shard that has none."""
+        stream = self.homes[shard]
+        worker = self.workers[shard] = _Worker(self.tasks[stream])
+        self.tg.start_soon(self.run, stream, shard, worker)
+        return worker
+
+    def retire(self, shard: ShardBuffer) -> None:
+        """Wake the worker of a shard a reshard retired: it passes on what it holds and
+        ends. A shard that never had one holds nothing (the engine re-placed its records)."""
+        worker = self.workers.get(shard)
+        if worker is not None:
+            worker.nudge()
+        else:
+            self.homes.pop(shard, None)
+
+    def ended(self, shard: ShardBuffer) -> None:
+        """The worker of a retired shard ended."""
+        self.workers.pop(shard, None)
+        self.homes.pop(shard, None)
+
+
 class _Refresh:
     """A stream's shard-map reloads, as the shell runs them (its own record)."""
 
@@ -192,7 +235,8 @@ class Pipeline:
         self.rand = random.Random()
         self._refreshes: dict[StreamState, _Refresh] = {}
         self._tasks: dict[StreamState, _Tasks] = {}
-        self._workers: dict[ShardBuffer, _Worker] = {}
+        self._crew = _Crew(tg, self._tasks, self._shard_worker)
+        self._workers = self._crew.workers
 
     # -- the engine's effects ------------------------------------------------------------------
 
@@ -205,7 +249,9 @@ class Pipeline:
         for effect in outbox.take():
             kind = type(effect)
             if kind is Queue:
-                self._workers[effect.shard].send.send_nowait(effect.batch)  # type: ignore[union-attr]
+                shard = effect.shard  # type: ignore[union-attr]
+                worker = self._workers.get(shard) or self._crew.start(shard)
+                worker.send.send_nowait(effect.batch)  # type: ignore[union-attr]
             elif kind is Wake:
                 _poke(self._tasks[effect.stream].timer_scope, effect.at)  # type: ignore[union-attr]
             else:
@@ -214,12 +260,10 @@ class Pipeline:
             self.progress()
 
     def _apply_rare(self, effect: Effect) -> None:
-        if isinstance(effect, StartShard):
-            tasks = self._tasks[effect.stream]
-            worker = self._workers[effect.shard] = _Worker(tasks)
-            self.tg.start_soon(self._shard_worker, effect.stream, effect.shard, worker)
+        if isinstance(effect, StartShard):  # its worker starts with its first batch
+            self._crew.homes[effect.shard] = effect.stream
         elif isinstance(effect, RetireShard):
-            self._workers[effect.shard].nudge()
+            self._crew.retire(effect.shard)
         elif isinstance(effect, RetryAt):
             _poke(self._tasks[effect.stream].retry_scope, effect.due)
         elif isinstance(effect, Refresh):
@@ -266,10 +310,12 @@ class Pipeline:
         await event.wait()
 
     def poke_all(self) -> None:
-        """Wake every worker and collector (a flush)."""
+        """Wake every worker, linger timer and collector (a flush): the timers' pass
+        seals or wakes the shards that hold records, those without a worker too."""
         for worker in self._workers.values():
             worker.nudge()
         for tasks in self._tasks.values():
+            _poke(tasks.timer_scope, -_INF)
             _poke(tasks.coll_scope, -_INF)
 
     # -- streams --------------------------------------------------------------------------
@@ -366,15 +412,16 @@ class Pipeline:
             wake = _INF
             # what the pass seals goes to the collector in one message, if it has room
             out: list[KRecord] | None = None
-            for shard in engine.shards(stream):
+            # the shards that hold records, not every shard of the stream
+            for shard in engine.holding(stream):
                 at = engine.wake_at(shard)
                 if at <= now:
                     if out is None:
                         room = coll.statistics()
                         out = [] if room.current_buffer_used < room.max_buffer_size else _FULL
-                    worker = workers[shard]
+                    worker = workers.get(shard)
                     if not self._seal_here(stream, shard, worker, now, out):
-                        worker.nudge()
+                        (worker or self._crew.start(shard)).nudge()
                 elif at < wake:
                     wake = at
             if out:
@@ -391,7 +438,7 @@ class Pipeline:
         self,
         stream: StreamState,
         shard: ShardBuffer,
-        worker: _Worker,
+        worker: _Worker | None,
         now: float,
         out: list[KRecord],
     ) -> bool:
@@ -403,9 +450,12 @@ class Pipeline:
         limiter admits is added to ``out`` (``_FULL``: the collector's channel has no room).
         What is not taken now is queued for the worker, in order: the timer sends ``out``
         before it next waits, so before the worker can run. Returns False, changing
-        nothing, when the worker must do it: it is busy or has batches queued before."""
+        nothing, when the worker must do it: it is busy or has batches queued before.
+        ``worker`` None: the shard has none yet (one starts if a batch is queued for it)."""
         engine = self.engine
-        if not worker.idle or worker.nudged or not engine.sealable(shard):
+        if worker is not None and (not worker.idle or worker.nudged):
+            return False
+        if not engine.sealable(shard):
             return False
         batch = engine.outgoing(stream, shard, engine.seal(shard), now)
         if batch:
@@ -446,6 +496,7 @@ class Pipeline:
                 if batch:
                     await self._forward(stream, shard, worker, batch)
                 if emptied:
+                    self._crew.ended(shard)
                     return
                 continue
             if emptied and engine.due(shard, self.now()):

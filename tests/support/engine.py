@@ -162,14 +162,25 @@ def stream_of(
         refusal=None,
         lowered=False,
     )
-    stream.use_map(stream.map, [buffer(s) for s in shards])
+    stream.use_map(stream.map, [buffer(s, opened=stream.open_shards) for s in shards])
     track(stream)
     return stream
 
 
-def buffer(shard: Shard, limiter: ShardLimiter | None = None) -> ShardBuffer:
-    """A shard's buffer, as the engine makes one for a shard new to a map."""
-    return ShardBuffer(shard.shard_id, shard.start, shard.end, limiter or ShardLimiter(100, 0.0))
+def buffer(
+    shard: Shard,
+    limiter: ShardLimiter | None = None,
+    opened: dict[ShardBuffer, None] | None = None,
+) -> ShardBuffer:
+    """A shard's buffer, as the engine makes one for a shard new to a map (``opened``: its
+    stream's ``open_shards``)."""
+    return ShardBuffer(
+        shard.shard_id,
+        shard.start,
+        shard.end,
+        limiter or ShardLimiter(100, 0.0),
+        opened=opened,
+    )
 
 
 def engine(
@@ -203,8 +214,8 @@ def sealed(eng: Engine[Outcome], stream: StreamState) -> list[KRecord]:
 def retry_due(
     eng: Engine[Outcome], stream: StreamState, now: float
 ) -> dict[ShardBuffer, list[KRecord]]:
-    """The retries the engine queued now, by shard (taken out of its channels' counts, as
-    a shell's workers would take them)."""
+    """The retries the engine sent now, by shard (taken out of its channels' counts and
+    the shard's records that go first, as a shell's workers would take them)."""
     shell = shell_of(eng)
     before = len(shell.sealed_batches)
     eng.retry_due(stream, now)
@@ -213,5 +224,5 @@ def retry_due(
     out: dict[ShardBuffer, list[KRecord]] = {}
     for shard, krecs in queued:
         eng.taken(shard, 1)
-        out.setdefault(shard, []).extend(krecs)
+        out.setdefault(shard, []).extend(shard.take_first() + krecs)
     return out
