@@ -68,6 +68,7 @@ _SPECS: dict[str, _Spec] = {
     # Not the KPL's: admission by time (admission_ttl_share), per stream.
     "OldestRecordAge": _Spec(_S, "Milliseconds", 1),
     "ProjectedDelay": _Spec(_S, "Milliseconds", 1),
+    "KinesisRecordsThrottled": _Spec(_S, "Count", 1),
     "PutAdmissionWait": _Spec(_S, "Milliseconds", 1),
     # Not the KPL's: failed records dropped because Producer.failures()'s buffer was full.
     "FailedRecordsDropped": _Spec(_S, "Count", 1),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .._error_codes import THROTTLING_CODES
 from ._interpret import entry_error
 from ._metric_window import MetricWindow
 from ._pipeline_data import KRecord
@@ -21,7 +22,7 @@ def measure_answer(
     end: float,
 ) -> None:
     """Record the request time, the records and bytes put per shard, their buffering time,
-    retries per record and the errors by code of one answer."""
+    retries per record, the errors by code and the share throttled of one answer."""
     metrics.request_time(stream, end - start)
     metrics.kinesis_records_per_request(stream, len(krecs))
     metrics.user_records_per_request(stream, sum(len(k.members) for k in krecs))
@@ -79,5 +80,9 @@ def measure_answer(
             int(group[10]),
             int(group[11]),
         )
+    throttled = 0
     for (shard_id, code), n in errors.items():
         metrics.errors(stream, shard_id, code, n)
+        if code in THROTTLING_CODES:
+            throttled += n
+    metrics.throttled(stream, len(krecs), throttled)

@@ -265,6 +265,20 @@ class MetricWindow:
             ms = seconds * 1000.0
             self._put(name, self._scope(stream, None, 1), 1, ms, ms, ms)
 
+    def throttled(self, stream: str, answered: int, throttled: int) -> None:
+        """KinesisRecordsThrottled: of ``answered`` Kinesis records in one PutRecords
+        answer, ``throttled`` were (a sample of 1 or 0 each: its average is the stream's
+        share of throttled records)."""
+        if self._active and answered and "KinesisRecordsThrottled" in self._enabled:
+            self._put(
+                "KinesisRecordsThrottled",
+                self._scope(stream, None, 1),
+                answered,
+                float(throttled),
+                0.0 if throttled < answered else 1.0,
+                1.0 if throttled else 0.0,
+            )
+
     def request_time(self, stream: str, seconds: float) -> None:
         """RequestTime (ms): the duration of one PutRecords request (detailed)."""
         if self._active and "RequestTime" in self._enabled:
