@@ -1,6 +1,6 @@
 """Admission by time, on and off, side by side: does a slow endpoint still expire records?
 
-``ProducerConfig.admission_ttl_share`` (on: a share of ``record_ttl``, 0.5 by default) makes
+``ProducerConfig.admission_ttl_share`` (on: a share of ``record_ttl``, a third by default) makes
 ``put`` wait when a record accepted now would not be sent in time; ``None`` (off) admits by
 count and bytes only, as the KPL does. Each case runs off and on, on trio and on asyncio, in
 one run, everything else at the defaults:

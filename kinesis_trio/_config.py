@@ -57,7 +57,9 @@ class ProducerConfig:
     #: round trip, would take more than this share of ``record_ttl``, so that a slow but
     #: working endpoint slows ``put`` instead of expiring records in the producer's queue
     #: (see docs/backpressure.md). ``None``: only the count and byte caps (the KPL's way).
-    admission_ttl_share: float | None = 0.5
+    #: A third: a shard's pace may fall to a third after a record was accepted (others
+    #: came to share it) and the record is still written in time (docs/scaling.md).
+    admission_ttl_share: float | None = 1 / 3
     #: KPL ``MaxConnections``: the most PutRecords requests in flight at once. The number
     #: in flight adapts between 1 and this to what the endpoint takes without queueing
     #: (see ``adaptive_concurrency``). Two more connections serve shard-map refreshes, so

@@ -254,7 +254,7 @@ def _add_common(parser: argparse.ArgumentParser, *, progress_interval: float) ->
         "--admission-ttl-share",
         type=_number,
         metavar="SHARE",
-        help="admission_ttl_share (0.5): put waits while a shard would not write a record "
+        help="admission_ttl_share (1/3): put waits while a shard would not write a record "
         "within this share of record_ttl",
     )
     cfg.add_argument(
