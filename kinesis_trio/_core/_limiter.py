@@ -192,6 +192,10 @@ class ShardLimiter:
         self._last_increase = now
         self._set(max(self.min_multiplier, self.multiplier * self.decrease_factor), now)
 
+    def at_floor(self) -> bool:
+        """Has throttling slowed it as far as it goes (``min_multiplier``)?"""
+        return self.multiplier <= self.min_multiplier
+
     def on_success(self, now: float) -> None:
         """A write to this shard went through: recover (additive increase)."""
         if self.multiplier >= 1.0:

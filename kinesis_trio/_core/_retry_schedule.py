@@ -4,10 +4,13 @@ due. The policy it applies (the backoff curve, what a retry costs) is ``_retry_p
 A failed record goes back on its stream's retry heap with its shard's backoff (full jitter,
 exponential in the shard's consecutive failures), or expires if the backoff would take it
 past its ``record_ttl``. A record the service throttled waits one step of the curve only
-(``retry_backoff_base`` at most): its shard's limiter has slowed already (``_limiter``:
-every throttle halves its pace), and it is what paces the retry; a backoff that grew with
-the shard's throttles on top of it kept a throttled record out while the newer records
-behind it took the shard's share (in a fleet, until its TTL). When a retry is due its
+(``retry_backoff_base`` at most) while its shard's limiter can still slow down
+(``_limiter``: every throttle halves its pace): the limiter paces the retry, and a backoff
+that grew with the shard's throttles on top of it kept a throttled record out while the
+newer records behind it took the shard's share (in a fleet, until its TTL). A limiter at
+its floor cannot slow down more (from about 14 producers on a shard, their floors add up
+to more than the shard takes): the shard's backoff grows again, as for any failure, or the
+fleet's retries would storm the shard. When a retry is due its
 records go *first*: the next batch their shard sends starts with them, before anything the
 shard holds (``ShardBuffer.retry_first``, taken by ``Outgoing.batch``), so a record waits
 behind the records older than it, never behind those accepted after it.
@@ -104,8 +107,9 @@ class Retries:
         by_due: dict[float, list[KRecord]] = {}
         for krec, attempt in failures:
             shard = krec.shard
-            # throttled: one step (its shard's limiter paces it); else the shard's backoff
-            steps = 1 if attempt.error_code in THROTTLING_CODES else max(1, shard.failures)
+            # throttled: one step while its shard's limiter paces it; else the shard's backoff
+            paced = attempt.error_code in THROTTLING_CODES and not shard.limiter.at_floor()
+            steps = 1 if paced else max(1, shard.failures)
             due = now + backoff_delay(steps, base=base, cap=cap, rand=self.rand)
             live = krec.live()
             for outcome in live:

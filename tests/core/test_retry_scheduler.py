@@ -151,3 +151,39 @@ def test_metrics_sample_the_gate_and_the_budget() -> None:
     assert totals["RequestConcurrencyLimit"] == 4.0  # 8 to start, halved by the timeout
     assert totals["RetryBudgetLevel"] == 500.0
     assert totals["RequestsWaitingForSlot"] == 0.0
+
+
+def throttled_answer(eng: Engine[Outcome], stream: StreamState, at: float) -> list[KRecord]:
+    """One record put and sent at ``at`` (with the retries due), every one throttled."""
+    eng.accept(stream, b"t", "k", None, at)
+    krecs = sealed(eng, stream)
+    shell_of(eng).sealed_batches.clear()
+    entry = {"ErrorCode": "ProvisionedThroughputExceededException", "ErrorMessage": "slow down"}
+    eng.apply_answer(stream, krecs, {"Records": [entry] * len(krecs)}, at, at + 0.01)
+    return krecs
+
+
+def test_a_throttled_record_waits_one_step_while_its_limiter_can_slow_down() -> None:
+    # Its shard's limiter paces it (each throttle halved it): a backoff that grew with the
+    # shard's throttles kept it out while newer records took the shard (issue 61).
+    eng, shell, stream = engine(aggregation_enabled=False, retry_backoff_base=0.1)
+    for i in range(4):  # each throttle halves the limiter: 1/16 after 4, over its floor
+        throttled_answer(eng, stream, 10.0 * i)
+        due = shell.retries[-1] - (10.0 * i + 0.01)
+        assert 0.0 <= due <= 0.1  # one step, whatever the shard's failures in a row
+        retry_due(eng, stream, 10.0 * i + 1.0)
+    assert stream.shards[0].failures == 4 and not stream.shards[0].limiter.at_floor()
+
+
+def test_at_its_limiters_floor_a_throttled_shard_backs_off_again() -> None:
+    # Its limiter cannot slow down more (a fleet whose floors add up to more than the
+    # shard): the shard's backoff grows, or the fleet's retries storm the shard.
+    eng, shell, stream = engine(aggregation_enabled=False, retry_backoff_base=0.1)
+    limiter = stream.shards[0].limiter
+    waits = []
+    for i in range(40):
+        throttled_answer(eng, stream, 10.0 * i)
+        waits.append(shell.retries[-1] - (10.0 * i + 0.01))
+        retry_due(eng, stream, 10.0 * i + 6.0)
+    assert limiter.at_floor()
+    assert max(waits[-10:]) > 0.5  # the shard's backoff, grown with its failures
