@@ -3,7 +3,8 @@
 * ``throughput_vs_record_size.png`` and ``throughput_vs_shards.png`` from ``sweeps.json``;
 * ``latency_cdf.png`` from ``latency.json`` (each row's ``quantiles_ms``, 0..100 %);
 * ``backpressure.png`` from ``backpressure.json`` (outstanding bytes and RSS over time);
-* ``processes.png`` from ``processes.json`` (producer processes sharing a shard over time).
+* ``processes.png`` from ``processes.json`` (producer processes sharing a shard over time);
+* ``fleet_by_producers.png`` and ``fleet_by_shards.png`` from ``fleet.json`` (``_fleet_plot``).
 
 A missing file, or one without the rows a chart needs, skips that chart with a message.
 
@@ -499,6 +500,11 @@ def main() -> None:
     processes = load(results, "processes")
     if processes is not None:
         written += processes_chart(processes, results / "processes.png")
+    fleet = load(results, "fleet")
+    if fleet is not None:
+        from benchmarks._fleet_plot import fleet_charts
+
+        written += fleet_charts(fleet, results, "fleet")
     log(f"{written} chart(s) written to {results}")
 
 
