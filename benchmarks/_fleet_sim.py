@@ -17,16 +17,16 @@ import logging
 import math
 import random
 import time
-from collections import Counter, deque
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import anyio
 
-from kinesis_trio import Outcome, Producer, ProducerConfig, RecordResult, StaticCredentials
-from kinesis_trio._results import EXPIRED
+from kinesis_trio import Producer, ProducerConfig, StaticCredentials
 from kinesis_trio.testing import FakeKinesis, ServerModel
+
+from ._fleet_member import IN_QUEUE, TICK, WARMUP, Member, figures, fleet_keys
 
 MIB = 1024 * 1024
 STREAM = "fleet"
@@ -35,13 +35,7 @@ CREDS = ("AKIDFLEET", "fleet-secret")
 #: AWS's per-shard write limits
 SHARD_BYTES = float(MIB)
 SHARD_RECORDS = 1000.0
-#: capacity used is measured from here (virtual s): the fake's buckets start full (one
-#: second's worth), so the first second can pass the limit
-WARMUP = 1.0
-#: the putters' shortest sleep: each wakes at most this often and puts what is due
-TICK = 0.010
-#: what the message of a record that expired in the producer's own queues says
-IN_QUEUE = "producer's queue"
+__all__ = ["IN_QUEUE", "TICK", "WARMUP", "Scenario", "deterministic", "run", "scaled"]
 #: virtual seconds past the schedule's end plus ``record_ttl`` after which a producer stops
 #: waiting for its outcomes and closes (its close fails what is left): a guard, never reached
 #: while every record resolves within its ``record_ttl``
@@ -71,6 +65,9 @@ class Scenario:
     #: every request's round trip: ``rtt`` plus ``per_byte`` per request body byte
     rtt: float = 0.020
     per_byte: float = 8e-9
+    #: each round trip times ``1 - jitter`` plus a seeded exponential draw of mean
+    #: ``jitter`` (0: every request the same; :class:`RoundTrip`)
+    jitter: float = 0.5
     #: keys drawn at random per record from a pool of this many (0: 16 per shard, at least
     #: 4,096 and at most 65,536, the engine's key cache)
     keys: int = 0
@@ -160,19 +157,38 @@ class ScaledFake(FakeKinesis):
 
 class RoundTrip(ServerModel):
     """Every request served at once, by a worker of its own, in ``per_request`` plus
-    ``per_byte`` per body byte: a round trip, not a queue. ``full`` is set at the
-    ``limit``-th request (0: never)."""
+    ``per_byte`` per body byte (the base), times ``1 - jitter`` plus an exponential draw
+    from ``rng`` of mean ``jitter``: a round trip, not a queue, never under ``1 - jitter``
+    of the base, the base on average, with a tail (p99 ``1 + 3.6 jitter``), as a network
+    path and a server's service times have. The whole round trip passes before the fake
+    takes the shard's tokens, so the jitter decides the order in which requests sent at
+    one instant reach a shard; without it that order follows the order they were sent in,
+    the same at every step. ``full`` is set at the ``limit``-th request (0: never)."""
 
-    def __init__(self, per_request: float, per_byte: float, limit: int = 0) -> None:
+    def __init__(
+        self,
+        per_request: float,
+        per_byte: float,
+        limit: int = 0,
+        jitter: float = 0.0,
+        rng: random.Random | None = None,
+    ) -> None:
         super().__init__(workers=1, per_request=per_request, per_byte=per_byte)
+        if not 0.0 <= jitter <= 1.0:
+            raise ValueError(f"jitter must be from 0 to 1, not {jitter!r}")
         self.limit = limit
         self.full = anyio.Event()
+        self.jitter = jitter
+        self.rng = rng or random.Random(0)
 
     def admit(self, now: float, nbytes: int) -> float:
         self.served += 1
         if self.served == self.limit:
             self.full.set()
-        return self.work_clock(now) + self.per_request + self.per_byte * nbytes
+        took = self.per_request + self.per_byte * nbytes
+        if self.jitter:
+            took *= 1.0 - self.jitter + self.rng.expovariate(1.0 / self.jitter)
+        return self.work_clock(now) + took
 
 
 @contextlib.contextmanager
@@ -204,35 +220,15 @@ def deterministic(seed: int) -> Iterator[None]:
         trio_run._ALLOW_DETERMINISTIC_SCHEDULING = saved[1]  # type: ignore[misc]
 
 
-@dataclass
-class _Tally:
-    """One producer's figures."""
-
-    start: float = 0.0
-    offered: int = 0
-    accepted: int = 0
-    ok: int = 0
-    ok_bytes: int = 0
-    window_bytes: int = 0
-    expired: int = 0
-    expired_in_queue: int = 0
-    failed: Counter[str] = field(default_factory=Counter)
-    put_wait: float = 0.0
-
-
-def _quantile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    return values[min(len(values) - 1, int(q * len(values)))]
-
-
 class _Fleet:
-    """One run: the fake, the producers' putters and waiters, the ages."""
+    """One run: the fake, the members (each a producer's putter and waiter), the cut."""
 
     def __init__(self, sc: Scenario) -> None:
         self.sc = sc
         kind = FakeKinesis if sc.limit_scale == 1.0 else ScaledFake
-        self.round_trip = RoundTrip(sc.rtt, sc.per_byte, sc.max_requests)
+        self.round_trip = RoundTrip(
+            sc.rtt, sc.per_byte, sc.max_requests, sc.jitter, random.Random(f"{sc.seed}/rtt")
+        )
         self.fake = kind(
             enforce_limits=True,
             records_per_second=SHARD_RECORDS * sc.limit_scale,
@@ -242,20 +238,28 @@ class _Fleet:
         )
         self.fake.create_stream(STREAM, shard_count=sc.shards)
         self.end = sc.duration
-        self.data = b"x" * sc.record_size
-        self.tallies = [_Tally() for _ in range(sc.producers)]
-        self.from_put: list[float] = []
-        self.from_schedule: list[float] = []
-        self.from_accept: list[float] = []
         self.config = sc.config()
+        keys = fleet_keys(sc.seed, sc.key_pool())
+        drain = self.end + self.config.record_ttl + DRAIN_GUARD
+        self.members = [
+            Member(
+                rate=sc.rate,
+                start=sc.stagger * i / sc.producers,
+                end=self.end,
+                record_size=sc.record_size,
+                keys=keys,
+                seed=f"{sc.seed}/putter/{i}",
+                window=(WARMUP, self.end),
+                drain_until=drain,
+            )
+            for i in range(sc.producers)
+        ]
         self.finished = 0.0
         #: when the run was cut for ``max_requests`` (None: it was not)
         self.cut_at: float | None = None
         self._scopes: list[anyio.CancelScope] = []
         #: the bytes the shards had taken at ``WARMUP`` and at the end of the schedule
         self.stored_at = [0, 0]
-        rng = random.Random(f"{sc.seed}/keys")
-        self.keys = [f"k{rng.getrandbits(60):x}" for _ in range(sc.key_pool())]
 
     async def main(self) -> None:
         async with anyio.create_task_group() as tg:
@@ -263,8 +267,8 @@ class _Fleet:
             if self.sc.max_requests:
                 tg.start_soon(self._cap)
             async with anyio.create_task_group() as fleet:
-                for i in range(self.sc.producers):
-                    fleet.start_soon(self._producer, i)
+                for member in self.members:
+                    fleet.start_soon(self._producer, member)
             self.finished = anyio.current_time()
             tg.cancel_scope.cancel()
 
@@ -293,123 +297,33 @@ class _Fleet:
         self.cut_at = anyio.current_time()
         if self.cut_at < self.end:
             self.stored_at[1] = self._stored_bytes()
+        for member in self.members:
+            member.cut_at = self.cut_at
         for scope in self._scopes:
             scope.cancel()
 
-    async def _producer(self, index: int) -> None:
-        sc, tally = self.sc, self.tallies[index]
-        tally.start = sc.stagger * index / sc.producers
-        await anyio.sleep_until(tally.start)
-        pending: deque[tuple[Outcome, float, float]] = deque()
-        more = anyio.Event()
-        done = False
-
-        async def waiter() -> None:
-            nonlocal more
-            with anyio.move_on_at(self.end + self.config.record_ttl + DRAIN_GUARD):
-                while pending or not done:
-                    if not pending:
-                        await more.wait()
-                        more = anyio.Event()
-                        continue
-                    outcome, due, put_at = pending[0]
-                    self._count(tally, await outcome.wait(), due, put_at)
-                    pending.popleft()
-
+    async def _producer(self, member: Member) -> None:
+        await anyio.sleep_until(member.tally.start)
         with anyio.CancelScope() as scope:
             self._scopes.append(scope)
-            async with (
-                Producer(
-                    STREAM,
-                    region_name="us-east-1",
-                    endpoint_url=ENDPOINT,
-                    credentials=StaticCredentials(*CREDS),
-                    config=self.config,
-                    transport=self.fake.transport(),
-                ) as producer,
-                anyio.create_task_group() as tg,
-            ):
-                tg.start_soon(waiter)
-                await self._put(index, producer, pending, lambda: more.set())
-                done = True
-                more.set()
-        # (past the guard, or cut) resolved by the close: failed or aborted
-        for outcome, due, put_at in pending:
-            self._count(tally, outcome.result(), due, put_at)
-
-    async def _put(
-        self,
-        index: int,
-        producer: Producer,
-        pending: deque[tuple[Outcome, float, float]],
-        wake: Callable[[], None],
-    ) -> None:
-        """The open-loop schedule: record i is due at start + i / rate, until the end; the
-        putter wakes at most every ``TICK`` and puts what is due (a put that waits holds back
-        the records due behind it)."""
-        sc, tally, data, keys = self.sc, self.tallies[index], self.data, self.keys
-        rng = random.Random(f"{sc.seed}/putter/{index}")
-        pool, rate, start = len(keys), sc.rate, tally.start
-        tally.offered = offered = max(0, math.ceil((self.end - start) * rate))
-        tick = max(TICK, 1.0 / rate)
-        last = start + (offered - 1) / rate  # the last record's due time: before the end
-        now = anyio.current_time
-        i = 0
-        with anyio.CancelScope(deadline=self.end):
-            while i < offered:
-                due = start + i / rate
-                t = now()
-                if due > t:
-                    await anyio.sleep_until(min(max(due, t + tick), last))
-                    continue
-                try:
-                    outcome = await producer.put(data, keys[rng.randrange(pool)])
-                finally:  # a put the end cancelled waited too (its record not accepted)
-                    tally.put_wait += now() - t
-                tally.accepted += 1
-                pending.append((outcome, due, t))
-                wake()
-                i += 1
-
-    def _count(self, tally: _Tally, result: RecordResult, due: float, put_at: float) -> None:
-        if result.ok:
-            at = result.resolved_at
-            tally.ok += 1
-            tally.ok_bytes += self.sc.record_size
-            if WARMUP <= at <= self.end and (self.cut_at is None or at <= self.cut_at):
-                tally.window_bytes += self.sc.record_size
-            self.from_put.append(at - put_at)
-            self.from_schedule.append(at - due)
-            self.from_accept.append(at - result.accepted_at)
-        elif result.error_code == EXPIRED:
-            tally.expired += 1
-            tally.expired_in_queue += IN_QUEUE in (result.error_message or "")
-        else:
-            tally.failed[result.error_code or "?"] += 1
+            async with Producer(
+                STREAM,
+                region_name="us-east-1",
+                endpoint_url=ENDPOINT,
+                credentials=StaticCredentials(*CREDS),
+                config=self.config,
+                transport=self.fake.transport(),
+            ) as producer:
+                await member.run(producer)
+        member.settle()  # (past the guard, or cut) resolved by the close: failed or aborted
 
     def summary(self) -> dict[str, Any]:
-        sc, tallies = self.sc, self.tallies
-        stats = self.fake.stats
+        sc, stats = self.sc, self.fake.stats
         end = self.end if self.cut_at is None else min(self.end, self.cut_at)
         window = end - WARMUP
-        confirmed = sum(t.window_bytes for t in tallies)
-        active = [max(1e-9, self.end - t.start) for t in tallies]
-        per_s = [t.ok_bytes / a for t, a in zip(tallies, active, strict=True)]
-        for ages in (self.from_put, self.from_schedule, self.from_accept):
-            ages.sort()
-        failed: Counter[str] = Counter()
-        for t in tallies:
-            failed.update(t.failed)
         return {
             "scenario": asdict(sc),
-            "offered_records": sum(t.offered for t in tallies),
-            "accepted": sum(t.accepted for t in tallies),
-            "ok": sum(t.ok for t in tallies),
-            "expired": sum(t.expired for t in tallies),
-            "expired_in_queue": sum(t.expired_in_queue for t in tallies),
-            "failed": sum(failed.values()),
-            "failed_codes": dict(sorted(failed.items())),
-            "capacity_used": confirmed / window / sc.capacity if window > 0 else 0.0,
+            **figures([m.report() for m in self.members], sc.capacity, window),
             "stored_share": (self.stored_at[1] - self.stored_at[0]) / window / sc.capacity
             if window > 0
             else 0.0,
@@ -419,14 +333,6 @@ class _Fleet:
             "entries_throttled": stats.entries_throttled,
             "throttled_share": stats.entries_throttled / stats.entries if stats.entries else 0.0,
             "requests": stats.requests,
-            "fairness": min(per_s) / max(per_s) if max(per_s) > 0 else 0.0,
-            "age_from_put_p99_s": _quantile(self.from_put, 0.99),
-            "age_from_put_max_s": self.from_put[-1] if self.from_put else 0.0,
-            "age_from_schedule_p99_s": _quantile(self.from_schedule, 0.99),
-            "age_from_schedule_max_s": self.from_schedule[-1] if self.from_schedule else 0.0,
-            "age_from_accept_p99_s": _quantile(self.from_accept, 0.99),
-            "put_wait_share": sum(t.put_wait for t in tallies) / sum(active),
-            "ok_bytes_per_producer": [t.ok_bytes for t in tallies],
         }
 
 
