@@ -100,7 +100,8 @@ QUICK: list[tuple[str, int, int, float, float, tuple[bool, ...]]] = [
 #: a row is cut at the fake's this-many-th request (about 1.5 ms of real time each here)
 MAX_REQUESTS = 30_000
 QUICK_MAX_REQUESTS = 10_000
-HEADER = [
+#: the columns a fleet's row starts with (the simulation's and the processes' tables)
+FLEET_COLUMNS = [
     "N",
     "S",
     "offered",
@@ -113,6 +114,9 @@ HEADER = [
     "expired",
     "failed",
     "fairness",
+]
+HEADER = [
+    *FLEET_COLUMNS,
     "age p99 / max from put (s)",
     "age p99 / max from schedule (s)",
     "put waited",

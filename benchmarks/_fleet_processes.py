@@ -46,7 +46,7 @@ from typing import Any
 
 from benchmarks import _fleet_sim
 from benchmarks._fleet_child import DRAIN_GUARD, Job, run_fleet
-from benchmarks._fleet_grid import _admissions, _floats, _ints, _setting
+from benchmarks._fleet_grid import FLEET_COLUMNS, _admissions, _floats, _ints, _setting
 from benchmarks._fleet_member import WARMUP, figures
 from benchmarks._fleet_sim import Scenario
 
@@ -69,18 +69,7 @@ CHECKED = 6
 TOLERANCE = {"capacity_used": 0.05, "expired_share": 0.01, "fairness": 0.15}
 AGE_TOLERANCE = (0.30, 1.0)
 HEADER = [
-    "N",
-    "S",
-    "offered",
-    "record B",
-    "seconds",
-    "admission",
-    "capacity used",
-    "throttled",
-    "accepted",
-    "expired",
-    "failed",
-    "fairness",
+    *FLEET_COLUMNS,
     "age p50 / p99 / max from put (s)",
     "put waited",
     "CPU µs/record (producers / engine)",

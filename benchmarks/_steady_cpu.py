@@ -128,8 +128,9 @@ class _VirtualStream(anyio.abc.ByteStream):
         return None
 
 
-def _virtual_asyncio_loop() -> Any:
-    """An asyncio event loop whose clock jumps to its next timer instead of sleeping."""
+def virtual_asyncio_loop() -> Any:
+    """An asyncio event loop whose clock jumps to its next timer instead of sleeping (also
+    the asyncio side of the tests that run on virtual time: ``tests/shell/test_fleet.py``)."""
     import asyncio
     import selectors
 
@@ -310,7 +311,7 @@ def _run(plan: Plan) -> dict[str, Any]:
     if plan.backend == "trio":
         options: dict[str, Any] = {"clock": _virtual_trio_clock()}
     else:
-        options = {"loop_factory": _virtual_asyncio_loop}
+        options = {"loop_factory": virtual_asyncio_loop}
     out: dict[str, Any] = anyio.run(_child, plan, backend=plan.backend, backend_options=options)
     return out
 

@@ -34,7 +34,7 @@ from ._ledger import Ledger
 from ._metric_window import MetricWindow
 from ._ordering import KeyOrder, refusal
 from ._outgoing import Outgoing
-from ._pipeline_data import KRecord, ShardBuffer, StreamState
+from ._pipeline_data import KRecord, StreamState
 from ._record import Record
 from ._reshard import ShardMaps
 from ._retry_schedule import Retries
@@ -344,10 +344,6 @@ class Engine(Generic[R]):
         """Why the producer cannot take a stream of ``facts`` (per-key ordering cannot hold
         on an ``AUTO`` stream: ``_ordering.refusal``), or None."""
         return None if self.order is None else refusal(facts)
-
-    def shards(self, stream: StreamState) -> list[ShardBuffer]:
-        """The stream's shard buffers (open shards; those retired leave it)."""
-        return stream.shards
 
     def reload(
         self, stream: StreamState, facts: StreamFacts, shard_map: ShardMap, now: float

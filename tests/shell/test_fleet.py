@@ -21,11 +21,11 @@ import anyio
 import pytest
 from trio.testing import MockClock
 
+from benchmarks._steady_cpu import virtual_asyncio_loop
 from kinesis_trio import Outcome, Producer, ProducerConfig, RecordResult
 from kinesis_trio._aws import _service
 from kinesis_trio.testing import FakeKinesis
 from tests.support.helpers import CREDS
-from tests.support.virtual_loop import virtual_asyncio_loop
 
 pytestmark = [pytest.mark.anyio]
 
