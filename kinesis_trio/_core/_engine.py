@@ -116,6 +116,7 @@ _FIELDS = (
     "collect",
     "config",
     "due",
+    "due_first",
     "endings",
     "gate",
     "holding",
@@ -272,6 +273,7 @@ class Engine(Generic[R]):
         acc, gate = self.acc, self.gate
         self.seal, self.queue, self.batch_has_room = acc.seal, acc.queue, acc.batch_has_room
         self.taken, self.admit, self.wait_time = out.taken, out.admit, out.wait_time
+        self.due_first = out.due_first
         self.offer, self.collect, self.requests = out.offer, out.collect, out.requests
         self.try_slot, self.slot_wanted, self.slot_freed = (
             gate.try_acquire,

@@ -104,6 +104,12 @@ class Outgoing:
         return not shard.queued and not shard.retired
 
     @staticmethod
+    def due_first(shard: ShardBuffer) -> list[KRecord]:
+        """The shard's records whose retry is due (taken: its worker sends them before what
+        it drained from its channel, which may be only the empty batch that woke it)."""
+        return shard.take_first() if shard.first else []
+
+    @staticmethod
     def holding(stream: StreamState) -> list[ShardBuffer]:
         """The stream's shards whose containers hold records (a copy: sealing one takes it
         out), in the order they opened. What runs per linger window visits these, never

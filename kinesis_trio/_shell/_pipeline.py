@@ -509,7 +509,9 @@ class Pipeline:
     ) -> tuple[list[KRecord], bool]:
         """Add the batches already queued for the shard, up to one request's worth (the
         cap keeps a shard from taking everything queued into its limiter at once).
-        Returns the batch and whether the channel is empty."""
+        Returns the batch and whether the channel is empty. The shard's due retries go
+        first (they wake the worker with an empty batch, which must not leave them)."""
+        batch = self.engine.due_first(shard) + batch
         has_room = self.engine.batch_has_room
         count = len(batch)
         size = sum(k.size for k in batch)
