@@ -33,7 +33,9 @@ second) to the end of the schedule, per second, over the stream's capacity; aggr
 own bytes are not counted: ``stored_share`` in the JSON counts what the shards took),
 **throttled** (the fake's entries throttled over all entries, drain included),
 **accepted** (of the records offered), **expired** and **failed**, **fairness** (the
-slowest producer's confirmed bytes per second of its schedule over the fastest's), each
+slowest producer's bytes confirmed from 1 s to the end of the schedule over the fastest's,
+while the fleet contends: the drain after it is not counted, where with admission off every
+producer's queue empties alone and an uneven fleet looks even), each
 confirmed record's **age** at confirmation from its ``put`` call and from its scheduled
 arrival (p99 and max, the drain after the schedule included), **put waited** (the share of
 the putters' time spent inside ``put``), **CPU per record** (``time.process_time`` over the

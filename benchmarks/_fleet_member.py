@@ -216,7 +216,9 @@ def quantile(values: Sequence[float], q: float) -> float:
 def figures(reports: Sequence[dict[str, Any]], capacity: float, window: float) -> dict[str, Any]:
     """A fleet's figures from its members' reports: ``capacity`` in bytes/s, ``window`` the
     seconds confirmed bytes were counted over."""
-    per_s = [r["ok_bytes"] / r["active_s"] for r in reports]
+    # confirmed while the fleet contended (every member's window is as long): counted to
+    # the end of the drain, a fleet with admission off looks even, its queues drained alone
+    per_s = [r["window_bytes"] / window if window > 0 else 0.0 for r in reports]
     ages = {
         name: sorted(a for r in reports for a in r[name])
         for name in ("from_put", "from_schedule", "from_accept")

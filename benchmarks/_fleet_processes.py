@@ -19,9 +19,9 @@ rows): N = 6 and 24 at 2.25x and 4x, admission on and off.
 Per row, as the simulation's (``_fleet_grid``): capacity used (user bytes confirmed from
 1 s to the schedule's end, per second, over the capacity), throttled (Kinesis records
 throttled over those answered, from the producers' ``KinesisRecordsThrottled``), accepted,
-expired, failed, fairness (slowest over fastest confirmed bytes per second), ages at
-confirmation from ``put`` (p50, p99, max), put waited (share of the putters' time inside
-``put``), the producers' CPU per record confirmed (each process's from its start time to
+expired, failed, fairness (slowest over fastest bytes confirmed from 1 s to the schedule's
+end), ages at confirmation from ``put`` (p50, p99, max), put waited (share of the putters'
+time inside ``put``), the producers' CPU per record confirmed (each process's from its start time to
 its last outcome, the putter included), the engine's, the PutRecords round trips (p50 and
 p99 of the children's), how long the children took to open their producers, the real
 seconds and the load average at the row's start.

@@ -159,7 +159,7 @@ class Accumulator:
                 + n
             )
             grow += (2 if inner < 0x80 else 3 if inner < 0x4000 else 1 + _vlen(inner)) + inner
-            if sizer.size + grow <= stream.agg_max_size and sizer.count < self.agg_max_count:
+            if sizer.size + grow <= shard.agg_max and sizer.count < self.agg_max_count:
                 if found is None:
                     pks[partition_key] = key_index
                 sizer.took(grow)
@@ -248,7 +248,7 @@ class Accumulator:
             assert pk is not None
             ehk = outcome.explicit_hash_key
             sizer = shard.sizer
-            agg_max_size = stream.agg_max_size
+            agg_max_size = shard.agg_max
             grow = sizer.grow(len(data), pk, pk_len, ehk)
             if sizer.size + grow <= agg_max_size and sizer.count < self.agg_max_count:
                 self._add_member(stream, shard, outcome, grow, now, not check_room)
@@ -303,7 +303,7 @@ class Accumulator:
         assert data is not None and pk is not None
         sizer = shard.sizer
         grow = sizer.grow(len(data), pk, key_length(outcome), outcome.explicit_hash_key)
-        if sizer.size + grow > stream.agg_max_size or sizer.count >= self.agg_max_count:
+        if sizer.size + grow > shard.agg_max or sizer.count >= self.agg_max_count:
             return False
         self._add_member(stream, shard, outcome, grow, now, older)
         return True

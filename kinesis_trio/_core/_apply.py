@@ -131,13 +131,16 @@ class Answers:
             _log.warning(
                 "put_records_malformed_entries", stream=stream.name, records=answer.malformed
             )
+        most = stream.agg_max_size
         for shard in answer.throttled:
             shard.limiter.on_throttled(end)
+            shard.paced(most)
         for shard in answer.bad:
             shard.wrote(False)
         for shard in answer.ok:
             shard.wrote(True)
             shard.limiter.on_success(end)
+            shard.paced(most)
         if self.measure:
             self.metrics.user_records_pending(self.endings.ledger.records)
             measure_answer(self.metrics, stream.name, krecs, entries, start, end)
@@ -240,6 +243,7 @@ class Answers:
             shard.wrote(False)
             if verdict.throttled:
                 shard.limiter.on_throttled(end)
+                shard.paced(stream.agg_max_size)
         if verdict.action is Action.FAIL:
             for krec in krecs:
                 res = failed(code, attempt.error_message or "", end, attempt, krec.aggregated)

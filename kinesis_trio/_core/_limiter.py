@@ -21,14 +21,33 @@ When Kinesis throttles the shard anyway (other producers share it, or ``rate_lim
 the rate multiplier is halved (at most once per ``decrease_interval``); every second without
 throttling adds ``increase_per_second`` back, up to 1.0. Several producers sharing a stream
 so converge on their fair share instead of spinning on retries.
+
+An aggregate shrinks with the multiplier (:func:`paced_size`): ``aggregation_max_size``
+at the full rate, that times the multiplier below it, never under :data:`PACED_FLOOR`
+bytes. Kinesis throttles an entry whole, so when producers share a shard each entry is a
+draw for the shard's bucket: entries of 50 KB at a sixth of a shard's bytes per second are
+few and coarse draws, and one producer's luck becomes its share. Entries of 8 KB make the
+draws many and the shares even (``benchmarks fleet sim``, 6 producers on one shard at
+2.25x, 60 s: the slowest producer's bytes confirmed over the fastest's rose from 0.55-0.75
+to 0.87-0.95; docs/scaling.md). Unthrottled, nothing changes.
 """
 
 from __future__ import annotations
 
-__all__ = ["ShardLimiter", "TokenBucket"]
+__all__ = ["PACED_FLOOR", "ShardLimiter", "TokenBucket", "paced_size"]
 
 SHARD_RECORDS_PER_SECOND = 1000.0
 SHARD_BYTES_PER_SECOND = 1024.0 * 1024.0
+#: a throttled shard's aggregates are not made smaller than this by :func:`paced_size`
+PACED_FLOOR = 4096
+
+
+def paced_size(most: int, multiplier: float) -> int:
+    """The bytes a shard's aggregate may hold when its limiter runs at ``multiplier`` of its
+    rate and ``most`` is the stream's ``aggregation_max_size``."""
+    if multiplier >= 1.0:
+        return most
+    return max(min(PACED_FLOOR, most), int(most * multiplier))
 
 
 class TokenBucket:

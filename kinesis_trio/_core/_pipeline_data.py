@@ -14,7 +14,7 @@ import math
 from .._results import Attempt, Resolution
 from ._admission import OFF, Lane
 from ._aggregation import AggregateSizer
-from ._limiter import ShardLimiter
+from ._limiter import ShardLimiter, paced_size
 from ._record import Record
 from ._shards import ShardMap
 from ._stream_policy import StreamFacts, StreamPolicy
@@ -106,6 +106,7 @@ class ShardBuffer:
     of queued batches, its limiter and its consecutive failures."""
 
     __slots__ = (
+        "agg_max",
         "anywhere",
         "end",
         "failures",
@@ -134,6 +135,7 @@ class ShardBuffer:
         limiter: ShardLimiter,
         lane: Lane | None = None,
         opened: dict[ShardBuffer, None] | None = None,
+        agg_max_size: int = 51_200,
     ) -> None:
         self.shard_id = shard_id
         #: the shards of its stream whose containers are open (``StreamState.open_shards``):
@@ -164,6 +166,9 @@ class ShardBuffer:
         self.rerouted = False  # the open aggregate holds re-routed (older) records
         self.retired = False  # a reshard closed the shard: what it holds goes elsewhere
         self.limiter = limiter
+        #: the bytes its aggregate in formation may hold: the stream's ``agg_max_size``,
+        #: less while its limiter is slowed by throttling (``_limiter.paced_size``)
+        self.agg_max = paced_size(agg_max_size, limiter.multiplier)
         self.failures = 0  # consecutive failed writes: drives this shard's retry backoff
         #: the stream's one buffer when the service places records (AUTO): a record written
         #: to any shard is where it was sent
@@ -235,6 +240,11 @@ class ShardBuffer:
     def wrote(self, ok: bool) -> None:
         """A write to the shard succeeded (the failures run ends) or failed."""
         self.failures = 0 if ok else self.failures + 1
+
+    def paced(self, agg_max_size: int) -> None:
+        """Its limiter's rate changed (or the stream's ``agg_max_size``): what its
+        aggregates may hold follows (``_limiter.paced_size``)."""
+        self.agg_max = paced_size(agg_max_size, self.limiter.multiplier)
 
 
 class Unverified:
@@ -375,6 +385,8 @@ class StreamState:
         self.agg_max_size = agg_max_size
         self.accept_max = accept_max
         self.shard_count = shard_count
+        for shard in self.shards:
+            shard.paced(agg_max_size)
 
     def learn(self, shard_id: str, start: int, end: int) -> None:
         """A shard's hash key range (an open or a closed shard's)."""
@@ -382,6 +394,8 @@ class StreamState:
 
     def use_map(self, shard_map: ShardMap, shards: list[ShardBuffer]) -> None:
         """A new shard map and its buffers."""
+        for shard in shards:
+            shard.paced(self.agg_max_size)
         self.map = shard_map
         self.shards = shards
         self.stale = False

@@ -94,6 +94,7 @@ class ShardMaps:
         for state in stream.shards:
             state.place_anywhere(policy.auto)
             state.limiter.resize(records, size, policy.max_record_size, now)
+            state.paced(stream.agg_max_size)
         if first or policy != before:
             self._say(stream, first)
 

@@ -154,8 +154,15 @@ def test_a_member_through_a_null_producer_accepts_and_confirms_its_whole_schedul
     report = member.report(digits=4)
     assert report["offered"] == report["accepted"] == report["ok"] == 300
     assert report["put_wait"] == 0.0 and not report["failed"]
+    # (the null producer's results carry no time: the window counts what real ones confirm)
+    report["window_bytes"] = 2_000
     shares = _fleet_member.figures([report, report], capacity=2 * 100.0 * 10, window=2.0)
     assert shares["fairness"] == 1.0 and shares["put_wait_share"] == 0.0
+    # fairness is what each confirmed while the fleet contended, not after: the same
+    # records confirmed, one producer's half of them in the drain after the schedule
+    late = {**report, "window_bytes": 1_000}
+    uneven = _fleet_member.figures([report, late], capacity=2 * 100.0 * 10, window=2.0)
+    assert uneven["fairness"] == 0.5
     assert _fleet_member.fleet_keys(1, 50) == _fleet_member.fleet_keys(1, 50)
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kinesis_trio._core._limiter import ShardLimiter, TokenBucket
+from kinesis_trio._core._limiter import PACED_FLOOR, ShardLimiter, TokenBucket, paced_size
+from tests.support.engine import engine, sealed, shell_of, throttled_answer
 
 
 def test_bucket_refills_up_to_capacity() -> None:
@@ -161,3 +162,51 @@ def test_a_small_rate_limit_recovers_after_throttling_stops() -> None:
         limiter.on_success(now)
     assert limiter.multiplier == 1.0
     assert sent > 900  # back at ~10 records/s for most of the two minutes
+
+
+@given(st.integers(64, 1_048_576), st.floats(0.0, 2.0))
+def test_a_paced_aggregate_is_never_larger_than_asked_nor_under_the_floor(
+    most: int, multiplier: float
+) -> None:
+    size = paced_size(most, multiplier)
+    assert size <= most
+    assert size >= min(PACED_FLOOR, most)
+    if multiplier >= 1.0:
+        assert size == most  # unthrottled, aggregation_max_size as configured
+    else:
+        assert size == max(min(PACED_FLOOR, most), int(most * multiplier))
+
+
+def test_a_throttled_shard_aggregates_smaller_and_grows_back_as_it_recovers() -> None:
+    # Kinesis throttles an entry whole: while producers share a shard, smaller entries make
+    # its bucket's draws many and the producers' shares even (``_limiter``'s docstring).
+    eng, _shell, stream = engine(retry_backoff_base=0.1)
+    shard = stream.shards[0]
+    assert shard.agg_max == 51_200
+    throttled_answer(eng, stream, 0.0)
+    assert shard.limiter.multiplier == 0.5 and shard.agg_max == 25_600
+    throttled_answer(eng, stream, 1.0)
+    assert shard.agg_max == 12_800
+    counts = []
+    for i in range(80):  # 200 records of 1,000 bytes a second, sealed and confirmed
+        now = 2.0 + 0.1 * i
+        for j in range(20):
+            eng.accept(stream, b"x" * 1000, f"k{i}-{j}", None, now)
+        krecs = sealed(eng, stream)
+        shell_of(eng).sealed_batches.clear()
+        sizes = [len(k.data) for k in krecs if k.aggregated]
+        assert sizes and max(sizes) <= shard.agg_max
+        counts.append(len(sizes))
+        entries = [{"SequenceNumber": "1", "ShardId": shard.shard_id} for _ in krecs]
+        eng.apply_answer(stream, krecs, {"Records": entries}, now, now + 0.01)
+    # eight seconds without a throttle: +0.8, from 0.25 to its full rate and size again
+    assert shard.limiter.multiplier == 1.0 and shard.agg_max == 51_200
+    assert counts[0] == 2 and counts[-1] == 1  # 20 kB: two aggregates, then one
+
+
+def test_the_stream_setting_applies_to_every_shard_and_to_new_ones() -> None:
+    _eng, _shell, stream = engine(shards=4, aggregation_max_size=20_000)
+    assert [s.agg_max for s in stream.shards] == [20_000] * 4
+    stream.shards[1].limiter.on_throttled(5.0)
+    stream.shards[1].paced(stream.agg_max_size)
+    assert [s.agg_max for s in stream.shards] == [20_000, 10_000, 20_000, 20_000]

@@ -11,7 +11,7 @@ from kinesis_trio._core._congestion import RetryBudget
 from kinesis_trio._core._engine import Engine
 from kinesis_trio._core._pipeline_data import KRecord, StreamState
 from kinesis_trio._errors import KinesisError, RequestTimeoutError
-from tests.support.engine import engine, retry_due, sealed, shell_of
+from tests.support.engine import engine, retry_due, sealed, shell_of, throttled_answer
 
 
 def failed_request(
@@ -151,16 +151,6 @@ def test_metrics_sample_the_gate_and_the_budget() -> None:
     assert totals["RequestConcurrencyLimit"] == 4.0  # 8 to start, halved by the timeout
     assert totals["RetryBudgetLevel"] == 500.0
     assert totals["RequestsWaitingForSlot"] == 0.0
-
-
-def throttled_answer(eng: Engine[Outcome], stream: StreamState, at: float) -> list[KRecord]:
-    """One record put and sent at ``at`` (with the retries due), every one throttled."""
-    eng.accept(stream, b"t", "k", None, at)
-    krecs = sealed(eng, stream)
-    shell_of(eng).sealed_batches.clear()
-    entry = {"ErrorCode": "ProvisionedThroughputExceededException", "ErrorMessage": "slow down"}
-    eng.apply_answer(stream, krecs, {"Records": [entry] * len(krecs)}, at, at + 0.01)
-    return krecs
 
 
 def test_a_throttled_record_waits_one_step_while_its_limiter_can_slow_down() -> None:

@@ -226,3 +226,13 @@ def retry_due(
         eng.taken(shard, 1)
         out.setdefault(shard, []).extend(shard.take_first() + krecs)
     return out
+
+
+def throttled_answer(eng: Engine[Outcome], stream: StreamState, at: float) -> list[KRecord]:
+    """One record put and sent at ``at`` (with the retries due), every one throttled."""
+    eng.accept(stream, b"t", "k", None, at)
+    krecs = sealed(eng, stream)
+    shell_of(eng).sealed_batches.clear()
+    entry = {"ErrorCode": "ProvisionedThroughputExceededException", "ErrorMessage": "slow down"}
+    eng.apply_answer(stream, krecs, {"Records": [entry] * len(krecs)}, at, at + 0.01)
+    return krecs
