@@ -38,7 +38,9 @@ documentation (throttling, 5xx, network errors: yes; validation, auth, missing s
 whose JSON body has a ``__type``, or with an ``x-amzn-ErrorType`` header) from an answer
 that only looks like one (a 3xx, an HTML page from a proxy, a body that cannot be read):
 the request may have been processed under the latter, so the producer retries its records
-as ambiguous (``possible_duplicate``) and never fails them for good on it.
+as ambiguous (``possible_duplicate``). But a 4xx that is not the service's (other than 408
+and 429) is a refusal by something in front of the endpoint: nothing was processed, and
+the records fail at once (``refused_on_the_way``).
 """
 
 from __future__ import annotations
@@ -103,7 +105,9 @@ class KinesisError(KinesisTrioError):
         #: a well-formed error the service sent (else: an answer the request may have been
         #: processed under); never for a 1xx, 2xx or 3xx status
         self.from_service: bool = from_service and not 100 <= status_code < 400
-        self.retryable = self._retryable(code) or not from_service
+        self.retryable = self._retryable(code) or not (
+            self.from_service or refused_on_the_way(status_code)
+        )
         super().__init__(code, message)
 
     def _retryable(self, code: str) -> bool:
@@ -393,6 +397,17 @@ def _clean_code(code: str) -> str:
     if "#" in code:
         code = code.rsplit("#", 1)[1]
     return code.strip()
+
+
+def refused_on_the_way(status: int) -> bool:
+    """Does a 4xx answer that is not the service's own error (no ``__type``, no
+    ``x-amzn-ErrorType``: a proxy, load balancer or gateway in front of the endpoint)
+    say that the request was refused unprocessed? Every 4xx but 408 (the request came too
+    slowly) and 429 (too many requests): "the client seems to have erred" (RFC 9110, 15.5),
+    and whoever answered did not pass the request on, so nothing was written and the same
+    request would be refused again. (A 413 is one of them: a request of several records is
+    split.)"""
+    return 400 <= status < 500 and status not in (408, 429)
 
 
 def _one_line(text: str) -> str:

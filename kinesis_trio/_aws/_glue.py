@@ -160,6 +160,8 @@ class GlueClient(SignedService):
             except KinesisError as exc:
                 if exc.from_service and not _retryable(exc):
                     raise glue_error(exc) from None
+                if not (exc.from_service or exc.retryable):  # a 4xx from something in front
+                    raise SchemaRegistryError(f"{operation}: {exc}", code=exc.code) from exc
                 error: Exception = exc
             except TransportError as exc:
                 error = exc

@@ -182,6 +182,20 @@ def interpret_error(
         )[:500]
         attempt = Attempt(start, 0.0, end - start, False, code, message, False)
         return RequestFailure(Action.FAIL, False, attempt, bisect=several, too_large=True)
+    if (
+        decision.action is Action.FAIL
+        and isinstance(error, KinesisError)
+        and not error.from_service
+    ):
+        # a 4xx from something in front of the endpoint (``refused_on_the_way``)
+        said = str(getattr(error, "message", "") or "")
+        message = (
+            f"HTTP {error.status_code} without an error of the service's: something in front "
+            "of the endpoint refused the request, and nothing was written"
+            + (f" (it said: {said})" if said else " (with no body)")
+        )[:500]
+        attempt = Attempt(start, 0.0, end - start, False, code, message, False)
+        return RequestFailure(Action.FAIL, False, attempt)
     if decision.action is Action.FAIL and code in (
         "ValidationException",
         "InvalidArgumentException",

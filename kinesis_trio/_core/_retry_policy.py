@@ -28,6 +28,7 @@ from .._errors import (
     KinesisError,
     RequestTimeoutError,
     TransportError,
+    refused_on_the_way,
 )
 from ._congestion import RetryBudget
 
@@ -99,15 +100,18 @@ def classify_exception(exc: BaseException, *, fail_if_throttled: bool = False) -
     if isinstance(exc, KinesisError):
         if not exc.from_service:
             # Not an error the service sent: a success status with a body that cannot be
-            # read, a 1xx or 3xx, an error page from something in between. The request may
-            # well have been processed, so a retry can duplicate records; it is never a
-            # reason to fail them for good. But a 413: whoever answered it refused to
-            # process the request for its size (RFC 9110, 15.5.14), so nothing was written
-            # and the same request would be refused again: it is split, or its one record
-            # fails, at once.
-            if exc.status_code == 413:
+            # read, a 1xx or 3xx, a 5xx page from something in between. The request may
+            # well have been processed, so a retry can duplicate records. But a 4xx (not
+            # 408 or 429) is something in front of the endpoint refusing the request
+            # unprocessed (``refused_on_the_way``): nothing was written and the same request
+            # would be refused again, so its records fail at once, definitely; a 413 (too
+            # large, RFC 9110 15.5.14) splits a request of several records first.
+            status = exc.status_code
+            if status == 413:
                 return _TOO_LARGE
-            return _THROTTLED_AMBIGUOUS if exc.status_code == 429 else _RETRY_AMBIGUOUS
+            if refused_on_the_way(status):
+                return _FAIL
+            return _THROTTLED_AMBIGUOUS if status == 429 else _RETRY_AMBIGUOUS
         return classify_code(exc.code, exc.status_code, fail_if_throttled=fail_if_throttled)
     if isinstance(exc, TransportError):
         # Not sent (connect failure): a clean retry. Sent (timeout, reset): ambiguous.

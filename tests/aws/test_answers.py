@@ -26,6 +26,7 @@ from kinesis_trio._errors import (
     ValidationError,
     error_from_response,
     parse_json,
+    refused_on_the_way,
 )
 from kinesis_trio.metrics._cloudwatch import CloudWatchError, CloudWatchSink
 from kinesis_trio.testing import FakeKinesis
@@ -86,20 +87,47 @@ def test_a_1xx_or_3xx_is_ambiguous_even_with_an_error_body(status: int) -> None:
     [
         (502, b"<html>Bad Gateway</html>", {}),
         (500, NESTED, {}),
-        (400, b"<html>nope</html>", {}),
-        (403, b'{"message": "no type"}', {}),
         (500, b'{"__type": ["not", "a", "string"]}', {}),
-        (400, b'{"message": ' + b"[" * 5000 + b"}", {}),
     ],
 )
-def test_an_error_without_the_service_shape_is_ambiguous(
+def test_a_5xx_without_the_service_shape_is_ambiguous(
     status: int, body: bytes, headers: dict[str, str]
 ) -> None:
     with pytest.raises(KinesisError) as caught:
         read_answer("PutRecords", status, headers, body)
-    assert caught.value.from_service is False
+    assert caught.value.from_service is False and caught.value.retryable
     assert caught.value.code == str(status)
     assert classify_exception(caught.value).ambiguous
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (400, b"<html>nope</html>"),
+        (403, b'{"message": "no type"}'),
+        (400, b'{"message": ' + b"[" * 5000 + b"}"),
+        (401, b""),
+        (404, b"Not Found"),
+        (499, b""),
+    ],
+)
+def test_a_4xx_without_the_service_shape_fails_definitely(status: int, body: bytes) -> None:
+    # something in front of the endpoint refused the request unprocessed (issue 62)
+    with pytest.raises(KinesisError) as caught:
+        read_answer("PutRecords", status, {}, body)
+    error = caught.value
+    assert error.from_service is False and not error.retryable
+    assert error.code == str(status) and refused_on_the_way(status)
+    decision = classify_exception(error)
+    assert decision.action is Action.FAIL and not decision.ambiguous
+
+
+@pytest.mark.parametrize("status", [408, 429])
+def test_a_408_or_429_without_the_service_shape_stays_retryable(status: int) -> None:
+    error = error_from_response("PutRecords", status, b"", {})
+    assert not error.from_service and error.retryable and not refused_on_the_way(status)
+    decision = classify_exception(error)
+    assert decision.action is Action.RETRY and decision.ambiguous
 
 
 def test_a_429_without_the_service_shape_is_throttling_and_ambiguous() -> None:
@@ -134,8 +162,14 @@ def test_any_answer_is_read_without_an_unexpected_exception(status: int, body: b
         assert not exc.from_service
         decision = classify_exception(exc)
         # not the service's answer: the request may have been processed, so a retry is
-        # ambiguous; but a 413 was refused for its size, nothing written (RFC 9110, 15.5.14)
-        assert decision.too_large if exc.status_code == 413 else decision.ambiguous
+        # ambiguous; but a 4xx (not 408, 429) was refused on its way, nothing written: a
+        # 413 for its size (RFC 9110, 15.5.14) is split, any other fails definitely
+        if exc.status_code == 413:
+            assert decision.too_large
+        elif refused_on_the_way(exc.status_code):
+            assert decision.action is Action.FAIL and not decision.ambiguous
+        else:
+            assert decision.ambiguous
         return
     if isinstance(answer, KinesisError):
         assert 400 <= status < 600 and answer.from_service

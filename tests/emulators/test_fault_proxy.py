@@ -18,6 +18,7 @@ import anyio.to_thread
 import httpx
 import pytest
 
+from kinesis_trio import Producer, ProducerConfig, StaticCredentials
 from tests.support.emulators import EmulatorEndpoint
 from tests.support.fault_proxy import FaultProxy
 from tests.support.fault_spec import Faults, ProxyEvent
@@ -627,3 +628,35 @@ def test_kinesis_local_throttle_and_reset_after(kinesis_local: EmulatorEndpoint)
         assert _read_all(url, name) == written
         assert len(written) == 25 - doc["FailedRecordCount"]
         assert proxy.errors == []
+
+
+@pytest.mark.anyio
+async def test_a_proxys_400_fails_the_producers_records_at_once(
+    proxy: FaultProxy, local_engine: EmulatorEndpoint
+) -> None:
+    """Issue 62: a 400 page from something in front of the endpoint (no ``__type``) was
+    retried as ambiguous until ``record_ttl``. Nothing was processed: the refused request's
+    records fail on their first attempt, definitely, quoting the page; the next go."""
+    name = await anyio.to_thread.run_sync(_create_stream, local_engine.endpoint_url, 1)
+    proxy.force_next("proxy_400")
+    config = ProducerConfig(record_ttl=30.0, aggregation_enabled=False)
+    async with Producer(
+        name,
+        region_name="us-east-1",
+        endpoint_url=proxy.url,
+        credentials=StaticCredentials("AKIDLOCAL", "local-secret"),
+        config=config,
+    ) as producer:
+        refused = [await producer.put(b"refused-%d" % i, f"k{i}") for i in range(3)]
+        await producer.flush()
+        later = await producer.put(b"later", "k")
+        await producer.flush()
+    for outcome in refused:
+        result = await outcome.wait()
+        assert not result.ok and result.error_code == "400"
+        assert len(result.attempts) == 1 and not result.possible_duplicate
+        assert "Request Header Or Cookie Too Large" in (result.error_message or "")
+    assert (await later.wait()).ok
+    assert [e.kind for e in proxy.events] == ["proxy_400", "forward"]
+    stored = await anyio.to_thread.run_sync(_read_all, local_engine.endpoint_url, name)
+    assert sorted(stored.values()) == [b"later"]

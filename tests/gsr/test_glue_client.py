@@ -102,3 +102,23 @@ async def test_glue_error_codes(code: str, kind: type[Exception], tries: int) ->
     assert isinstance(caught.value, SchemaRegistryError) and caught.value.code == code
     assert "GetRegistry: " in str(caught.value) and "said" in str(caught.value)
     assert count == tries
+
+
+@pytest.mark.parametrize(("status", "tries"), [(403, 1), (400, 1), (429, 4), (502, 4)])
+async def test_an_answer_not_of_glues_is_retried_unless_a_4xx_refused_it(
+    status: int, tries: int
+) -> None:
+    # a proxy's 4xx (not 408, 429): nothing was processed, the same call would be refused
+    # again (issue 62); its 5xx or 429 may pass another time
+    count = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal count
+        count += 1
+        return httpx.Response(status, content=b"<html>refused</html>")
+
+    async with client(httpx.MockTransport(handler)) as glue:
+        with pytest.raises(SchemaRegistryError) as caught:
+            await glue.get_registry("r")
+    assert caught.value.code == str(status) and "refused" in str(caught.value)
+    assert count == tries

@@ -1,6 +1,7 @@
 """What the path between the producer and the endpoint does to records: an intermediary
-that refuses a request as too large (413), a slow endpoint storing a large record, a slow
-uplink. Each on the in-memory fake; on trio in virtual time, on asyncio scaled down."""
+that refuses a request as too large (413) or for any other reason (a 4xx), a slow endpoint
+storing a large record, a slow uplink. Each on the in-memory fake; on trio in virtual time,
+on asyncio scaled down."""
 
 from __future__ import annotations
 
@@ -80,6 +81,68 @@ async def test_an_intermediary_413_fails_a_lone_record_for_good_at_once(virtual:
     assert not result.possible_duplicate
     assert (await small.wait()).ok
     assert [r.data for r in fake.records("s")] == [b"small"]
+
+
+def _refusing(status: int, body: bytes, times: int, seen: list[int]) -> Any:
+    """A hook answering the first ``times`` PutRecords as something in front of the endpoint
+    would: ``status`` with ``body`` and no service error shape (``seen`` counts them)."""
+
+    async def hook(operation: str, _body: dict[str, Any]) -> httpx.Response | None:
+        if operation != "PutRecords" or len(seen) >= times:
+            return None
+        seen.append(status)
+        return httpx.Response(status, content=body, headers={"Content-Type": "text/html"})
+
+    return hook
+
+
+_PAGE = (
+    b"<html><head><title>400 Bad Request</title></head>"
+    b"<body>Request Header Or Cookie Too Large</body></html>"
+)
+
+
+@pytest.mark.parametrize(("status", "body"), [(400, _PAGE), (403, b""), (404, b"not here")])
+async def test_a_4xx_not_of_the_service_fails_its_records_at_once(
+    virtual: bool, status: int, body: bytes
+) -> None:
+    """Issue 62: a proxy's or load balancer's 4xx (no ``__type``) was retried as ambiguous
+    until ``record_ttl`` (22-24 attempts in 2.8 s with ``record_ttl=3``). Nothing was
+    processed and the same request would be refused again: its records fail on the first
+    attempt, definitely, quoting the status and the body's first bytes."""
+    seen: list[int] = []
+    fake = FakeKinesis(hook=_refusing(status, body, 10**9, seen))
+    fake.create_stream("s", 1)
+    async with fake_producer(fake, record_ttl=30.0 if virtual else 3.0) as producer:
+        outcomes = [await producer.put(b"r%d" % i, f"k{i}") for i in range(3)]
+        await producer.flush()
+    results = [await o.wait() for o in outcomes]
+    assert len(seen) == 1  # one request, refused once, not sent again
+    for result in results:
+        assert not result.ok and result.error_code == str(status)
+        assert len(result.attempts) == 1 and not result.attempts[0].ambiguous
+        assert not result.possible_duplicate
+        message = result.error_message or ""
+        assert f"HTTP {status}" in message and "nothing was written" in message
+        if body:
+            assert body[:20].decode() in message
+    assert fake.records("s") == []
+
+
+@pytest.mark.parametrize("status", [408, 429])
+async def test_a_408_or_429_not_of_the_service_is_still_retried(virtual: bool, status: int) -> None:
+    """408 (the request came too slowly) and 429 (too many requests) say nothing was wrong
+    with the request: retried (as ambiguous: who answered may have passed it on)."""
+    seen: list[int] = []
+    fake = FakeKinesis(hook=_refusing(status, b"", 2, seen))
+    fake.create_stream("s", 1)
+    async with fake_producer(fake, record_ttl=30.0 if virtual else 5.0) as producer:
+        outcome = await producer.put(b"r", "k")
+        await producer.flush()
+    result = await outcome.wait()
+    assert result.ok and seen == [status, status]
+    assert [a.error_code for a in result.attempts[:2]] == [str(status)] * 2
+    assert [r.data for r in fake.records("s")] == [b"r"]
 
 
 MIB = 1024 * 1024

@@ -21,6 +21,10 @@ every other operation passes through untouched. Per PutRecords request, after th
 ``http_500`` / ``http_503``
     Answer ``500 {"__type":"InternalFailure",...}`` / ``503 {"__type":"ServiceUnavailable",
     ...}`` without forwarding: nothing is written. The connection stays usable.
+``proxy_400``
+    Answer ``400`` with an HTML page and no service error shape, as a proxy or load
+    balancer in front of the endpoint refusing the request would, without forwarding:
+    nothing is written.
 ``reset_before``
     Reset the client connection (``SO_LINGER`` 0, then close: a TCP RST) without
     forwarding: nothing is written.
@@ -74,6 +78,7 @@ from tests.support.proxy_http import (
     _json_records,
     _json_response,
     _Message,
+    _page_response,
     _read_request,
     _reset,
     _Upstream,
@@ -351,6 +356,11 @@ class FaultProxy:
         if fault in ("http_500", "http_503"):
             self._record(fault, n, None)
             writer.write(_error_response(int(fault[-3:])))
+            await writer.drain()
+            return not request.wants_close()
+        if fault == "proxy_400":
+            self._record(fault, n, None)
+            writer.write(_page_response(400))
             await writer.drain()
             return not request.wants_close()
         if fault == "reset_before":

@@ -21,6 +21,7 @@ KINDS = (
     "forward",  # PutRecords forwarded untouched (no fault drawn)
     "http_500",
     "http_503",
+    "proxy_400",  # refused by "a proxy in front" (HTML, no __type): nothing written
     "throttle_entries",  # some (maybe all) entries dropped and answered as throttled
     "reset_before",
     "reset_after",
@@ -29,7 +30,14 @@ KINDS = (
 )
 """Request kinds counted in :attr:`FaultProxy.stats` (``events`` omits ``passthrough``)."""
 
-_REQUEST_FAULTS = ("http_500", "http_503", "reset_before", "reset_after", "hang_after")
+_REQUEST_FAULTS = (
+    "http_500",
+    "http_503",
+    "proxy_400",
+    "reset_before",
+    "reset_after",
+    "hang_after",
+)
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,7 @@ class Faults:
 
     http_500: float = 0.0
     http_503: float = 0.0
+    proxy_400: float = 0.0
     throttle_entries: float = 0.0
     reset_before: float = 0.0
     reset_after: float = 0.0

@@ -26,6 +26,7 @@ _MAX_HEAD = 1 << 20
 _ERROR_TYPES = {500: "InternalFailure", 502: "BadGateway", 503: "ServiceUnavailable"}
 _REASONS = {
     200: b"OK",
+    400: b"Bad Request",
     500: b"Internal Server Error",
     502: b"Bad Gateway",
     503: b"Service Unavailable",
@@ -200,6 +201,24 @@ def _json_response(status: int, payload: dict[str, Any]) -> bytes:
 
 def _error_response(status: int) -> bytes:
     return _json_response(status, {"__type": _ERROR_TYPES[status], "message": "injected"})
+
+
+#: what a proxy or load balancer in front of the endpoint answers when it refuses a request
+#: (nginx's page for an oversized header): HTML, no service error shape
+PROXY_PAGE = (
+    b"<html><head><title>400 Bad Request</title></head><body><center><h1>400 Bad Request"
+    b"</h1></center><center>Request Header Or Cookie Too Large</center></body></html>"
+)
+
+
+def _page_response(status: int) -> bytes:
+    """A proxy's refusal: an HTML page, no ``__type``, no ``x-amzn-ErrorType``."""
+    head = [
+        b"HTTP/1.1 " + str(status).encode() + b" " + _REASONS.get(status, b"Error"),
+        b"Content-Type: text/html",
+        b"Content-Length: " + str(len(PROXY_PAGE)).encode(),
+    ]
+    return b"\r\n".join(head) + b"\r\n\r\n" + PROXY_PAGE
 
 
 def _reset(writer: asyncio.StreamWriter) -> None:
