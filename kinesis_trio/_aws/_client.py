@@ -18,6 +18,7 @@ import anyio
 import httpx
 
 from .._backoff import backoff_delay
+from .._core import answer_limit
 from .._errors import (
     KinesisError,
     ProvisionedThroughputExceededError,
@@ -259,7 +260,10 @@ class KinesisClient(SignedService):
         if entries is not None:
             read = _put_records_reader(entries)
         answer = _ANSWER_MAX.get(operation, 0)
-        return await self._call(operation, body, headers, read, within=within, answer=answer)
+        limit = answer_limit(operation, entries or 0)
+        return await self._call(
+            operation, body, headers, read, within=within, answer=answer, limit=limit
+        )
 
     # -- operations -------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ import anyio
 import httpx
 
 from .._backoff import backoff_delay
+from .._core import answer_limit
 from .._errors import (
     CredentialsError,
     KinesisError,
@@ -156,7 +157,9 @@ class GlueClient(SignedService):
         read = _reader(operation)
         for attempt in range(1, self._max_attempts + 1):
             try:
-                answer: dict[str, Any] = await self._call(operation, payload, headers, read)
+                answer: dict[str, Any] = await self._call(
+                    operation, payload, headers, read, limit=answer_limit(operation)
+                )
             except KinesisError as exc:
                 if exc.from_service and not _retryable(exc):
                     raise glue_error(exc) from None

@@ -45,7 +45,16 @@ import anyio.abc
 import h11
 import httpx
 
-__all__ = ["MAX_BODY", "Fields", "Http11Pool", "Origin", "StreamOpener", "Watch", "origin_of"]
+__all__ = [
+    "MAX_BODY",
+    "Fields",
+    "Http11Pool",
+    "Origin",
+    "StreamOpener",
+    "Watch",
+    "origin_of",
+    "too_long",
+]
 
 #: (scheme, host, port)
 Origin = tuple[str, str, int]
@@ -55,6 +64,16 @@ Fields = list[tuple[bytes, bytes]]
 _MAX_HEAD = 64 * 1024  # status line and header fields of one answer (and of an interim one)
 #: the largest answer body taken (GetRecords returns at most 10 MiB of data, base64 in JSON)
 MAX_BODY = 64 * 1024 * 1024
+
+
+def too_long(most: int) -> str:
+    """What an answer past the most its operation can answer is called."""
+    return (
+        f"an answer of more than {most:,} bytes, more than its operation can answer: a black "
+        "hole that keeps talking"
+    )
+
+
 _RECEIVE = 256 * 1024
 _JOIN_MAX = 64 * 1024  # bodies up to this size go out in one write with the head
 #: a larger body goes out in pieces of this size, each a sign of life for the deadline: a
@@ -185,10 +204,12 @@ class Http11Pool(httpx.AsyncBaseTransport):
         body: bytes,
         read: Reader[_T],
         watch: Watch | None = None,
+        max_body: int | None = None,
     ) -> _T:
         """POST ``body`` to ``target`` at ``origin``; what ``read`` makes of the answer.
         ``watch`` is told of each piece of the request handed to the connection and each
-        read of the answer."""
+        read of the answer; ``max_body``: the most bytes of answer body taken (the pool's
+        own cap if None or larger)."""
         if self._closed:
             raise RuntimeError("the connection pool is closed")
         fields = [*headers.items(), ("Content-Length", str(len(body)))]
@@ -214,7 +235,8 @@ class Http11Pool(httpx.AsyncBaseTransport):
             conn.watch = watch
             conn.unseen = -1
             try:
-                result = await self._exchange(conn, request, body, read)
+                most = self._max_body if max_body is None else min(max_body, self._max_body)
+                result = await self._exchange(conn, request, body, read, most)
             except BaseException:
                 await anyio.aclose_forcefully(conn.stream)
                 raise
@@ -281,7 +303,7 @@ class Http11Pool(httpx.AsyncBaseTransport):
         return conn
 
     async def _exchange(
-        self, conn: _Connection, request: h11.Request, body: bytes, read: Reader[_T]
+        self, conn: _Connection, request: h11.Request, body: bytes, read: Reader[_T], most: int
     ) -> _T:
         state = conn.h11
         stream = conn.stream
@@ -323,22 +345,18 @@ class Http11Pool(httpx.AsyncBaseTransport):
             event = await self._next_event(conn)
             if type(event) is h11.Data:
                 size += len(event.data)
-                if size > self._max_body:
-                    raise httpx.RemoteProtocolError(
-                        f"an answer of more than {self._max_body} bytes"
-                    )
+                if size > most:
+                    raise httpx.RemoteProtocolError(too_long(most))
                 parts.append(event.data)
             elif type(event) is h11.Response:
                 status, fields = event.status_code, list(event.headers)
                 _check_head(event.reason, fields)
                 for name, value in fields:
                     # h11 took it as digits; one that cannot fit is refused before its body
-                    if name == b"content-length" and (
-                        len(value) > 19 or int(value) > self._max_body
-                    ):
+                    if name == b"content-length" and (len(value) > 19 or int(value) > most):
                         raise httpx.RemoteProtocolError(
                             f"an answer of {value[:40].decode()} bytes: more than the "
-                            f"{self._max_body} taken"
+                            f"{most:,} its operation can answer"
                         )
             elif type(event) is h11.EndOfMessage:
                 break

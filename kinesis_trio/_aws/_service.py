@@ -40,7 +40,7 @@ from ._credentials import (
     resolve_endpoint,
     resolve_region,
 )
-from ._http11 import Http11Pool, StreamOpener, origin_of
+from ._http11 import Http11Pool, StreamOpener, origin_of, too_long
 
 _S = TypeVar("_S", bound="SignedService")
 _T = TypeVar("_T")
@@ -129,6 +129,21 @@ class _Headers(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(self._get_map())
+
+
+async def _read_within(response: httpx.Response, limit: int | None, watch: _Watch | None) -> bytes:
+    """A transport's answer body, each piece told to ``watch``; past ``limit`` bytes, a
+    ``RemoteProtocolError`` (as the pool's own framing refuses it)."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if limit is not None and size > limit:
+            raise httpx.RemoteProtocolError(too_long(limit))
+        if watch is not None:
+            watch.received(len(chunk))
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 class _Watch:
@@ -257,6 +272,7 @@ class SignedService:
         *,
         within: float | None = None,
         answer: int = 0,
+        limit: int | None = None,
     ) -> _T:
         """Sign and send ``body``; what ``read`` makes of the answer.
 
@@ -269,7 +285,9 @@ class SignedService:
         instead: one fixed deadline. Past it, :class:`RequestTimeoutError` (``sent`` False
         when the request's last byte never went; ``stalled`` False when its size's time ran
         out while it moved); ``answer``: bytes of answer the bound has from the start (an
-        answer the endpoint builds before its first byte). An error ``read`` returns is
+        answer the endpoint builds before its first byte); ``limit``: the most bytes the
+        answer may hold (``_core._deadline.answer_limit``: past it, a ``TransportError``,
+        sent). An error ``read`` returns is
         raised; one with an expired-token
         code first refreshes the credentials and sends once more (an auth rejection means
         nothing was processed).
@@ -289,7 +307,9 @@ class SignedService:
             else:
                 digest = _sha256_hex(body)
             creds = await self._credentials.get()
-            result = await self._send_once(operation, body, digest, creds, headers, read, watch)
+            result = await self._send_once(
+                operation, body, digest, creds, headers, read, watch, limit
+            )
             if isinstance(result, Exception):
                 if getattr(result, "code", None) in EXPIRED_TOKEN_CODES:
                     fresh = await self._credentials.force_refresh(creds)
@@ -298,7 +318,7 @@ class SignedService:
                         if watch is not None:
                             watch.begin()
                         result = await self._send_once(
-                            operation, body, digest, fresh, headers, read, watch
+                            operation, body, digest, fresh, headers, read, watch, limit
                         )
                 if isinstance(result, Exception):
                     raise result
@@ -324,6 +344,7 @@ class SignedService:
         headers: dict[str, str],
         read: AnswerReader[_T],
         watch: _Watch | None = None,
+        limit: int | None = None,
     ) -> _T | Exception:
         signed = self._signer.sign(body, digest, creds, headers)
         signed["User-Agent"] = self._user_agent
@@ -338,7 +359,7 @@ class SignedService:
         try:
             pool = self._pool
             if pool is not None:
-                result = await pool.post(self._origin, "/", signed, body, framed, watch)
+                result = await pool.post(self._origin, "/", signed, body, framed, watch, limit)
             else:
                 assert self._transport is not None
                 if watch is not None:  # what the transport does is not seen: sent at once
@@ -352,7 +373,7 @@ class SignedService:
                 )
                 response = await self._transport.handle_async_request(request)
                 try:
-                    content = await response.aread()
+                    content = await _read_within(response, limit, watch)
                 finally:
                     await response.aclose()
                 status = response.status_code

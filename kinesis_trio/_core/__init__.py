@@ -10,7 +10,7 @@ rows for ``_disk``, the request clock for ``_aws``, stream names and ARNs).
 """
 
 from ._aggregation import UserRecord, deaggregate
-from ._deadline import RequestClock
+from ._deadline import RequestClock, answer_limit
 from ._effects import (
     DeadLetters,
     Effect,
@@ -87,6 +87,7 @@ __all__ = [
     "StreamState",
     "UserRecord",
     "Wake",
+    "answer_limit",
     "arn_ref",
     "check_stream_name",
     "coerce_data",

@@ -25,6 +25,14 @@ each retry sends the whole request again. :class:`RequestClock` holds three rule
   model), has ``12 s + 60 s`` at the defaults; a local engine on a busy machine took over
   12 s to begin such an answer.
 
+- **An answer no larger than its operation can answer** (:func:`answer_limit`): past it
+  the answer is not progress but a black hole that keeps talking (a well-formed head,
+  then spaces for ever), and the request is given up as one (ambiguous: its upload
+  completed). So once the upload is done, the answer has at most the bound with the
+  operation's largest answer in it, ``connect + timeout * (1 + (size + limit) / MiB)``
+  from the request's start: its bytes add at most ``timeout * limit / MiB``, 6.2 s for a
+  PutRecords of 500 records at the defaults (its answer: at most 1.04 MiB).
+
 Before its first byte (credentials, a free connection, connecting) a request has
 ``connect + timeout``, as every request had before. A request whose time runs out before
 its last byte was handed to the connection was not processed (the server cannot read a
@@ -35,10 +43,45 @@ path carries less than it: requests are made smaller, ``_congestion``).
 
 from __future__ import annotations
 
-__all__ = ["MIB", "RequestClock"]
+__all__ = ["ANSWER_DEFAULT", "MIB", "RequestClock", "answer_limit"]
 
 #: the unit of size the bound grows by (``timeout`` per MiB)
 MIB = 1024 * 1024
+
+# The largest answers, from botocore's service models (kinesis 2013-12-02, glue 2017-03-31).
+# An error answer (``__type`` and a message) is well within every one of them.
+#: a PutRecords answer's entry: ``ShardId`` (at most 128 characters), ``SequenceNumber``
+#: (``0|([1-9]\d{0,128})``), ``EncryptionType``, or ``ErrorCode`` and ``ErrorMessage``,
+#: which the model does not bound (the service's are under 200 bytes): 2 KiB with JSON
+_PUT_ENTRY = 2048
+#: a ListShards page: at most 10,000 shards (``ListShardsInputLimit``), each three shard ids,
+#: two hash keys of at most 39 digits, two sequence numbers of at most 129, and its JSON
+#: (2 KiB), and a ``NextToken`` of at most 1 MiB
+_LIST_SHARDS = 10_000 * 2048 + MIB
+#: a GetRecords answer: "The maximum size of data that GetRecords can return is 10 MiB",
+#: base64 in JSON (4/3), and each of up to 10,000 records' key (256), sequence number (129),
+#: timestamp and JSON (1 KiB)
+_GET_RECORDS = 10 * MIB * 4 // 3 + 10_000 * 1024 + MIB
+#: any other operation's answer (a stream's summary, a shard iterator, Glue's schema
+#: version, whose ``SchemaDefinition`` holds at most 170,000 characters, each at most six
+#: in JSON's escapes)
+ANSWER_DEFAULT = 2 * MIB
+_BASE = 64 * 1024  # an answer's own fields and an error's
+
+
+def answer_limit(operation: str, entries: int = 0) -> int:
+    """The most bytes ``operation``'s answer may hold (``entries``: a PutRecords request's
+    records); an answer past it is given up (see the module)."""
+    if operation == "PutRecords":
+        return _BASE + max(entries, 1) * _PUT_ENTRY
+    if operation == "ListShards":
+        return _LIST_SHARDS
+    if operation == "GetRecords":
+        return _GET_RECORDS
+    if operation == "PutRecord":
+        return _BASE
+    return ANSWER_DEFAULT
+
 
 # what the request is doing
 _BEFORE = 0  # no byte out yet: credentials, a free connection, connecting

@@ -25,7 +25,7 @@ its transport from here without the two importing each other.
 from __future__ import annotations
 
 import http
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
 import anyio
@@ -199,6 +199,30 @@ class _Exchange:
             self.h11.start_next_cycle()
         return data
 
+    def answer_head(self, response: httpx.Response) -> bytes:
+        """The head of a streamed ``response`` (a hook's whose body is an async iterator):
+        chunked, its body to follow in :meth:`answer_part`, its end in :meth:`answer_end`."""
+        headers = [
+            (k, v)
+            for k, v in response.headers.items()
+            if k.lower() not in ("content-length", "transfer-encoding")
+        ]
+        head = h11.Response(
+            status_code=response.status_code, headers=headers, reason=_reason(response)
+        )
+        return self._write([head])
+
+    def answer_part(self, data: bytes) -> bytes:
+        """A piece of a streamed answer's body."""
+        return self._write([h11.Data(data=data)]) if data else b""
+
+    def answer_end(self) -> bytes:
+        """The end of a streamed answer."""
+        data = self._write([h11.EndOfMessage()])
+        if not self.closing:
+            self.h11.start_next_cycle()
+        return data
+
     def refuse(
         self,
         status: int,
@@ -294,6 +318,9 @@ class _MemoryConnection(anyio.abc.ByteStream):
         self._eof = False  # the server closed its side (after what is in ``_out``)
         self._reset = False  # the server reset the connection
         self._closed = False  # the client closed it
+        #: the body of a streamed answer still to come (a hook's ``httpx.Response`` whose
+        #: content is an async iterator: a trickle, an answer that never ends)
+        self._body: AsyncIterator[bytes] | None = None
 
     async def send(self, item: bytes) -> None:
         delay = self._fake._upload_delay(len(item))
@@ -331,6 +358,17 @@ class _MemoryConnection(anyio.abc.ByteStream):
         """One step of the server: answer bytes (an answer, a refusal, a 100 Continue), or
         the end of the connection (closed or reset)."""
         exchange = self._exchange
+        if self._body is not None:
+            try:
+                piece = await self._body.__anext__()
+            except StopAsyncIteration:
+                self._body = None
+                self._out += exchange.answer_end()
+            else:
+                self._out += exchange.answer_part(piece)
+            if exchange.closing:
+                self._eof = True
+            return
         try:
             step = exchange.next()
             if step is h11.NEED_DATA:
@@ -345,7 +383,13 @@ class _MemoryConnection(anyio.abc.ByteStream):
                 except httpx.ReadError:  # a reset_* fault
                     self._reset = True
                     return
-                step = exchange.answer(response)
+                try:
+                    response.content  # noqa: B018 - a streamed answer has none yet
+                except httpx.ResponseNotRead:
+                    self._body = response.aiter_raw()
+                    step = exchange.answer_head(response)
+                else:
+                    step = exchange.answer(response)
         except h11.LocalProtocolError:  # an answer h11 refuses to write: hang up
             self._eof = True
             return

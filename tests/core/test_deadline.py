@@ -3,11 +3,13 @@ the time passed in."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kinesis_trio._core._deadline import MIB, RequestClock
+from kinesis_trio._core._deadline import MIB, RequestClock, answer_limit
 
 T = 6.0  # request_timeout
 C = 6.0  # connect_timeout
@@ -127,3 +129,39 @@ def test_an_answer_built_before_its_first_byte_has_its_size_in_the_bound_from_th
     plain = RequestClock(0.0, 200, timeout=6.0, connect=6.0)
     plain.sent(0.1, 200, last=True)
     assert plain.deadline() == pytest.approx(12.0 + 6.0 * 200 / MIB)
+
+
+def _widest_put_records_answer(entries: int) -> bytes:
+    # botocore's model: ShardId at most 128 characters, SequenceNumber 0|([1-9]\d{0,128})
+    entry = {"ShardId": "s" * 128, "SequenceNumber": "9" * 129, "EncryptionType": "NONE"}
+    failed = {
+        "ErrorCode": "ProvisionedThroughputExceededException",
+        "ErrorMessage": "Rate exceeded for shard shardId-000000000000 in stream s under "
+        "account 123456789012." * 4,
+    }
+    records = [entry if i % 2 else failed for i in range(entries)]
+    return json.dumps({"FailedRecordCount": entries, "Records": records}, indent=1).encode()
+
+
+def _widest_list_shards_page() -> bytes:
+    shard = {
+        "ShardId": "s" * 128,
+        "ParentShardId": "p" * 128,
+        "AdjacentParentShardId": "a" * 128,
+        "HashKeyRange": {"StartingHashKey": "9" * 39, "EndingHashKey": "9" * 39},
+        "SequenceNumberRange": {
+            "StartingSequenceNumber": "9" * 129,
+            "EndingSequenceNumber": "9" * 129,
+        },
+    }
+    page = {"Shards": [shard] * 10_000, "NextToken": "t" * (1024 * 1024)}
+    return json.dumps(page, indent=1).encode()
+
+
+@pytest.mark.parametrize("entries", [1, 2, 500])
+def test_the_widest_answer_a_put_records_can_give_fits_its_limit(entries: int) -> None:
+    assert len(_widest_put_records_answer(entries)) <= answer_limit("PutRecords", entries)
+
+
+def test_the_widest_list_shards_page_fits_its_limit() -> None:
+    assert len(_widest_list_shards_page()) <= answer_limit("ListShards")

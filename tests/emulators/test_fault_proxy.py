@@ -660,3 +660,32 @@ async def test_a_proxys_400_fails_the_producers_records_at_once(
     assert [e.kind for e in proxy.events] == ["proxy_400", "forward"]
     stored = await anyio.to_thread.run_sync(_read_all, local_engine.endpoint_url, name)
     assert sorted(stored.values()) == [b"later"]
+
+
+@pytest.mark.anyio
+async def test_an_answer_that_never_ends_is_given_up_and_sent_again(
+    proxy: FaultProxy, local_engine: EmulatorEndpoint
+) -> None:
+    """Issue 62: a well-formed head, then 16 KiB of spaces every 10 ms for ever, over a
+    socket. Past what a PutRecords answer can hold the request is a black hole: given up
+    (ambiguous) and sent again, not kept alive by its bytes until ``record_ttl``."""
+    name = await anyio.to_thread.run_sync(_create_stream, local_engine.endpoint_url, 1)
+    proxy.force_next("endless_answer")
+    config = ProducerConfig(record_ttl=120.0, aggregation_enabled=False)
+    async with Producer(
+        name,
+        region_name="us-east-1",
+        endpoint_url=proxy.url,
+        credentials=StaticCredentials("AKIDLOCAL", "local-secret"),
+        config=config,
+    ) as producer:
+        outcomes = [await producer.put(b"e-%d" % i, f"k{i}") for i in range(3)]
+        await producer.flush()
+    results = [await o.wait() for o in outcomes]
+    assert all(r.ok for r in results), [r.error_code for r in results]
+    first = results[0].attempts[0]
+    assert first.ambiguous and "more than its operation can answer" in (first.error_message or "")
+    assert first.duration < 30.0  # the 12 s bound of before would have grown for ever
+    assert [e.kind for e in proxy.events][:1] == ["endless_answer"]
+    stored = await anyio.to_thread.run_sync(_read_all, local_engine.endpoint_url, name)
+    assert sorted(stored.values()) == [b"e-0", b"e-1", b"e-2"]

@@ -5,8 +5,10 @@ on asyncio scaled down."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -234,3 +236,41 @@ async def test_requests_up_a_slow_link_shrink_to_what_it_carries(virtual: bool) 
         # (on the real clock a busy machine's slowness adds to each duration too)
         durations = sorted({r.attempts[0].duration for r in results})
         assert durations[-2] <= timeout  # all but the first request: well within it
+
+
+async def _endless(piece: bytes, every: float) -> AsyncIterator[bytes]:
+    """An answer's body that never ends: ``piece`` every ``every`` seconds."""
+    while True:
+        yield piece
+        await anyio.sleep(every)
+
+
+async def test_an_answer_that_never_ends_is_given_up_past_what_it_can_hold(
+    virtual: bool,
+) -> None:
+    """Issue 62: a well-formed head, then 16 KiB of spaces every 10 ms for ever. The bytes
+    kept the request alive (each moved its deadline), so its records waited for
+    ``record_ttl``. A PutRecords answer holds at most its entries' results
+    (``_core._deadline.answer_limit``): past that the request is a black hole, given up
+    (ambiguous: its upload was done) and sent again."""
+    answered: list[float] = []
+
+    async def hook(operation: str, body: dict[str, Any]) -> httpx.Response | None:
+        if operation != "PutRecords" or answered:
+            return None
+        answered.append(anyio.current_time())
+        return httpx.Response(200, content=_endless(b" " * 16384, 0.010))
+
+    fake = FakeKinesis(hook=hook)
+    fake.create_stream("s", 1)
+    async with fake_producer(fake, record_ttl=60.0, aggregation_enabled=False) as producer:
+        outcomes = [await producer.put(b"r%d" % i, f"k{i}") for i in range(3)]
+        await producer.flush()
+    results = [await o.wait() for o in outcomes]
+    assert all(r.ok for r in results), [r.error_code for r in results]
+    first = results[0].attempts[0]
+    assert not first.success and first.ambiguous and results[0].possible_duplicate
+    assert "more than its operation can answer" in (first.error_message or "")
+    # 3 entries: at most 70 KiB, so five pieces; not record_ttl, not the 12 s bound
+    assert first.duration < (1.0 if virtual else 5.0)
+    assert sorted(r.data for r in fake.records("s")) == [b"r0", b"r1", b"r2"]

@@ -25,6 +25,10 @@ every other operation passes through untouched. Per PutRecords request, after th
     Answer ``400`` with an HTML page and no service error shape, as a proxy or load
     balancer in front of the endpoint refusing the request would, without forwarding:
     nothing is written.
+``endless_answer``
+    Answer a well-formed ``200`` head (chunked), then 16 KiB of spaces every 10 ms for
+    ever, without forwarding: nothing is written; the connection ends when the client
+    gives up.
 ``reset_before``
     Reset the client connection (``SO_LINGER`` 0, then close: a TCP RST) without
     forwarding: nothing is written.
@@ -363,6 +367,19 @@ class FaultProxy:
             writer.write(_page_response(400))
             await writer.drain()
             return not request.wants_close()
+        if fault == "endless_answer":
+            self._record(fault, n, None)
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.1\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n"
+            )
+            piece = b"4000\r\n" + b" " * 16384 + b"\r\n"
+            with contextlib.suppress(OSError, ConnectionError):
+                while not writer.is_closing():
+                    writer.write(piece)
+                    await writer.drain()
+                    await asyncio.sleep(0.010)
+            return False
         if fault == "reset_before":
             self._record(fault, n, None)
             _reset(writer)

@@ -22,6 +22,7 @@ KINDS = (
     "http_500",
     "http_503",
     "proxy_400",  # refused by "a proxy in front" (HTML, no __type): nothing written
+    "endless_answer",  # a 200 head, then 16 KiB of spaces every 10 ms for ever: not written
     "throttle_entries",  # some (maybe all) entries dropped and answered as throttled
     "reset_before",
     "reset_after",
@@ -34,6 +35,7 @@ _REQUEST_FAULTS = (
     "http_500",
     "http_503",
     "proxy_400",
+    "endless_answer",
     "reset_before",
     "reset_after",
     "hang_after",
@@ -47,6 +49,7 @@ class Faults:
     http_500: float = 0.0
     http_503: float = 0.0
     proxy_400: float = 0.0
+    endless_answer: float = 0.0
     throttle_entries: float = 0.0
     reset_before: float = 0.0
     reset_after: float = 0.0
