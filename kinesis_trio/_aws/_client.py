@@ -18,7 +18,7 @@ import anyio
 import httpx
 
 from .._backoff import backoff_delay
-from .._core import answer_limit
+from .._core import BUILT_FIRST, answer_limit
 from .._errors import (
     KinesisError,
     ProvisionedThroughputExceededError,
@@ -38,10 +38,6 @@ __all__ = ["KinesisClient", "read_answer"]
 
 _TARGET_PREFIX = "Kinesis_20131202."
 _CONTENT_TYPE = "application/x-amz-json-1.1"
-#: the largest answer an operation may bring, which the endpoint builds before its first byte:
-#: "The maximum size of data that GetRecords can return is 10 MiB" (botocore's model); the
-#: call's deadline has it from the start (``_core._deadline``)
-_ANSWER_MAX = {"GetRecords": 10 * 1024 * 1024}
 
 #: The operations whose answer has no body: botocore's service model gives them no
 #: ``output`` shape (tests/aws/test_answers.py holds this set to the model). Any other
@@ -259,7 +255,7 @@ class KinesisClient(SignedService):
         headers, read = known
         if entries is not None:
             read = _put_records_reader(entries)
-        answer = _ANSWER_MAX.get(operation, 0)
+        answer = BUILT_FIRST.get(operation, 0)
         limit = answer_limit(operation, entries or 0)
         return await self._call(
             operation, body, headers, read, within=within, answer=answer, limit=limit

@@ -10,7 +10,7 @@ rows for ``_disk``, the request clock for ``_aws``, stream names and ARNs).
 """
 
 from ._aggregation import UserRecord, deaggregate
-from ._deadline import RequestClock, answer_limit
+from ._deadline import BUILT_FIRST, RequestClock, answer_limit
 from ._effects import (
     DeadLetters,
     Effect,
@@ -56,6 +56,7 @@ from ._stream_policy import (
 from ._validate import check_stream_name, coerce_data, partition_key_length
 
 __all__ = [
+    "BUILT_FIRST",
     "RECOVERED",
     "SHARD_BYTES_PER_SECOND",
     "SHARD_RECORDS_PER_SECOND",

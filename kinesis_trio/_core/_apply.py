@@ -139,8 +139,8 @@ class Answers:
             shard.wrote(False)
         for shard in answer.ok:
             shard.wrote(True)
-            shard.limiter.on_success(end)
-            shard.paced(most)
+            if shard.limiter.on_success(end):  # (at its full rate: nothing moves)
+                shard.paced(most)
         if self.measure:
             self.metrics.user_records_pending(self.endings.ledger.records)
             measure_answer(self.metrics, stream.name, krecs, entries, start, end)

@@ -43,7 +43,7 @@ path carries less than it: requests are made smaller, ``_congestion``).
 
 from __future__ import annotations
 
-__all__ = ["ANSWER_DEFAULT", "MIB", "RequestClock", "answer_limit"]
+__all__ = ["ANSWER_DEFAULT", "BUILT_FIRST", "MIB", "RequestClock", "answer_limit"]
 
 #: the unit of size the bound grows by (``timeout`` per MiB)
 MIB = 1024 * 1024
@@ -58,10 +58,14 @@ _PUT_ENTRY = 2048
 #: two hash keys of at most 39 digits, two sequence numbers of at most 129, and its JSON
 #: (2 KiB), and a ``NextToken`` of at most 1 MiB
 _LIST_SHARDS = 10_000 * 2048 + MIB
-#: a GetRecords answer: "The maximum size of data that GetRecords can return is 10 MiB",
-#: base64 in JSON (4/3), and each of up to 10,000 records' key (256), sequence number (129),
-#: timestamp and JSON (1 KiB)
-_GET_RECORDS = 10 * MIB * 4 // 3 + 10_000 * 1024 + MIB
+#: "The maximum size of data that GetRecords can return is 10 MiB" (botocore's model)
+_GET_RECORDS_DATA = 10 * MIB
+#: the data an operation's answer may bring, which the endpoint reads before its first
+#: byte goes: a call's bound has it from the start (``RequestClock``'s ``answer``)
+BUILT_FIRST = {"GetRecords": _GET_RECORDS_DATA}
+#: a GetRecords answer: its data, base64 in JSON (4/3), and each of up to 10,000 records'
+#: key (256), sequence number (129), timestamp and JSON (1 KiB)
+_GET_RECORDS = _GET_RECORDS_DATA * 4 // 3 + 10_000 * 1024 + MIB
 #: any other operation's answer (a stream's summary, a shard iterator, Glue's schema
 #: version, whose ``SchemaDefinition`` holds at most 170,000 characters, each at most six
 #: in JSON's escapes)

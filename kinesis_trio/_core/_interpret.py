@@ -173,14 +173,10 @@ def interpret_error(
         # gateway): nothing written, not ambiguous. Halves may pass; one record cannot.
         several = len(krecs) > 1
         size = sum(k.size for k in krecs)
-        said = str(getattr(error, "message", "") or "")
-        message = (
-            f"HTTP 413 without an error of the service's: something in front of the endpoint "
-            f"refused the request ({size:,} bytes of records) as too large, and nothing was "
-            + ("written" if several else "written; the record cannot pass it")
-            + (f" (it said: {said})" if said else "")
-        )[:500]
-        attempt = Attempt(start, 0.0, end - start, False, code, message, False)
+        why = f"refused the request ({size:,} bytes of records) as too large, and nothing was " + (
+            "written" if several else "written; the record cannot pass it"
+        )
+        attempt = _refused(error, 413, why, "", start, end, code)
         return RequestFailure(Action.FAIL, False, attempt, bisect=several, too_large=True)
     if (
         decision.action is Action.FAIL
@@ -188,13 +184,8 @@ def interpret_error(
         and not error.from_service
     ):
         # a 4xx from something in front of the endpoint (``refused_on_the_way``)
-        said = str(getattr(error, "message", "") or "")
-        message = (
-            f"HTTP {error.status_code} without an error of the service's: something in front "
-            "of the endpoint refused the request, and nothing was written"
-            + (f" (it said: {said})" if said else " (with no body)")
-        )[:500]
-        attempt = Attempt(start, 0.0, end - start, False, code, message, False)
+        why = "refused the request, and nothing was written"
+        attempt = _refused(error, error.status_code, why, " (with no body)", start, end, code)
         return RequestFailure(Action.FAIL, False, attempt)
     if decision.action is Action.FAIL and code in (
         "ValidationException",
@@ -208,6 +199,20 @@ def interpret_error(
             # halves, each sent as its own request, so its neighbours still go.
             return RequestFailure(decision.action, False, attempt, bisect=True)
     return RequestFailure(decision.action, decision.throttled, attempt)
+
+
+def _refused(
+    error: BaseException, status: int, why: str, bodiless: str, start: float, end: float, code: str
+) -> Attempt:
+    """The attempt of a request something in front of the endpoint refused (a 4xx without
+    an error of the service's): nothing written, not ambiguous; its message quotes what the
+    answer said (``bodiless`` if nothing)."""
+    said = str(getattr(error, "message", "") or "")
+    message = (
+        f"HTTP {status} without an error of the service's: something in front of the "
+        f"endpoint {why}" + (f" (it said: {said})" if said else bodiless)
+    )[:500]
+    return Attempt(start, 0.0, end - start, False, code, message, False)
 
 
 def error_code(error: BaseException) -> str:

@@ -215,16 +215,18 @@ class ShardLimiter:
         """Has throttling slowed it as far as it goes (``min_multiplier``)?"""
         return self.multiplier <= self.min_multiplier
 
-    def on_success(self, now: float) -> None:
-        """A write to this shard went through: recover (additive increase)."""
+    def on_success(self, now: float) -> bool:
+        """A write to this shard went through: recover (additive increase). Returns
+        whether the multiplier changed."""
         if self.multiplier >= 1.0:
             self._last_increase = now
-            return
+            return False
         elapsed = now - self._last_increase
         if elapsed <= 0:
-            return
+            return False
         self._last_increase = now
         self._set(min(1.0, self.multiplier + elapsed * self.increase_per_second), now)
+        return True
 
     @property
     def burst_bytes(self) -> float:

@@ -630,6 +630,23 @@ def test_kinesis_local_throttle_and_reset_after(kinesis_local: EmulatorEndpoint)
         assert proxy.errors == []
 
 
+async def _through(
+    proxy: FaultProxy, local_engine: EmulatorEndpoint, fault: str
+) -> tuple[Producer, str]:
+    """A new one-shard stream, ``fault`` forced on the next PutRecords, and a producer (not
+    entered) writing to it through ``proxy``, one Kinesis record per record; its stream."""
+    name = await anyio.to_thread.run_sync(_create_stream, local_engine.endpoint_url, 1)
+    proxy.force_next(fault)
+    producer = Producer(
+        name,
+        region_name="us-east-1",
+        endpoint_url=proxy.url,
+        credentials=StaticCredentials("AKIDLOCAL", "local-secret"),
+        config=ProducerConfig(record_ttl=120.0, aggregation_enabled=False),
+    )
+    return producer, name
+
+
 @pytest.mark.anyio
 async def test_a_proxys_400_fails_the_producers_records_at_once(
     proxy: FaultProxy, local_engine: EmulatorEndpoint
@@ -637,16 +654,8 @@ async def test_a_proxys_400_fails_the_producers_records_at_once(
     """Issue 62: a 400 page from something in front of the endpoint (no ``__type``) was
     retried as ambiguous until ``record_ttl``. Nothing was processed: the refused request's
     records fail on their first attempt, definitely, quoting the page; the next go."""
-    name = await anyio.to_thread.run_sync(_create_stream, local_engine.endpoint_url, 1)
-    proxy.force_next("proxy_400")
-    config = ProducerConfig(record_ttl=30.0, aggregation_enabled=False)
-    async with Producer(
-        name,
-        region_name="us-east-1",
-        endpoint_url=proxy.url,
-        credentials=StaticCredentials("AKIDLOCAL", "local-secret"),
-        config=config,
-    ) as producer:
+    producer, name = await _through(proxy, local_engine, "proxy_400")
+    async with producer:
         refused = [await producer.put(b"refused-%d" % i, f"k{i}") for i in range(3)]
         await producer.flush()
         later = await producer.put(b"later", "k")
@@ -669,16 +678,8 @@ async def test_an_answer_that_never_ends_is_given_up_and_sent_again(
     """Issue 62: a well-formed head, then 16 KiB of spaces every 10 ms for ever, over a
     socket. Past what a PutRecords answer can hold the request is a black hole: given up
     (ambiguous) and sent again, not kept alive by its bytes until ``record_ttl``."""
-    name = await anyio.to_thread.run_sync(_create_stream, local_engine.endpoint_url, 1)
-    proxy.force_next("endless_answer")
-    config = ProducerConfig(record_ttl=120.0, aggregation_enabled=False)
-    async with Producer(
-        name,
-        region_name="us-east-1",
-        endpoint_url=proxy.url,
-        credentials=StaticCredentials("AKIDLOCAL", "local-secret"),
-        config=config,
-    ) as producer:
+    producer, name = await _through(proxy, local_engine, "endless_answer")
+    async with producer:
         outcomes = [await producer.put(b"e-%d" % i, f"k{i}") for i in range(3)]
         await producer.flush()
     results = [await o.wait() for o in outcomes]
