@@ -24,7 +24,7 @@ def test_fields_given_one_owner_keep_it() -> None:
     writers = ownership.writers()
     for name, module in [
         ("kinesis_trio._core._record.Record.attempts", "kinesis_trio._core._record"),
-        ("kinesis_trio._core._engine.Engine.streams", "kinesis_trio._core._engine"),
+        ("kinesis_trio._core._engine.Engine._streams", "kinesis_trio._core._engine"),
         (
             "kinesis_trio._core._congestion.ConcurrencyLimit.waiting",
             "kinesis_trio._core._congestion",
@@ -79,6 +79,55 @@ def test_the_rest_of_the_package_enters_the_core_by_its_front_door() -> None:
     """Every module outside ``_core`` imports the names ``_core/__init__.py`` lists, never
     a module inside it."""
     assert ownership.door_breaches("_core") == {}
+
+
+#: The engine's door (issue 62): what the shell asks of it per record, per request and per
+#: stream, and two named parts for the shell's other tasks: ``out`` (what leaves the shard
+#: buffers: the shard workers, linger timers, collectors and senders) and ``spooling`` (the
+#: spool's book, for the spooler). The engine's other parts are its own.
+_ENGINE_DOOR = {
+    # parts and the per-record lookup
+    "out",
+    "spooling",
+    "stream",
+    # a record
+    "check",
+    "record_limit",
+    "refusal",
+    "accept",
+    # a request
+    "mark_in_flight",
+    "apply_answer",
+    "apply_error",
+    "count_received",
+    # a stream
+    "add_stream",
+    "reload",
+    "reload_failed",
+    "needs_history",
+    "learn_shards",
+    "verify_pending",
+    "retry_due",
+    "next_retry",
+    # the producer: pauses, flushes, the spool's opening and recovery, the end, the view
+    "pause",
+    "resume",
+    "flush_started",
+    "pending_through",
+    "flush_ended",
+    "open_spool",
+    "recovery_ended",
+    "fail_recovered",
+    "fail_unresolved",
+    "status",
+}
+
+
+def test_the_engine_door_is_what_the_shell_asks() -> None:
+    from kinesis_trio._core import Engine
+
+    public = {n for n in (*Engine.__slots__, *vars(Engine)) if not n.startswith("_")}
+    assert public == _ENGINE_DOOR
 
 
 def test_the_door_scan_finds_a_module_and_a_name_past_the_door(tmp_path: Path) -> None:

@@ -99,74 +99,36 @@ def refuse(why: str) -> None:
     )
 
 
-#: The engine's fields (its parts, and their methods it hands out as its own): slots, since
-#: an instance dict of this many keys leaves CPython's shared-key layout, and every read of
-#: an engine attribute would pay for it (measured: 2% more instructions per record).
+#: The engine's fields: its parts and what it keeps. Slots: an instance dict leaves CPython's
+#: shared-key layout once it holds many keys, and every read of an engine attribute would pay
+#: for it (measured: 2% more instructions per record).
 _FIELDS = (
+    "_acc",
+    "_admission",
+    "_answers",
+    "_config",
+    "_endings",
+    "_gate",
     "_key_cache",
-    "_out",
+    "_ledger",
+    "_make",
+    "_maps",
+    "_measure",
+    "_metrics",
+    "_order",
+    "_outbox",
+    "_pauses",
+    "_place",
+    "_rand",
+    "_refreshable",
+    "_retries",
     "_sampled",
-    "_spooling",
-    "acc",
-    "admission",
-    "admit",
-    "answers",
-    "batch_has_room",
-    "body",
-    "collect",
-    "config",
-    "due",
-    "due_first",
-    "endings",
-    "gate",
-    "holding",
-    "ledger",
-    "make",
-    "maps",
-    "measure",
-    "metrics",
-    "offer",
-    "order",
-    "outbox",
-    "outgoing",
-    "pauses",
-    "place",
-    "queue",
-    "rand",
-    "refreshable",
-    "request",
-    "requests",
-    "retired",
-    "retries",
-    "seal",
-    "sealable",
-    "slot_freed",
-    "slot_wanted",
-    "spool",
-    "spool_commit",
-    "spool_damaged",
-    "spool_dead_letter",
-    "spool_due_at",
-    "spool_durable",
-    "spool_error",
-    "spool_failed",
-    "spool_failed_commits",
-    "spool_keep_queued",
-    "spool_read_back",
-    "spool_release",
-    "spool_report",
-    "spool_sync_on_put",
-    "spool_target",
-    "spool_to_recover",
-    "spool_waiting",
-    "spool_written",
+    "_spool",
+    "_streams",
+    "_ttl",
+    "out",
+    "spooling",
     "stream",
-    "streams",
-    "taken",
-    "try_slot",
-    "ttl",
-    "wait_time",
-    "wake_at",
 )
 
 
@@ -184,23 +146,23 @@ class Engine(Generic[R]):
         outbox: Outbox | None,
         make: type[R],
     ) -> None:
-        self.config = config
+        self._config = config
         #: the class of each record's row it makes (the producer's ``Outcome``)
-        self.make = make
-        self.metrics = metrics
-        self.measure = metrics.enabled
+        self._make = make
+        self._metrics = metrics
+        self._measure = metrics.enabled
         #: ExpiredToken refreshes the credentials (False: static ones, which fail at once)
-        self.refreshable = refreshable
-        self.ttl = config.record_ttl
+        self._refreshable = refreshable
+        self._ttl = config.record_ttl
         #: what the shell must do, left by every call (the shell gives it, and takes what
         #: is in it after each call)
-        self.outbox = outbox = outbox if outbox is not None else Outbox()
+        self._outbox = outbox = outbox if outbox is not None else Outbox()
         #: outstanding records, exactly-once resolution; with ``dead_letters`` each record
         #: failed, with its data, goes into the outbox (the producer's ``failures()``)
-        self.ledger = Ledger(
+        self._ledger = Ledger(
             config.max_outstanding_records, config.max_outstanding_bytes, outbox, dead_letters
         )
-        self.acc = Accumulator(
+        self._acc = Accumulator(
             agg_max_count=config.aggregation_max_count,
             coll_max_count=config.collection_max_count,
             coll_max_size=config.collection_max_size,
@@ -208,92 +170,64 @@ class Engine(Generic[R]):
             early_size=config.linger_window_bytes,
             queue_size=config.shard_queue_size,
             outbox=outbox,
-            outstanding=self.ledger,
+            outstanding=self._ledger,
         )
         #: per-key ordering (``ordering="per_key"``), or None: records go as they come
-        self.order = KeyOrder(self.acc) if config.ordering == "per_key" else None
+        self._order = KeyOrder(self._acc) if config.ordering == "per_key" else None
         #: where records are placed anew: per-key ordering wraps the accumulator
-        self.place: Accumulator | KeyOrder = self.order or self.acc
+        self._place: Accumulator | KeyOrder = self._order or self._acc
         #: every resolution, failure and expiry goes through it
-        self.endings = endings = Endings(self.ledger, metrics, self.ttl, self.order)
+        self._endings = endings = Endings(self._ledger, metrics, self._ttl, self._order)
         #: the time ``record_ttl`` does not count (``_pauses``; the shell begins and ends one)
-        self.pauses = endings.pauses
+        self._pauses = endings.pauses
         #: the producer's streams by name (the shell adds them as they load)
-        self.streams: dict[str, StreamState] = {}
+        self._streams: dict[str, StreamState] = {}
         #: the loaded stream users name ``ref`` (its name or ARN), or None: ``stream(ref)``
         #: (the dict's own lookup, handed out: ``put`` pays no call of its own for it)
-        self.stream = self.streams.get
-        self.rand = random.Random()
+        self.stream = self._streams.get
+        self._rand = random.Random()
         #: how many PutRecords requests may be in flight (the sender asks it for a slot)
-        self.gate = ConcurrencyLimit(
+        self._gate = ConcurrencyLimit(
             config.max_connections,
             adaptive=config.adaptive_concurrency,
             timeout=config.request_timeout,
         )
         #: retries: backoff, the retry budget, when each is due
-        self.retries = Retries(config, self.acc, self.place, self.endings, outbox, self.rand)
+        self._retries = Retries(config, self._acc, self._place, self._endings, outbox, self._rand)
         #: admission by time: each shard's lane of it says whether ``put`` may add a record
-        self.admission = Admission(config.record_ttl, config.admission_ttl_share)
+        self._admission = Admission(config.record_ttl, config.admission_ttl_share)
         #: shard maps, resharding and the KCL rule for aggregates that landed elsewhere
-        self.maps = ShardMaps(config, self.acc, self.place, self.endings, outbox, self.admission)
+        self._maps = ShardMaps(
+            config, self._acc, self._place, self._endings, outbox, self._admission
+        )
         #: what answers and failed requests do to their records
-        self.answers = Answers(
+        self._answers = Answers(
             config,
-            endings=self.endings,
-            maps=self.maps,
-            retries=self.retries,
-            gate=self.gate,
+            endings=self._endings,
+            maps=self._maps,
+            retries=self._retries,
+            gate=self._gate,
             metrics=metrics,
             outbox=outbox,
-            rand=self.rand,
+            rand=self._rand,
             refreshable=refreshable,
         )
-        #: between the buffers and the requests; its methods are the engine's own
-        out = Outgoing(config, self.acc, self.order, endings, self.maps, self.gate, self.rand)
-        self._out = out
-        #: the spool's book (``spool_dir``) and what the spooler tells it
-        self._spooling = Spooling(config, self.ledger, outbox)
-        self._hand_out(out, self._spooling)
+        #: the door of the shell's shard workers, collectors and senders: what leaves the
+        #: shard buffers (a shard's batch, each stream's requests, the gate's slots)
+        self.out = Outgoing(
+            config, self._acc, self._order, endings, self._maps, self._gate, self._rand
+        )
+        #: the door of the spooler (``spool_dir``): the spool's book, what it is told of the
+        #: commits and the recovery it runs, and what it asks
+        self.spooling = Spooling(config, self._ledger, outbox)
         self._key_cache: dict[str, tuple[int, int, int]] = {}
         self._sampled = -_INF  # when delays were last sampled for the metrics
         #: the spool's book (``spool_dir``), or None: records are kept in memory only
-        self.spool: SpoolBook | None = None
-
-    def _hand_out(self, out: Outgoing, spooling: Spooling) -> None:
-        """The methods of the engine's parts that the shell calls as the engine's own."""
-        # between the shard buffers and the requests (``_outgoing``)
-        self.outgoing, self.request, self.body = out.batch, out.check, out.body
-        self.sealable, self.retired, self.wake_at, self.due, self.holding = (
-            out.sealable,
-            out.retired,
-            out.wake_at,
-            out.due,
-            out.holding,
-        )
-        acc, gate = self.acc, self.gate
-        self.seal, self.queue, self.batch_has_room = acc.seal, acc.queue, acc.batch_has_room
-        self.taken, self.admit, self.wait_time = out.taken, out.admit, out.wait_time
-        self.due_first = out.due_first
-        self.offer, self.collect, self.requests = out.offer, out.collect, out.requests
-        self.try_slot, self.slot_wanted, self.slot_freed = (
-            gate.try_acquire,
-            out.wanted,
-            gate.release,
-        )
-        # the spool (``_spooling``): its writer, durability, recovery
-        self.spool_due_at, self.spool_waiting = spooling.due_at, spooling.waiting
-        self.spool_commit, self.spool_written = spooling.commit, spooling.written
-        self.spool_failed_commits, self.spool_error = spooling.failed_commits, spooling.error
-        self.spool_sync_on_put, self.spool_target = spooling.sync_on_put, spooling.target
-        self.spool_durable, self.spool_failed = spooling.durable, spooling.failed
-        self.spool_to_recover, self.spool_damaged = spooling.to_recover, spooling.damaged
-        self.spool_dead_letter, self.spool_read_back = spooling.dead_letter, spooling.read_back
-        self.spool_release, self.spool_keep_queued = spooling.release, spooling.keep_queued
-        self.spool_report = spooling.report
+        self._spool: SpoolBook | None = None
 
     def open_spool(self, next_id: int, on_disk: int, lost: int, reading: bool) -> None:
         """The spool opened (``Spooling.open``): every record accepted from now is spooled."""
-        self.spool = self._spooling.open(next_id, on_disk, lost, reading)
+        self._spool = self.spooling.open(next_id, on_disk, lost, reading)
 
     def add_stream(
         self,
@@ -307,45 +241,45 @@ class Engine(Generic[R]):
         its shards (``StartShard`` effects)."""
         stream.received = 0  # the engine's own field of the stream (accept counts)
         track(stream)
-        self._out.add_stream(stream)
-        self.maps.apply_facts(stream, facts, shard_map, now)
-        self.streams[key] = stream
+        self.out.add_stream(stream)
+        self._maps.apply_facts(stream, facts, shard_map, now)
+        self._streams[key] = stream
 
     def record_limit(self, ref: str) -> int | None:
         """The largest record (data + partition key) ``put`` takes for the loaded stream
         ``ref``, or None: not loaded. Reads only (a ``SyncProducer`` asks from its caller's
         thread)."""
-        stream = self.streams.get(ref)
+        stream = self._streams.get(ref)
         return None if stream is None else stream.accept_max
 
     def check(self, ref: str, n: int, pk_len: int, keyless: bool) -> bool:
         """``ValueError`` if the loaded stream ``ref`` would refuse a record of ``n`` bytes
         of data and a ``pk_len``-byte partition key (``keyless``: none); False: the stream
         is not loaded. Reads only (a ``SyncProducer`` checks from its caller's thread)."""
-        stream = self.streams.get(ref)
+        stream = self._streams.get(ref)
         if stream is None:
             return False
         if keyless:
-            self.check_keyless(stream)
+            self._check_keyless(stream)
         if n + pk_len > stream.accept_max:
-            raise ValueError(self.too_large(stream, n, pk_len))
+            raise ValueError(self._too_large(stream, n, pk_len))
         return True
 
     def pause(self, now: float) -> None:
         """The process may stop running from ``now`` (a Lambda environment is frozen
         between invocations): the time until :meth:`resume` does not count toward
         ``record_ttl`` (``_pauses``)."""
-        self.pauses.begin(now)
+        self._pauses.begin(now)
 
     def resume(self, now: float) -> None:
         """The process runs again at ``now``: the pause, if one began, ends."""
-        if self.pauses.paused:
-            self.pauses.end(now)
+        if self._pauses.paused:
+            self._pauses.end(now)
 
     def refusal(self, facts: StreamFacts) -> str | None:
         """Why the producer cannot take a stream of ``facts`` (per-key ordering cannot hold
         on an ``AUTO`` stream: ``_ordering.refusal``), or None."""
-        return None if self.order is None else refusal(facts)
+        return None if self._order is None else refusal(facts)
 
     def reload(
         self, stream: StreamState, facts: StreamFacts, shard_map: ShardMap, now: float
@@ -354,23 +288,23 @@ class Engine(Generic[R]):
         Facts not known (DescribeStreamSummary denied this time): those known are kept."""
         if not facts.known:
             facts = stream.facts
-        self.maps.apply_facts(stream, facts, shard_map, now)
+        self._maps.apply_facts(stream, facts, shard_map, now)
 
     def reload_failed(self, stream: StreamState, now: float) -> None:
         """The map could not be reloaded: records waiting for it expire at their TTL."""
-        self.maps.expire_unverified(stream, now)
+        self._maps.expire_unverified(stream, now)
 
     def needs_history(self, stream: StreamState) -> bool:
         """Must the stream's closed shards be listed too (``ShardMaps.needs_history``)?"""
-        return self.maps.needs_history(stream)
+        return self._maps.needs_history(stream)
 
     def learn_shards(self, stream: StreamState, shards: list[Shard]) -> None:
         """Hash key ranges of the stream's shards, closed ones included."""
-        self.maps.learn_shards(stream, shards)
+        self._maps.learn_shards(stream, shards)
 
     def verify_pending(self, stream: StreamState, now: float) -> None:
         """Apply the KCL's rule to the aggregates that waited for the map's reload."""
-        self.maps.verify_pending(stream, now)
+        self._maps.verify_pending(stream, now)
 
     # -- accepting --------------------------------------------------------------------------
 
@@ -392,30 +326,30 @@ class Engine(Generic[R]):
         except TypeError:  # unhashable: key_info names the problem
             key = None
         if key is None:
-            key = self.no_key(stream) if partition_key is None else self.key_info(partition_key)
+            key = self._no_key(stream) if partition_key is None else self._key_info(partition_key)
         pk_len, hash_key, pk_grow = key
         n = len(data)
         size = n + pk_len
         if size > stream.accept_max:
-            raise ValueError(self.too_large(stream, n, pk_len))
+            raise ValueError(self._too_large(stream, n, pk_len))
         if explicit_hash_key is not None:
             hash_key = parse_explicit_hash_key(explicit_hash_key)
-        ledger = self.ledger
+        ledger = self._ledger
         if ledger.records >= ledger.max_records or ledger.bytes + size > ledger.max_bytes:
             raise NoRoom
-        spool = self.spool
+        spool = self._spool
         if spool is not None and recovered is None:
             why = spool.refusal(size)
             if why is not None:
                 refuse(why)
-        outcome = self.make(
+        outcome = self._make(
             data, partition_key, explicit_hash_key, hash_key, size, now, stream.name, ledger.epoch
         )
         if recovered is not None:
             outcome.attempted(recovered_attempt(now))
-        order = self.order
+        order = self._order
         if order is None:
-            self.acc.add(stream, outcome, partition_key, n, pk_len, pk_grow, now)  # type: ignore[arg-type]
+            self._acc.add(stream, outcome, partition_key, n, pk_len, pk_grow, now)  # type: ignore[arg-type]
         else:
             if stream.refusal is not None:
                 raise ValueError(stream.refusal)
@@ -431,13 +365,13 @@ class Engine(Generic[R]):
 
     def recovery_ended(self, report: RecoveryReport) -> None:
         """The spool's recovery ended: what became of its records (the metrics)."""
-        if self.measure:
-            self.metrics.spool_recovery(report.records, report.failed, report.damaged)
+        if self._measure:
+            self._metrics.spool_recovery(report.records, report.failed, report.damaged)
 
     def fail_recovered(self, row: Row, size: int, code: str, message: str, now: float) -> None:
         """A record read back from the spool that cannot be sent again (its stream is gone,
         it breaks a limit now): it fails for good (``failures()``) and leaves the spool."""
-        outcome = self.make(
+        outcome = self._make(
             row.data,
             row.partition_key,
             row.explicit_hash_key,
@@ -445,23 +379,23 @@ class Engine(Generic[R]):
             size,
             now,
             row.stream,
-            self.ledger.epoch,
+            self._ledger.epoch,
         )
         outcome.attempted(recovered_attempt(now))
-        self.ledger.accept(outcome, size)
-        spool = self.spool
+        self._ledger.accept(outcome, size)
+        spool = self._spool
         assert spool is not None
         spool.add_recovered(outcome, row.id)
-        self.endings.fail((outcome,), failed(code, message, now), "")
+        self._endings.fail((outcome,), failed(code, message, now), "")
 
-    def no_key(self, stream: StreamState) -> tuple[int, int, int]:
+    def _no_key(self, stream: StreamState) -> tuple[int, int, int]:
         """A record without a partition key: only an ``AUTO`` stream takes it."""
-        self.check_keyless(stream)
+        self._check_keyless(stream)
         stream.took_keyless()
         return (0, 0, 0)
 
     @staticmethod
-    def check_keyless(stream: StreamState) -> None:
+    def _check_keyless(stream: StreamState) -> None:
         """``ValueError`` unless ``stream`` takes records without a partition key (reads
         only: a ``SyncProducer`` checks from its caller's thread)."""
         if not stream.auto:
@@ -471,11 +405,11 @@ class Engine(Generic[R]):
                 "whose strategy is AUTO takes records without one"
             )
 
-    def too_large(self, stream: StreamState, n: int, pk_len: int) -> str:
+    def _too_large(self, stream: StreamState, n: int, pk_len: int) -> str:
         """The error of a record over the stream's limit or ``max_outstanding_bytes``."""
-        return too_large(self.config, self.ledger.max_bytes, stream, n, pk_len)
+        return too_large(self._config, self._ledger.max_bytes, stream, n, pk_len)
 
-    def key_info(self, partition_key: str) -> tuple[int, int, int]:
+    def _key_info(self, partition_key: str) -> tuple[int, int, int]:
         """``(UTF-8 length, hash key, bytes its aggregate key-table entry takes)``."""
         pk_len = partition_key_length(partition_key)
         info = (pk_len, hash_key_for(partition_key), 1 + _vlen(pk_len) + pk_len)
@@ -490,16 +424,16 @@ class Engine(Generic[R]):
     def flush_started(self) -> int:
         """A flush began: until it ends, everything buffered goes at once. Returns the
         epoch it waits for (:meth:`pending_through`)."""
-        self.acc.flush_started()
-        return self.ledger.close_epoch()
+        self._acc.flush_started()
+        return self._ledger.close_epoch()
 
     def pending_through(self, epoch: int) -> bool:
         """Are records accepted in ``epoch`` or before still unresolved?"""
-        return self.ledger.pending_through(epoch)
+        return self._ledger.pending_through(epoch)
 
     def flush_ended(self) -> None:
         """A flush ended (done, failed or cancelled)."""
-        self.acc.flush_ended()
+        self._acc.flush_ended()
 
     # -- answers --------------------------------------------------------------------------
 
@@ -513,13 +447,13 @@ class Engine(Generic[R]):
         nbytes: int = 0,
     ) -> None:
         """Apply a PutRecords answer (to a request of ``nbytes``) to its records."""
-        self.admission.answered(end - start, self.gate.work(nbytes))
-        self.answers.apply_answer(stream, krecs, response, start, end, nbytes)
+        self._admission.answered(end - start, self._gate.work(nbytes))
+        self._answers.apply_answer(stream, krecs, response, start, end, nbytes)
         self._admission_news(krecs, end)
-        if self.measure:
+        if self._measure:
             self.count_received()
             if end - self._sampled >= _SAMPLE_INTERVAL:
-                self.sample_delays(end)
+                self._sample_delays(end)
 
     def apply_error(
         self,
@@ -531,7 +465,7 @@ class Engine(Generic[R]):
         nbytes: int = 0,
     ) -> None:
         """Apply a request's failure (no usable answer) to its records."""
-        self.answers.apply_error(stream, krecs, error, start, end, nbytes)
+        self._answers.apply_error(stream, krecs, error, start, end, nbytes)
         self._admission_news(krecs, end)
 
     def _admission_news(self, krecs: list[KRecord], now: float) -> None:
@@ -539,25 +473,25 @@ class Engine(Generic[R]):
         time as busy time that confirmed nothing; the lines of lanes that started or
         stopped holding ``put`` are logged."""
         lanes = [k.shard.lane for k in krecs if k.members[-1].resolution is None]
-        self.admission.unconfirmed(lanes, now)
+        self._admission.unconfirmed(lanes, now)
 
-    def sample_delays(self, now: float) -> None:
+    def _sample_delays(self, now: float) -> None:
         """Sample ``OldestRecordAge`` and ``ProjectedDelay`` of every stream."""
         self._sampled = now
-        streams = self.streams
-        oldest = self.ledger.oldest_arrivals(len(streams))
+        streams = self._streams
+        oldest = self._ledger.oldest_arrivals(len(streams))
         names = [stream.name for stream in streams.values()]
-        owing = self.admission.owing
+        owing = self._admission.owing
         for name, (oldest_age, projected) in delays(oldest, names, owing, now).items():
-            self.metrics.stream_sample("OldestRecordAge", name, oldest_age)
+            self._metrics.stream_sample("OldestRecordAge", name, oldest_age)
             if projected < _INF:
-                self.metrics.stream_sample("ProjectedDelay", name, projected)
+                self._metrics.stream_sample("ProjectedDelay", name, projected)
 
     def count_received(self) -> None:
         """Report the records accepted since the last report (UserRecordsReceived)."""
-        for stream in self.streams.values():
+        for stream in self._streams.values():
             if stream.received:
-                self.metrics.user_records_received(stream.name, stream.received)
+                self._metrics.user_records_received(stream.name, stream.received)
                 stream.received = 0
 
     # -- retries and failures ----------------------------------------------------------------
@@ -571,16 +505,16 @@ class Engine(Generic[R]):
     def fail_unresolved(self, code: str, message: str, now: float) -> int:
         """Fail every record not resolved yet (close, abort); returns how many. With a spool,
         after its last commit: each message says whether it stays in the spool (on disk)."""
-        if not self.ledger.unresolved():
+        if not self._ledger.unresolved():
             return 0
-        for stream in self.streams.values():
+        for stream in self._streams.values():
             # Written to a shard whose range was never checked: maybe delivered (ambiguous).
-            self.maps.note_unverified(stream, "before the producer closed")
-        spool, unkept = self.spool, None
+            self._maps.note_unverified(stream, "before the producer closed")
+        spool, unkept = self._spool, None
         if spool is not None:
             unkept = failed(code, message + unkept_note(spool.error), now)
-            message += kept_note(str(self.config.spool_dir))
-        count = self.endings.resolve_all(failed(code, message, now), unkept)
+            message += kept_note(str(self._config.spool_dir))
+        count = self._endings.resolve_all(failed(code, message, now), unkept)
         _log.warning("records_failed_on_close", records=count, error_code=code)
         return count
 
@@ -588,20 +522,20 @@ class Engine(Generic[R]):
 
     def status(self) -> Status:
         """The producer's counts: outstanding records, the gate, the retry budget."""
-        ledger, gate = self.ledger, self.gate
+        ledger, gate = self._ledger, self._gate
         return Status(
             ledger.records,
             ledger.bytes,
             ledger.unresolved(),
             gate.allowed,
             gate.in_flight,
-            self.retries.budget.level,
+            self._retries.budget.level,
         )
 
     def retry_due(self, stream: StreamState, now: float) -> None:
         """Queue the stream's retries that are due (``Queue`` effects)."""
-        self.retries.due(stream, now)
+        self._retries.due(stream, now)
 
     def next_retry(self, stream: StreamState) -> float:
         """When the stream's next retry is due (``inf``: none waits)."""
-        return self.retries.next_due(stream)
+        return self._retries.next_due(stream)

@@ -5,8 +5,10 @@ way to its limiter (re-routed off a retired shard, without its expired records, 
 the map is stale), each stream's :class:`~kinesis_trio._core._requests.RequestCollector`
 (when a request goes), and the records of a request checked against the stream's map and
 facts as it goes, cut to what the path carries now (the gate's measured request size).
-The engine hands its methods to the shell as its own (``Engine.collect``, ...), with
-those of the accumulator and the gate that the shard workers and the senders call.
+It is the engine's door for the shell's shard workers, collectors and senders
+(``Engine.out``): with its own methods, it hands out the accumulator's and the gate's that
+they call (``seal``, ``queue``, ``batch_has_room``; ``try_slot``, ``slot_freed``), bound once
+so that a call on the send path costs no extra frame.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class Outgoing:
 
     __slots__ = (
         "acc",
+        "batch_has_room",
         "collectors",
         "config",
         "endings",
@@ -41,7 +44,11 @@ class Outgoing:
         "maps",
         "order",
         "place",
+        "queue",
         "rand",
+        "seal",
+        "slot_freed",
+        "try_slot",
     )
 
     def __init__(
@@ -65,6 +72,11 @@ class Outgoing:
         self.rand = rand
         #: each stream's request in formation
         self.collectors: dict[StreamState, RequestCollector] = {}
+        #: the accumulator's: seal a shard's open containers, queue a batch its worker
+        #: could not pass on, and may a batch take another record
+        self.seal, self.queue, self.batch_has_room = acc.seal, acc.queue, acc.batch_has_room
+        #: the gate's: take a slot for a request of ``size`` bytes if one is free, give one
+        self.try_slot, self.slot_freed = gate.try_acquire, gate.release
 
     def add_stream(self, stream: StreamState) -> None:
         config = self.config
@@ -146,7 +158,7 @@ class Outgoing:
         """How long until the shard's rate limiter lets ``batch``'s first record go."""
         return shard.limiter.wait_time([k.size for k in batch], now)
 
-    def wanted(self, waiting: bool) -> None:
+    def slot_wanted(self, waiting: bool) -> None:
         """A request waits for a slot of the gate (``True``), or no longer does."""
         (self.gate.hold if waiting else self.gate.unhold)()
 

@@ -161,7 +161,7 @@ class ShardBuffer:
         self.open_deadline = _INF
         #: sealed batches waiting in the shard's channel (``shard_queue_size`` bounds it):
         #: counted as the engine queues one (a ``Queue`` effect) and as the shell tells it
-        #: the worker took them (``Engine.taken``)
+        #: the worker took them (``Outgoing.taken``)
         self.queued = 0
         self.rerouted = False  # the open aggregate holds re-routed (older) records
         self.retired = False  # a reshard closed the shard: what it holds goes elsewhere

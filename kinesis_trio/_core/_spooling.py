@@ -4,8 +4,8 @@ it and what it asks (pure, no awaits).
 The :class:`~kinesis_trio._core._spool.SpoolBook` changes from the core only: the engine
 adds the records it accepts, the ledger's resolutions take them out, and the spooler
 (``_shell._spooler``, which runs the commits and the recovery off the event loop) says what
-came of them through these methods, which the engine hands out as its own
-(``Engine.spool_commit``, ...). A commit that ends is progress (the outbox's: room freed, or
+came of them through these methods: this part is the spooler's door to the engine
+(``Engine.spooling``). A commit that ends is progress (the outbox's: room freed, or
 ``put`` refused from now); the spooler's writer reads when the next commit is due
 (:meth:`Spooling.due_at`) and looks again at least every ``spool_interval``.
 """

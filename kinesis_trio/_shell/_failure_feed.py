@@ -42,7 +42,7 @@ class FailureFeed:
         self._release: Callable[[int], None] | None = None
 
     def use_spool(self, release: Callable[[int], None]) -> None:
-        """Tickets go back to the spool through ``release`` (``Engine.spool_release``)."""
+        """Tickets go back to the spool through ``release`` (``Spooling.release``)."""
         self._release = release
 
     def settle(self, ticket: int) -> None:

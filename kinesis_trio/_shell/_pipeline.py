@@ -7,7 +7,7 @@ Per stream::
                ▼
           shard channel ──► shard worker task ──► the shard's limiter (sleeps)
                ▼
-          collector channel (bounded) ──► collector task: engine.collect decides
+          collector channel (bounded) ──► collector task: engine.out.collect decides
                ▼
           sender tasks (as many in flight as the gate allows) ──► engine.apply_answer
 
@@ -225,7 +225,8 @@ class Pipeline:
         self.client = client
         self.tg = tg
         self.now = now
-        self.engine = engine
+        #: the engine, and its door for the shard workers, timers, collectors and senders
+        self.engine, self.out = engine, engine.out
         #: where the engine leaves its effects (given to it by the producer)
         self.outbox = outbox
         #: where the records that failed go (the producer's dead letters)
@@ -404,28 +405,28 @@ class Pipeline:
     async def _linger_timer(self, stream: StreamState, tasks: _Tasks) -> None:
         """Seal each shard's containers when they are due (their linger deadline, a flush),
         or wake its worker to; sleep until the next deadline (a ``Wake`` moves it earlier)."""
-        engine = self.engine
+        out = self.out
         workers = self._workers
         coll = tasks.coll_send
         while True:
             now = self.now()
             wake = _INF
             # what the pass seals goes to the collector in one message, if it has room
-            out: list[KRecord] | None = None
+            sealed: list[KRecord] | None = None
             # the shards that hold records, not every shard of the stream
-            for shard in engine.holding(stream):
-                at = engine.wake_at(shard)
+            for shard in out.holding(stream):
+                at = out.wake_at(shard)
                 if at <= now:
-                    if out is None:
+                    if sealed is None:
                         room = coll.statistics()
-                        out = [] if room.current_buffer_used < room.max_buffer_size else _FULL
+                        sealed = [] if room.current_buffer_used < room.max_buffer_size else _FULL
                     worker = workers.get(shard)
-                    if not self._seal_here(stream, shard, worker, now, out):
+                    if not self._seal_here(stream, shard, worker, now, sealed):
                         (worker or self._crew.start(shard)).nudge()
                 elif at < wake:
                     wake = at
-            if out:
-                coll.send_nowait(out)
+            if sealed:
+                coll.send_nowait(sealed)
             self.apply()
             # No checkpoint between the scan and the scope: a ``Wake`` cannot fall between
             # them and be lost.
@@ -440,40 +441,39 @@ class Pipeline:
         shard: ShardBuffer,
         worker: _Worker | None,
         now: float,
-        out: list[KRecord],
+        sealed: list[KRecord],
     ) -> bool:
-        """Seal a due shard and pass its batch on as its worker would, from the timer's
-        pass over the stream's shards, when the worker has nothing in hand (waiting on an
-        empty channel). The shards of a linger window then go in one pass of one task, not
-        a wake-up of each worker (at 32 shards and 10,000 records/s, the last worker sealed
-        3 ms after the window's end), and in one message to the collector: what the shard's
-        limiter admits is added to ``out`` (``_FULL``: the collector's channel has no room).
-        What is not taken now is queued for the worker, in order: the timer sends ``out``
-        before it next waits, so before the worker can run. Returns False, changing
-        nothing, when the worker must do it: it is busy or has batches queued before.
-        ``worker`` None: the shard has none yet (one starts if a batch is queued for it)."""
-        engine = self.engine
+        """Seal a due shard and pass its batch on as its worker would, from the timer's pass
+        over the stream's shards, when the worker has nothing in hand (waiting on an empty
+        channel): a linger window's shards go in one pass of one task, not a wake-up of each
+        worker (at 32 shards and 10,000 records/s, the last worker sealed 3 ms after the
+        window's end), and in one message to the collector: what the shard's limiter admits
+        is added to ``sealed`` (``_FULL``: the collector's channel has no room); the rest is
+        queued for the worker, in order (the timer sends ``sealed`` before it next waits, so
+        before the worker runs). False, changing nothing: the worker must do it (it is busy,
+        or has batches queued before). ``worker`` None: the shard has none yet."""
+        out = self.out
         if worker is not None and (not worker.idle or worker.nudged):
             return False
-        if not engine.sealable(shard):
+        if not out.sealable(shard):
             return False
-        batch = engine.outgoing(stream, shard, engine.seal(shard), now)
+        batch = out.batch(stream, shard, out.seal(shard), now)
         if batch:
             n = 0
-            if out is not _FULL:
-                n = engine.admit(shard, batch, now)
+            if sealed is not _FULL:
+                n = out.admit(shard, batch, now)
             if n:
-                out += batch[:n]
+                sealed += batch[:n]
                 batch = batch[n:]
             if batch:
-                engine.queue(shard, batch)
+                out.queue(shard, batch)
         return True
 
     async def _shard_worker(self, stream: StreamState, shard: ShardBuffer, worker: _Worker) -> None:
-        engine = self.engine
+        out = self.out
         recv = worker.recv
         while True:
-            if engine.wake_at(shard) > self.now():
+            if out.wake_at(shard) > self.now():
                 worker.waiting(True)
                 try:
                     item = await recv.receive()
@@ -482,7 +482,7 @@ class Pipeline:
                 if item is None:
                     worker.woken()
                 else:
-                    engine.taken(shard, 1)
+                    out.taken(shard, 1)
                     batch, _ = self._drain(shard, worker, item)
                     self.progress()
                     await self._forward(stream, shard, worker, batch)
@@ -492,15 +492,15 @@ class Pipeline:
             batch, emptied = self._drain(shard, worker, [])
             if batch:
                 self.progress()
-            if engine.retired(shard):
+            if out.retired(shard):
                 if batch:
                     await self._forward(stream, shard, worker, batch)
                 if emptied:
                     self._crew.ended(shard)
                     return
                 continue
-            if emptied and engine.due(shard, self.now()):
-                batch += engine.seal(shard)
+            if emptied and out.due(shard, self.now()):
+                batch += out.seal(shard)
             if batch:
                 await self._forward(stream, shard, worker, batch)
 
@@ -511,8 +511,8 @@ class Pipeline:
         cap keeps a shard from taking everything queued into its limiter at once).
         Returns the batch and whether the channel is empty. The shard's due retries go
         first (they wake the worker with an empty batch, which must not leave them)."""
-        batch = self.engine.due_first(shard) + batch
-        has_room = self.engine.batch_has_room
+        batch = self.out.due_first(shard) + batch
+        has_room = self.out.batch_has_room
         count = len(batch)
         size = sum(k.size for k in batch)
         taken = 0
@@ -531,26 +531,26 @@ class Pipeline:
             count += len(more)
             size += sum(k.size for k in more)
         if taken:
-            self.engine.taken(shard, taken)
+            self.out.taken(shard, taken)
         return batch, emptied
 
     async def _forward(
         self, stream: StreamState, shard: ShardBuffer, worker: _Worker, batch: list[KRecord]
     ) -> None:
         """Pass a shard's batch to the collector, through the shard's rate limiter."""
-        engine = self.engine
+        out = self.out
         coll = worker.tasks.coll_send
-        batch = engine.outgoing(stream, shard, batch, self.now())
+        batch = out.batch(stream, shard, batch, self.now())
         self.apply()
         while batch:
-            n = engine.admit(shard, batch, self.now())
+            n = out.admit(shard, batch, self.now())
             if n:
                 chunk, batch = batch[:n], batch[n:]
                 await coll.send(chunk)
                 if not batch:
                     return
-            await anyio.sleep(engine.wait_time(shard, batch, self.now()))
-            batch = engine.outgoing(stream, shard, batch, self.now())
+            await anyio.sleep(out.wait_time(shard, batch, self.now()))
+            batch = out.batch(stream, shard, batch, self.now())
             self.apply()
 
     # -- collector, retrier, senders ----------------------------------------------------------
@@ -558,11 +558,11 @@ class Pipeline:
     async def _collector(self, stream: StreamState, tasks: _Tasks) -> None:
         """Collect Kinesis records into requests; send each when the collector says so."""
         recv = tasks.coll_recv
-        engine = self.engine
+        out = self.out
         while True:
-            due = engine.collect(stream, self.now())
+            due = out.collect(stream, self.now())
             if due.send:
-                requests = engine.requests(stream, self.now())
+                requests = out.requests(stream, self.now())
                 self.apply()
                 for chunk, size in requests:
                     await self._slot(size)
@@ -572,11 +572,11 @@ class Pipeline:
             if due.wake > self.now():
                 with anyio.CancelScope(deadline=due.wake) as scope:
                     tasks.collector_waits(scope, due.for_connection)
-                    engine.offer(stream, await recv.receive())
+                    out.offer(stream, await recv.receive())
             tasks.collector_waits(None, False)
             while True:
                 try:
-                    engine.offer(stream, recv.receive_nowait())
+                    out.offer(stream, recv.receive_nowait())
                 except anyio.WouldBlock:
                     break
 
@@ -584,20 +584,20 @@ class Pipeline:
         """Wait until the engine's gate lets a request of ``size`` bytes out, and take
         that slot. With room, it takes it without yielding: the collector's next wait on
         its channel is its checkpoint, and a request's task its own."""
-        engine = self.engine
-        if engine.try_slot(size):
+        out = self.out
+        if out.try_slot(size):
             return
-        engine.slot_wanted(True)
+        out.slot_wanted(True)
         try:
-            while not engine.try_slot(size):
+            while not out.try_slot(size):
                 if self.slot_freed is None:
                     self.slot_freed = anyio.Event()
                 await self.slot_freed.wait()
         finally:
-            engine.slot_wanted(False)
+            out.slot_wanted(False)
 
     def _connection_freed(self, size: int) -> None:
-        self.engine.slot_freed(size)
+        self.out.slot_freed(size)
         if self.slot_freed is not None:
             self.slot_freed.set()
             self.slot_freed = None
@@ -623,7 +623,7 @@ class Pipeline:
         taken for it, and hand what comes back to the engine."""
         engine = self.engine
         try:
-            data = engine.body(stream, krecs)
+            data = self.out.body(stream, krecs)
             start = self.now()
             # the call's deadline follows its bytes (_core._deadline); past it, the client
             # raises RequestTimeoutError

@@ -1,8 +1,8 @@
 """The spooler: the producer's tasks around its spool (``ProducerConfig.spool_dir``).
 
-It moves bytes and time around the spool's book, which the engine owns (its ``spool_*``
-methods: ``_core._spooling``), and does the disk I/O in a worker thread (``_disk._store``),
-one call at a time, never on the event loop:
+It moves bytes and time around the spool's book, which the engine owns (its door for the
+spooler, ``Engine.spooling``: ``_core._spooling``), and does the disk I/O in a worker thread
+(``_disk._store``), one call at a time, never on the event loop:
 
 - **the writer** commits what the engine says is waiting: at once when a caller waits for
   durability (``put`` with ``spool_sync="put"``, ``wait_durable()``), else every
@@ -74,6 +74,8 @@ class Spooler:
         assert config.spool_dir is not None
         self.config = config
         self.engine = engine
+        #: the engine's door for the spool: its book, told what came of commits and recovery
+        self.spooling = engine.spooling
         self.now = now
         self.progress = progress
         self.wait_progress = wait_progress
@@ -113,30 +115,30 @@ class Spooler:
     def start(self, tg: anyio.abc.TaskGroup, load: Callable[[str], Awaitable[StreamState]]) -> None:
         """Start the writer, and recovery if the spool holds records."""
         tg.start_soon(self._writer)
-        if self.engine.spool_to_recover():  # (damage alone is reported too)
+        if self.spooling.to_recover():  # (damage alone is reported too)
             self._reported = False
             tg.start_soon(self._recover, load)
 
     # -- writing -------------------------------------------------------------------------------
 
     async def _writer(self) -> None:
-        """Commit when the engine says a commit is due (``Engine.spool_due_at``), or at
+        """Commit when the engine says a commit is due (``Spooling.due_at``), or at
         once when a caller waits for durability; look again at least every
         ``spool_interval``."""
-        engine, interval = self.engine, self.config.spool_interval
+        spooling, interval = self.spooling, self.config.spool_interval
         while True:
             # a cancel (the producer's exit) reaches it at every turn, even when a commit
             # is due at once after another (each one's wait for the disk is shielded)
             await anyio.lowlevel.checkpoint_if_cancelled()
-            delay = min(max(engine.spool_due_at() - self.now(), 0.0), interval)
+            delay = min(max(spooling.due_at() - self.now(), 0.0), interval)
             asked = False
             if delay > 0:
                 with anyio.move_on_after(delay):
                     await self._wake.wait()
                     asked = True
             self._wake = anyio.Event()
-            if asked or engine.spool_due_at() <= self.now():
-                if engine.spool_waiting():
+            if asked or spooling.due_at() <= self.now():
+                if spooling.waiting():
                     await self._commit()
                 else:
                     self._signal()
@@ -146,13 +148,13 @@ class Spooler:
     async def _commit(self) -> None:
         """Write what waits, in one transaction, off the event loop (shielded: a commit
         that started is seen through)."""
-        engine = self.engine
-        commit = engine.spool_commit(self.now())
+        spooling = self.spooling
+        commit = spooling.commit(self.now())
         if commit is None:
             return
         with anyio.CancelScope(shield=True):
             error = await anyio.to_thread.run_sync(self._run, commit)
-        engine.spool_written(commit, error)  # progress: room freed, or puts refused from now
+        spooling.written(commit, error)  # progress: room freed, or puts refused from now
         if error is not None:
             _log.error(
                 "spool_write_failed",
@@ -179,12 +181,12 @@ class Spooler:
     async def durable(self, outcome: Outcome) -> Outcome:
         """Wait until ``outcome``'s record (just accepted) is in the spool, or resolved, and
         return it; ``SpoolWriteError`` (carrying the outcome) if the write failed."""
-        await self._wait(self.engine.spool_target(), outcome)
+        await self._wait(self.spooling.target(), outcome)
         return outcome
 
     async def wait_durable(self) -> None:
         """Wait until every record accepted before the call is in the spool (or resolved)."""
-        await self._wait(self.engine.spool_target(), None)
+        await self._wait(self.spooling.target(), None)
 
     async def _wait(self, target: int, outcome: Outcome | None) -> None:
         while not self._answer(target, outcome):
@@ -196,11 +198,11 @@ class Spooler:
         """Are the records accepted before ``target`` was taken in the spool (or
         ``outcome`` resolved)? ``SpoolWriteError`` if the commit meant to write them failed,
         or the producer closed with them unwritten; ``False``: not yet."""
-        engine = self.engine
-        if engine.spool_durable(target) or (outcome is not None and outcome.done()):
+        spooling = self.spooling
+        if spooling.durable(target) or (outcome is not None and outcome.done()):
             return True
-        error = engine.spool_error()
-        if engine.spool_failed(target):
+        error = spooling.error()
+        if spooling.failed(target):
             if outcome is None:
                 raise SpoolWriteError(f"writing to the spool failed ({error})")
             raise SpoolWriteError(
@@ -221,7 +223,7 @@ class Spooler:
         """After the close: what a wait for durability gets (``None``: every record
         accepted is in the spool, or resolved)."""
         try:
-            self._answer(self.engine.spool_target(), None)
+            self._answer(self.spooling.target(), None)
         except SpoolWriteError as exc:
             return exc
         return None
@@ -235,13 +237,13 @@ class Spooler:
         _log.info("spool_recovery_started", path=store.path)
         try:
             await self._read_back(load)
-            while not engine.spool_report().done:
+            while not self.spooling.report().done:
                 await self.wait_progress()
         except ProducerClosedError:
             # the producer closes (a clean exit too): recovery ends here; the records it
             # did not accept stay in the spool, the next producer sends them
             return
-        report = engine.spool_report()
+        report = self.spooling.report()
         engine.recovery_ended(report)
         _log.info(
             "spool_recovered",
@@ -257,7 +259,7 @@ class Spooler:
     async def _read_back(self, load: Callable[[str], Awaitable[StreamState]]) -> None:
         """Accept the spool's records in id order, a chunk at a time, until it is all read
         (``ProducerClosedError``: the producer closes first)."""
-        engine, store = self.engine, self.store
+        spooling, store = self.spooling, self.store
         after = 0
         while True:
             items = await anyio.to_thread.run_sync(store.read, after, _CHUNK)
@@ -266,12 +268,12 @@ class Spooler:
             for item in items:
                 if isinstance(item, Damage):
                     _log.error("spool_record_damaged", path=store.path, id=item.id, reason=item.why)
-                    engine.spool_damaged(item.id, item.size)
+                    spooling.damaged(item.id, item.size)
                     after = max(after, item.id)
                     continue
                 if isinstance(item, Dead):  # not sent: to failures() again
                     after = item.row.id
-                    ticket = engine.spool_dead_letter(item.row.id, item.size)
+                    ticket = spooling.dead_letter(item.row.id, item.size)
                     if self.dead_letters is not None:
                         now = self.now()
                         failed = dead_letter(item.row, item.code, item.message, now)
@@ -280,7 +282,7 @@ class Spooler:
                 row, size = item
                 after = row.id
                 await self._accept(row, size, load)
-        engine.spool_read_back()  # new records may come now (progress)
+        spooling.read_back()  # new records may come now (progress)
         self.apply()
 
     async def _accept(
@@ -337,39 +339,39 @@ class Spooler:
 
     def report(self) -> RecoveryReport:
         """What became of the recovered records so far."""
-        return self.engine.spool_report()
+        return self.spooling.report()
 
     def release(self, ticket: int) -> None:
         """A dead letter was taken (or dropped by the failures buffer): it leaves the
         spool in a coming commit (while the spool is open: after the close, the next
         producer hands it to ``failures()`` again)."""
-        self.engine.spool_release(ticket)
+        self.spooling.release(ticket)
 
     async def recovered(self) -> RecoveryReport:
         """Wait until every recovered record has its outcome (and the log line and the
         metrics say so), or the producer closes; what became of them."""
         while not self._reported:
             await self.wait_progress()
-        return self.engine.spool_report()
+        return self.spooling.report()
 
     # -- closing -------------------------------------------------------------------------------
 
     def error(self) -> str | None:
         """Why the spool's last commit failed (``None``: it did not)."""
-        return self.engine.spool_error()
+        return self.spooling.error()
 
     def sync_on_put(self) -> bool:
         """Does ``put`` return only once its record is on disk?"""
-        return self.engine.spool_sync_on_put()
+        return self.spooling.sync_on_put()
 
     def keep(self, rows: Sequence[Row], sizes: Sequence[int]) -> int:
         """As the producer closes, before its last commit: records it never accepted but
         that were accepted from their caller's side (``SyncProducer``'s queue) stay in the
-        spool for the next producer, in order while there is room (``Engine.spool_keep_queued``);
+        spool for the next producer, in order while there is room (``Spooling.keep_queued``);
         how many. ``closed_error()`` says afterwards whether the last commit wrote them."""
         if not self._open:
             return 0
-        return self.engine.spool_keep_queued(rows, sizes, self.now())
+        return self.spooling.keep_queued(rows, sizes, self.now())
 
     async def close(self) -> None:
         """The last commit (what is left, the kept records included), then close the
@@ -382,17 +384,17 @@ class Spooler:
             self.progress()
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(_CLOSE_COMMIT_TIMEOUT):
-                engine = self.engine
-                while engine.spool_waiting():
-                    before = engine.spool_failed_commits()
+                spooling = self.spooling
+                while spooling.waiting():
+                    before = spooling.failed_commits()
                     await self._commit()
-                    if engine.spool_failed_commits() != before:
+                    if spooling.failed_commits() != before:
                         break
             await anyio.to_thread.run_sync(self.store.close)
         self._closed = True
         self._signal()  # whoever still waits for durability: answered now
-        if self.engine.spool_waiting():
-            error = self.engine.spool_error()
+        if self.spooling.waiting():
+            error = self.spooling.error()
             _log.error("spool_close_unwritten", path=self.store.path, error=error)
 
     def abandon(self) -> None:

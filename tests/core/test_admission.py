@@ -206,17 +206,17 @@ def test_a_held_shard_refuses_its_records_and_another_shard_still_takes_them() -
     hot, cold = stream.shards
     hot.lane.allow = 1.0  # as if measured: it owes more than it drains in time
     hot.lane.charge(rec(10), 0.0)
-    records, size = eng.ledger.records, eng.ledger.bytes
+    records, size = eng._ledger.records, eng._ledger.bytes
     hot_key = next(f"k{i}" for i in range(1000) if _route(stream, f"k{i}") is hot)
     cold_key = next(f"k{i}" for i in range(1000) if _route(stream, f"k{i}") is cold)
     with pytest.raises(NoRoom):
         eng.accept(stream, b"x" * 100, hot_key, None, 1.0)
-    assert (eng.ledger.records, eng.ledger.bytes) == (records, size)  # nothing changed
+    assert (eng._ledger.records, eng._ledger.bytes) == (records, size)  # nothing changed
     assert hot.is_empty() and hot.lane.owed == 10 and hot.lane.holding
     outcome = eng.accept(stream, b"x" * 100, cold_key, None, 1.0)
-    assert eng.ledger.records == records + 1
+    assert eng._ledger.records == records + 1
     assert outcome in cold.members  # in the aggregate in formation: charged at its seal
-    eng.seal(cold)
+    eng.out.seal(cold)
     assert outcome.lane is cold.lane and cold.lane.owed == 100 + len(cold_key)
 
 
@@ -231,16 +231,16 @@ def test_a_burst_is_charged_once_per_aggregate_as_owing_from_its_first_record() 
     with pytest.raises(NoRoom):
         eng.accept(stream, b"x" * 100, "k9", None, 7.0)
     ln.allow = math.inf
-    eng.ledger.resolve([outcomes[0]], failed("X", "gone", 7.0))  # resolved before the seal
-    eng.seal(shard)
+    eng._ledger.resolve([outcomes[0]], failed("X", "gone", 7.0))  # resolved before the seal
+    eng.out.seal(shard)
     owed = sum(o.size for o in outcomes[1:])
     assert ln.owed == owed and all(o.lane is ln for o in outcomes)
     assert ln.busy(10.0) == pytest.approx(8.0)  # owing since the first record's acceptance
-    eng.ledger.resolve(outcomes[1:], failed("X", "gone", 10.0))
+    eng._ledger.resolve(outcomes[1:], failed("X", "gone", 10.0))
     assert ln.owed == 0 and ln.busy(20.0) == pytest.approx(8.0)  # idle since
     # a lone record sealed later owes from its acceptance, not from before the lane's idling
     only = eng.accept(stream, b"x" * 100, "k1", None, 9.0)
-    eng.seal(shard)
+    eng.out.seal(shard)
     assert only.lane is ln and ln.owed == only.size
     assert ln.busy(20.0) == pytest.approx(8.0 + 10.0)  # busy again since 10.0, not 9.0
 

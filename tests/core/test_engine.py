@@ -13,7 +13,7 @@ HALF = 2**127
 def test_accept_seal_answer_resolves_each_record_once() -> None:
     eng, shell, stream = engine()
     outcomes = [eng.accept(stream, b"r%d" % i, f"k{i}", None, 0.0) for i in range(5)]
-    assert eng.ledger.records == 5
+    assert eng._ledger.records == 5
     [agg] = sealed(eng, stream)
     assert agg.aggregated and len(agg.members) == 5
     eng.apply_answer(
@@ -25,7 +25,7 @@ def test_accept_seal_answer_resolves_each_record_once() -> None:
     )
     assert all(o.result().ok for o in outcomes)
     assert [o.result().sub_sequence_number for o in outcomes] == [0, 1, 2, 3, 4]
-    assert eng.ledger.records == 0 and shell.progress_calls >= 1
+    assert eng._ledger.records == 0 and shell.progress_calls >= 1
 
 
 def test_the_members_of_an_aggregate_share_its_attempt_a_plain_record_gets_its_own() -> None:
@@ -117,7 +117,7 @@ def test_an_unnamed_rejection_is_sent_again_in_halves() -> None:
     )
     eng.apply_error(stream, krecs, error, 1.0, 1.1)
     assert [len(part) for part in shell.apart] == [2, 3]
-    assert eng.ledger.records == 5
+    assert eng._ledger.records == 5
 
 
 def test_retries_past_the_ttl_expire_with_their_history() -> None:
@@ -149,7 +149,7 @@ def test_a_new_map_retires_changed_shards_and_places_their_records_anew() -> Non
     for i in range(50):
         eng.accept(stream, b"r%d" % i, f"k{i}", None, 0.0)
     old = stream.shards[0]
-    eng.maps.apply_map(stream, ShardMap(even_shards(2)), 1.0)
+    eng._maps.apply_map(stream, ShardMap(even_shards(2)), 1.0)
     assert old.retired and shell.retired_shards == [old] and old.is_empty()
     assert len(stream.shards) == 2
     placed = [o for shard in stream.shards for o in shard.members]

@@ -41,10 +41,10 @@ def sealed(eng: Engine[Outcome], stream: StreamState) -> list[KRecord]:
     assert isinstance(shell, RecordingShell)
     out = [k for _, batch in shell.sealed_batches for k in batch]
     for shard, _ in shell.sealed_batches:
-        eng.taken(shard, 1)
+        eng.out.taken(shard, 1)
     shell.sealed_batches.clear()
     for shard in stream.shards:
-        out += eng.acc.seal(shard)
+        out += eng._acc.seal(shard)
     return out
 
 
@@ -59,7 +59,7 @@ def answer_ok(
 
 def test_unordered_is_the_default_and_has_no_rule() -> None:
     eng, _shell, _stream = engine()
-    assert eng.order is None and eng.endings.order is None and eng.place is eng.acc
+    assert eng._order is None and eng._endings.order is None and eng._place is eng._acc
     with pytest.raises(ValueError, match="ordering must be 'none' or 'per_key'"):
         ProducerConfig(ordering="by_key")
 
@@ -71,13 +71,13 @@ def test_a_key_has_one_unconfirmed_record_the_next_waits_for_it() -> None:
     other = eng.accept(stream, b"x", "b", None, 0.0)
     krecs = sealed(eng, stream)
     assert [k.members for k in krecs] == [[first], [other]]  # "a"'s second waits
-    assert eng.ledger.records == 3 and eng.order is not None and eng.order.pending() == 1
+    assert eng._ledger.records == 3 and eng._order is not None and eng._order.pending() == 1
     answer_ok(eng, stream, krecs)
     assert first.result().ok and other.result().ok and not second.done()
     [again] = sealed(eng, stream)
     assert again.members == [second]
     answer_ok(eng, stream, [again], seq=5)
-    assert second.result().sequence_number == "5" and eng.order.tables["s"] == {}
+    assert second.result().sequence_number == "5" and eng._order.tables["s"] == {}
 
 
 def test_a_record_that_waited_its_linger_for_its_key_goes_at_once() -> None:
@@ -145,7 +145,7 @@ def test_a_record_that_fails_for_good_fails_the_rest_of_its_key() -> None:
             result.error_message or ""
         )
     assert other.result().ok
-    assert eng.ledger.records == 0
+    assert eng._ledger.records == 0
     # the key starts afresh: a record put now goes at once
     later = eng.accept(stream, b"4", "a", None, 2.0)
     [krec] = sealed(eng, stream)
@@ -160,7 +160,7 @@ def test_an_expired_record_fails_its_key_s_later_ones_and_the_others_stay_one_ag
     b2 = eng.accept(stream, b"b2", "b", None, 4.0)
     [agg] = sealed(eng, stream)
     shard = stream.shards[0]
-    batch = eng.outgoing(stream, shard, [agg], 5.5)
+    batch = eng.out.batch(stream, shard, [agg], 5.5)
     assert old.result().error_code == "RecordExpired"
     assert young.result().error_code == PRECEDING_FAILED
     [again] = batch
@@ -176,7 +176,7 @@ def test_a_stale_map_sends_one_plain_record_per_key_and_the_rest_wait() -> None:
     b = eng.accept(stream, b"b", "b", None, 0.0)
     [agg] = sealed(eng, stream)
     stream.stale = True
-    out = eng.request(stream, [agg], 1.0)
+    out = eng.out.check(stream, [agg], 1.0)
     assert [(k.members, k.aggregated) for k in out] == [([a[0]], False), ([b], False)]
     stream.stale = False  # the map was reloaded: "a"'s next ones go together
     answer_ok(eng, stream, out)
@@ -191,7 +191,7 @@ def test_a_retired_shard_s_records_are_placed_again_with_their_key_s_run() -> No
     children = ShardMap(
         [Shard("shardId-000000000001", 0, half - 1), Shard("shardId-000000000002", half, MAX_HASH)]
     )
-    eng.maps.apply_facts(stream, StreamFacts("s"), children, 1.0)
+    eng._maps.apply_facts(stream, StreamFacts("s"), children, 1.0)
     assert shell.retired_shards
     placed = [o for s in stream.shards for o in s.members]
     assert placed == a  # both in the one child that holds "a": one Kinesis record still
@@ -222,13 +222,13 @@ def test_per_key_is_refused_on_an_auto_stream_at_load_and_when_a_refresh_shows_i
     eng, _shell, stream = ordered(facts=StreamFacts("s", strategy=AUTO))
     with pytest.raises(ValueError, match="AUTO"):
         eng.accept(stream, b"x", "a", None, 0.0)
-    assert eng.ledger.records == 0
+    assert eng._ledger.records == 0
     eng2, _shell2, stream2 = ordered()
     kept = eng2.accept(stream2, b"x", "a", None, 0.0)
-    eng2.maps.apply_facts(stream2, StreamFacts("s", strategy=AUTO), stream2.map, 1.0)
+    eng2._maps.apply_facts(stream2, StreamFacts("s", strategy=AUTO), stream2.map, 1.0)
     with pytest.raises(ValueError, match="RecordDistributionStrategy is AUTO"):
         eng2.accept(stream2, b"y", "a", None, 1.0)
-    assert not kept.done() and eng2.ledger.records == 1  # what was accepted goes on
+    assert not kept.done() and eng2._ledger.records == 1  # what was accepted goes on
     plain_eng, _s, plain_stream = engine(facts=StreamFacts("s", strategy=AUTO))
     assert not plain_eng.accept(plain_stream, b"x", None, None, 0.0).done()
 
@@ -240,8 +240,8 @@ def test_a_put_that_must_wait_for_room_changes_nothing() -> None:
     assert stream.shards[0].queued == 1
     with pytest.raises(NoRoom):
         eng.accept(stream, b"3", "c", None, 0.0)
-    assert eng.order is not None and "c" not in eng.order.tables["s"]
-    assert eng.ledger.records == 2
+    assert eng._order is not None and "c" not in eng._order.tables["s"]
+    assert eng._ledger.records == 2
 
 
 # -- a seeded simulation: faults, a reshard, the consumer's view ------------------------------
@@ -336,8 +336,8 @@ def simulate(seed: int, steps: int = 400, ordering: str = "per_key") -> Run:
         retry_backoff_base=0.02,
         retry_backoff_max=0.2,
     )
-    eng.rand.seed(seed)
-    run.admission = eng.admission.on
+    eng._rand.seed(seed)
+    run.admission = eng._admission.on
     service = Service(rand, list(stream.map.shards))
     keys = [f"k{i}" for i in range(rand.choice([1, 3, 8]))]
     # some keys are routed by an explicit hash key of their own
@@ -355,7 +355,7 @@ def simulate(seed: int, steps: int = 400, ordering: str = "per_key") -> Run:
         shell.sealed_batches.clear()
 
     def forward(shard: ShardBuffer, batch: list[KRecord]) -> None:
-        collector.extend(eng.outgoing(stream, shard, batch, now))
+        collector.extend(eng.out.batch(stream, shard, batch, now))
 
     def answer(krecs: list[KRecord]) -> None:
         fate = rand.random()
@@ -404,8 +404,8 @@ def simulate(seed: int, steps: int = 400, ordering: str = "per_key") -> Run:
                 )
         elif action < 0.5:
             for shard in stream.shards:
-                if eng.acc.due(shard, now, not putting):
-                    shell.sealed_batches.append((shard, eng.acc.seal(shard)))
+                if eng._acc.due(shard, now, not putting):
+                    shell.sealed_batches.append((shard, eng._acc.seal(shard)))
             take_sealed()
             while channel:
                 shard, batch = channel.pop(0)
@@ -413,7 +413,7 @@ def simulate(seed: int, steps: int = 400, ordering: str = "per_key") -> Run:
                 forward(shard, batch)
         elif action < 0.6 and collector:
             n = rand.randint(1, len(collector))
-            krecs = eng.request(stream, collector[:n], now)
+            krecs = eng.out.check(stream, collector[:n], now)
             del collector[:n]
             if krecs:
                 flying.append(krecs)
@@ -435,14 +435,14 @@ def simulate(seed: int, steps: int = 400, ordering: str = "per_key") -> Run:
             shard_map = ShardMap(list(service.shards))
             for s in service.shards:
                 stream.known[s.shard_id] = (s.start, s.end)
-            eng.maps.apply_facts(stream, StreamFacts("s"), shard_map, now)
-            eng.maps.verify_pending(stream, now)
+            eng._maps.apply_facts(stream, StreamFacts("s"), shard_map, now)
+            eng._maps.verify_pending(stream, now)
             take_sealed()
 
     for _ in range(steps):
         step(True)
     for _ in range(20_000):
-        if not eng.ledger.unresolved():
+        if not eng._ledger.unresolved():
             break
         step(False)
         while channel:
@@ -450,8 +450,8 @@ def simulate(seed: int, steps: int = 400, ordering: str = "per_key") -> Run:
             shard.queued -= 1
             forward(shard, batch)
         # the retirement of shards is done by their worker in the real shell
-    assert eng.ledger.unresolved() == 0, f"seed {seed}: records left unresolved"
-    assert eng.order is None or not any(eng.order.tables.values())
+    assert eng._ledger.unresolved() == 0, f"seed {seed}: records left unresolved"
+    assert eng._order is None or not any(eng._order.tables.values())
 
     for key, outs in put.items():
         results = [o.result() for o in outs]

@@ -35,7 +35,7 @@ def timeout() -> RequestTimeoutError:
 
 def test_a_timeout_retry_pays_ten_a_5xx_five_throttling_nothing() -> None:
     eng, _shell, stream = engine(aggregation_enabled=False)
-    budget = eng.retries.budget
+    budget = eng._retries.budget
     failed_request(eng, stream, timeout(), 0.0)
     failed_request(eng, stream, KinesisError("InternalFailure", "x", status_code=500), 0.0)
     failed_request(eng, stream, KinesisError("ThrottlingException", "x", status_code=400), 0.0)
@@ -45,7 +45,7 @@ def test_a_timeout_retry_pays_ten_a_5xx_five_throttling_nothing() -> None:
 
 def test_an_empty_budget_holds_retries_and_a_success_lets_them_go() -> None:
     eng, shell, stream = engine(aggregation_enabled=False, record_ttl=60.0)
-    budget = eng.retries.budget
+    budget = eng._retries.budget
     budget.refill_per_s = 0.1  # mostly successes refill it, in this test
     budget.level = 12.0
     first, _ = failed_request(eng, stream, timeout(), 0.0)
@@ -55,10 +55,10 @@ def test_an_empty_budget_holds_retries_and_a_success_lets_them_go() -> None:
     assert len(paid) == 2  # one request's worth of retries: paid (the earliest two)
     assert budget.level < RetryBudget.TIMEOUT_COST
     # The retry cost is split over the request's records: the other two are held.
-    assert len(eng.retries.waiting(stream)) == 2 and all(
-        e[0] > 10.0 for e in eng.retries.waiting(stream)
+    assert len(eng._retries.waiting(stream)) == 2 and all(
+        e[0] > 10.0 for e in eng._retries.waiting(stream)
     )
-    held = [o for e in eng.retries.waiting(stream) for k in e[2] for o in k.members]
+    held = [o for e in eng._retries.waiting(stream) for k in e[2] for o in k.members]
     assert not any(o.done() for o in first + second)
     # A success (here, the paid retries) gives back what it cost: the held ones go.
     answer_ok(eng, stream, paid, 12.0)
@@ -75,13 +75,13 @@ def test_an_empty_budget_holds_retries_and_a_success_lets_them_go() -> None:
 
 def test_the_budget_alone_never_fails_a_record_its_ttl_does() -> None:
     eng, _shell, stream = engine(aggregation_enabled=False, record_ttl=30.0)
-    budget = eng.retries.budget
+    budget = eng._retries.budget
     budget.level = 0.0
     budget.refill_per_s = 0.1  # a timeout retry affordable after 100 s: past the TTL
     outcomes, _ = failed_request(eng, stream, timeout(), 0.0)
     retry_due(eng, stream, 10.0)  # held: the budget cannot pay before their TTL
     assert not any(o.done() for o in outcomes)
-    assert eng.retries.waiting(stream)[0][0] == pytest.approx(30.0)  # their TTL, not before
+    assert eng._retries.waiting(stream)[0][0] == pytest.approx(30.0)  # their TTL, not before
     retry_due(eng, stream, 30.0)
     assert all(o.done() for o in outcomes)
     for o in outcomes:
@@ -92,7 +92,7 @@ def test_the_budget_alone_never_fails_a_record_its_ttl_does() -> None:
 
 def test_held_retries_wait_no_longer_than_time_refills_the_budget() -> None:
     eng, shell, stream = engine(aggregation_enabled=False, record_ttl=60.0)
-    budget = eng.retries.budget
+    budget = eng._retries.budget
     outcomes, _ = failed_request(eng, stream, timeout(), 0.0, n=1)
     assert budget.withdraw(budget.capacity, 20.0)  # empty at 20 s
     retry_due(eng, stream, 20.0)  # past any backoff: held
@@ -118,12 +118,12 @@ def test_the_budget_running_dry_is_logged_once_not_per_request(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     eng, _shell, stream = engine(aggregation_enabled=False, record_ttl=600.0)
-    eng.retries.budget.refill_per_s = 0.001
+    eng._retries.budget.refill_per_s = 0.001
     with caplog.at_level(logging.INFO, logger="kinesis_trio"):
         for i in range(80):  # 80 timeouts: 800 tokens wanted, 500 there
             failed_request(eng, stream, timeout(), float(i), n=1)
             retry_due(eng, stream, float(i) + 10.0)
-            eng.answers._log_notices()
+            eng._answers._log_notices()
     lines = logged(caplog, "retry_budget")
     assert len(lines) == 1 and "retry_budget_empty" in lines[0]
 
@@ -132,13 +132,13 @@ def test_the_gate_falls_to_its_floor_on_timeouts_and_says_so_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     eng, _shell, stream = engine(aggregation_enabled=False, record_ttl=600.0)
-    eng.gate.limit = 24.0
+    eng._gate.limit = 24.0
     with caplog.at_level(logging.INFO, logger="kinesis_trio"):
         for i in range(10):
-            assert eng.gate.try_acquire()
+            assert eng._gate.try_acquire()
             failed_request(eng, stream, timeout(), float(i) * 13, n=1)
-            eng.gate.release()
-    assert eng.gate.allowed == 1
+            eng._gate.release()
+    assert eng._gate.allowed == 1
     lines = logged(caplog, "request_concurrency")
     assert len(lines) == 1 and "request_concurrency_at_floor" in lines[0]
     assert "ceiling" in lines[0] and "24" in lines[0]
@@ -147,7 +147,7 @@ def test_the_gate_falls_to_its_floor_on_timeouts_and_says_so_once(
 def test_metrics_sample_the_gate_and_the_budget() -> None:
     eng, _shell, stream = engine(aggregation_enabled=False)
     failed_request(eng, stream, timeout(), 0.0)
-    totals = eng.metrics.totals()
+    totals = eng._metrics.totals()
     assert totals["RequestConcurrencyLimit"] == 4.0  # 8 to start, halved by the timeout
     assert totals["RetryBudgetLevel"] == 500.0
     assert totals["RequestsWaitingForSlot"] == 0.0

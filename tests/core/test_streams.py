@@ -174,7 +174,7 @@ def test_a_keyed_stream_refuses_a_record_without_a_key() -> None:
     eng, _shell, stream = engine()
     with pytest.raises(ValueError, match=r"partition_key is required.*USER_PARTITION_KEY"):
         eng.accept(stream, b"x", None, None, 0.0)
-    assert eng.ledger.records == 0
+    assert eng._ledger.records == 0
 
 
 def test_a_record_over_the_streams_limit_is_refused_naming_both_figures() -> None:
@@ -200,21 +200,21 @@ def test_a_stream_switched_to_auto_places_what_it_buffered_in_its_one_buffer() -
     eng, shell, stream = engine(shards=4)
     outcomes = [eng.accept(stream, b"r%d" % i, f"key{i}", None, 0.0) for i in range(20)]
     assert all(s.members for s in stream.shards)  # aggregates in formation
-    eng.maps.apply_facts(stream, StreamFacts("s", strategy=AUTO), ShardMap(even_shards(4)), 1.0)
+    eng._maps.apply_facts(stream, StreamFacts("s", strategy=AUTO), ShardMap(even_shards(4)), 1.0)
     assert [s.shard_id for s in stream.shards] == [AUTO_SHARD_ID]
     assert len(shell.retired_shards) == 4
-    krecs = eng.acc.seal(stream.shards[0])
+    krecs = eng._acc.seal(stream.shards[0])
     assert sorted(id(o) for k in krecs for o in k.members) == sorted(id(o) for o in outcomes)
     assert not any(k.aggregated for k in krecs)
-    assert eng.ledger.records == 20
+    assert eng._ledger.records == 20
 
 
 def test_a_keyless_record_gets_a_key_when_its_stream_leaves_auto() -> None:
     eng, _shell, stream = engine(StreamFacts("s", strategy=AUTO), shards=2)
     outcome = eng.accept(stream, b"x", None, None, 0.0)
     krecs = sealed(eng, stream)
-    eng.maps.apply_facts(stream, StreamFacts("s"), ShardMap(even_shards(2)), 1.0)
-    sent = eng.request(stream, krecs, 1.0)
+    eng._maps.apply_facts(stream, StreamFacts("s"), ShardMap(even_shards(2)), 1.0)
+    sent = eng.out.check(stream, krecs, 1.0)
     assert sent and sent[0].partition_key is not None and len(sent[0].partition_key) == 32
     assert outcome.partition_key == sent[0].partition_key
     assert b'"PartitionKey"' in body(stream.json_head, sent)
@@ -227,8 +227,8 @@ def test_a_record_over_a_limit_lowered_after_it_was_accepted_fails_clearly() -> 
     big = eng.accept(stream, b"x" * (2 * MIB), "k", None, 0.0)
     small = eng.accept(stream, b"y", "k", None, 0.0)
     krecs = sealed(eng, stream)
-    eng.maps.apply_facts(stream, StreamFacts("s"), ShardMap(even_shards(1)), 1.0)
-    sent = eng.request(stream, krecs, 1.0)
+    eng._maps.apply_facts(stream, StreamFacts("s"), ShardMap(even_shards(1)), 1.0)
+    sent = eng.out.check(stream, krecs, 1.0)
     assert big.done() and big.result().error_code == RECORD_TOO_LARGE
     assert "lowered after it was accepted" in (big.result().error_message or "")
     assert not small.done() and [o for k in sent for o in k.members] == [small]
@@ -238,7 +238,7 @@ def test_a_raised_limit_takes_effect_at_the_refresh() -> None:
     eng, _shell, stream = engine()
     with pytest.raises(ValueError):
         eng.accept(stream, b"x" * (2 * MIB), "k", None, 0.0)
-    eng.maps.apply_facts(
+    eng._maps.apply_facts(
         stream, StreamFacts("s", max_record_size=10 * MIB), ShardMap(even_shards(1)), 1.0
     )
     assert eng.accept(stream, b"x" * (2 * MIB), "k", None, 1.0)

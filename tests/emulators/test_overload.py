@@ -37,7 +37,7 @@ from tests.support.emulators import EmulatorEndpoint, new_stream
 
 pytestmark = pytest.mark.anyio
 
-#: What a record that expired in the producer's own queues says (engine.outgoing).
+#: What a record that expired in the producer's own queues says (Engine.out.batch).
 _IN_QUEUE = "it waited in the producer's queues"
 #: The issue's workload (20,000 records, the defaults) scaled by about a third: a third of
 #: the records and of ``record_ttl``. What it puts still takes kinesis-local about twice

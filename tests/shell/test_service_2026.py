@@ -122,13 +122,13 @@ async def test_a_stream_switched_to_auto_and_back_mid_run_keeps_every_outcome_tr
         # (or a write that lands elsewhere reveals it)
         outcomes += [await producer.put(b"b%d" % i, f"key{i}") for i in range(500)]
         await producer.flush()
-        while not producer._engine.streams["s"].auto:  # type: ignore[union-attr]
+        while not producer._engine._streams["s"].auto:  # type: ignore[union-attr]
             outcomes.append(await producer.put(b"c%d" % len(outcomes), "k"))
             await producer.flush()
         keyless = [await producer.put(b"d%d" % i) for i in range(50)]
         await producer.flush()
         fake.update_record_distribution_strategy("s", "USER_PARTITION_KEY")
-        while producer._engine.streams["s"].auto:  # type: ignore[union-attr]
+        while producer._engine._streams["s"].auto:  # type: ignore[union-attr]
             outcomes.append(await producer.put(b"e%d" % len(outcomes), "k"))
             await producer.flush()
         with pytest.raises(ValueError, match="partition_key is required"):
@@ -318,7 +318,7 @@ def test_sync_producer_checks_a_keyless_record_without_touching_the_engine(backe
     ) as producer:
         engine = producer._producer._engine
         assert engine is not None
-        stream = engine.streams["auto"]
+        stream = engine._streams["auto"]
         with pytest.raises(ValueError, match="record too large"):
             producer.put(b"x" * 2000)  # no key, and refused: nothing accepted
         assert not stream.keyless

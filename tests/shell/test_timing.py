@@ -146,7 +146,7 @@ async def test_a_windows_shards_are_sealed_by_the_timer_in_order_past_a_limiter(
 
 def _collector_stream(producer: Any) -> Any:
     """The shell's state of stream "s" (its collector channel)."""
-    return producer._pipeline._tasks[producer._engine.streams["s"]]
+    return producer._pipeline._tasks[producer._engine._streams["s"]]
 
 
 def _collector_messages(producer: Any, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:

@@ -199,15 +199,15 @@ def engine(
 def shell_of(eng: Engine[Outcome]) -> RecordingShell:
     """A recording shell over ``eng``'s outbox (made once per engine)."""
     shell = _SHELLS.get(id(eng))
-    if shell is None or shell.outbox is not eng.outbox:
-        shell = _SHELLS[id(eng)] = RecordingShell(eng.outbox)
+    if shell is None or shell.outbox is not eng._outbox:
+        shell = _SHELLS[id(eng)] = RecordingShell(eng._outbox)
     return shell
 
 
 def sealed(eng: Engine[Outcome], stream: StreamState) -> list[KRecord]:
     out = [k for _, batch in shell_of(eng).sealed_batches for k in batch]
     for shard in stream.shards:
-        out += eng.acc.seal(shard)
+        out += eng._acc.seal(shard)
     return out
 
 
@@ -223,7 +223,7 @@ def retry_due(
     del shell.sealed_batches[before:]
     out: dict[ShardBuffer, list[KRecord]] = {}
     for shard, krecs in queued:
-        eng.taken(shard, 1)
+        eng.out.taken(shard, 1)
         out.setdefault(shard, []).extend(shard.take_first() + krecs)
     return out
 

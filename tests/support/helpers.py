@@ -246,7 +246,7 @@ def stream_state(producer: Producer, name: str) -> StreamState:
     where tests look inside a running producer, for what no public call shows."""
     engine = producer._engine
     assert engine is not None, "the producer is not open"
-    return engine.streams[name]
+    return engine._streams[name]
 
 
 def records(n: int, seed: int) -> list[tuple[bytes, str]]:
