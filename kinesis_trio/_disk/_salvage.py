@@ -1,7 +1,7 @@
 """Salvage: what can still be read of a damaged spool, for the store's rebuild (blocking
 I/O, the store's worker thread): a copy of the file with its header's fixed fields
 restored, the records read back in id ranges past the parts SQLite cannot read, and the
-dead-letter marks of those copied."""
+dead-letter marks of those copied, read the same way."""
 
 from __future__ import annotations
 
@@ -28,12 +28,39 @@ DEAD_TABLE = "CREATE TABLE IF NOT EXISTS dead (id INTEGER PRIMARY KEY, code TEXT
 
 
 def copy_dead(source: sqlite3.Connection, db: sqlite3.Connection) -> bool:
-    """Salvage: the dead-letter marks of a damaged spool that still read, for the records
-    copied (a mark lost makes its record one to send again); whether it made the table."""
+    """Salvage: the dead-letter marks of a damaged spool, for the records copied into ``db``;
+    whether it made the table.
+
+    Read in ranges of the copied ids and, where a range cannot be read (a page of the table
+    torn away or damaged), one id at a time: a mark is lost only if its own page is. A
+    record whose mark cannot be read is sent again if it was a dead letter (logged)."""
     try:
-        marks = source.execute("SELECT id, code, message FROM dead").fetchall()
-    except _UNREADABLE:  # none, or damaged
+        if source.execute("SELECT 1 FROM sqlite_master WHERE name = 'dead'").fetchone() is None:
+            return False  # it never held a dead letter
+    except _UNREADABLE:  # no schema: no record was copied either
         return False
+    ids = [row_id for (row_id,) in db.execute("SELECT id FROM records ORDER BY id")]
+    marks: list[tuple[object, ...]] = []
+    unreadable: list[int] = []
+    for at in range(0, len(ids), _MARKS):
+        chunk = ids[at : at + _MARKS]
+        try:
+            marks += source.execute(_MARKS_IN, (chunk[0], chunk[-1])).fetchall()
+        except _UNREADABLE:
+            for row_id in chunk:
+                try:
+                    marks += source.execute(_MARK_OF, (row_id,)).fetchall()
+                except _UNREADABLE:
+                    unreadable.append(row_id)
+    if unreadable:
+        _log.error(
+            "spool_dead_unreadable",
+            records=len(unreadable),
+            first=unreadable[0],
+            last=unreadable[-1],
+            reason="their dead-letter marks cannot be read: those that were dead letters "
+            "are sent again",
+        )
     good = [
         (m[0], m[1] if isinstance(m[1], str) else None, m[2] if isinstance(m[2], str) else None)
         for m in marks
@@ -44,12 +71,18 @@ def copy_dead(source: sqlite3.Connection, db: sqlite3.Connection) -> bool:
     db.execute("BEGIN IMMEDIATE")
     db.execute(DEAD_TABLE)
     db.executemany(
-        "INSERT INTO dead (id, code, message) SELECT ?, ?, ? WHERE EXISTS"
+        "INSERT OR REPLACE INTO dead (id, code, message) SELECT ?, ?, ? WHERE EXISTS"
         " (SELECT 1 FROM records WHERE id = ?)",
         ((i, c, m, i) for i, c, m in good),
     )
     db.execute("COMMIT")
     return True
+
+
+#: Copied records whose marks salvage reads in one range.
+_MARKS = 500
+_MARKS_IN = "SELECT id, code, message FROM dead WHERE id BETWEEN ? AND ?"
+_MARK_OF = "SELECT id, code, message FROM dead WHERE id = ?"
 
 
 #: What the 100-byte header of every spool holds but its page size and counters: SQLite's

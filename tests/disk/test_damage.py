@@ -35,6 +35,7 @@ from kinesis_trio._disk._store import (
     DB_NAME,
     PAGE_SIZE,
     Damage,
+    Dead,
     SpoolStats,
     SpoolStore,
     checksum,
@@ -162,6 +163,7 @@ class Opened:
     damaged: int  # found at open (rebuild) and while reading (checksums)
     set_aside: str | None
     refused: SpoolFormatError | None = None
+    dead: set[int] = field(default_factory=set)  # the rows read back as dead letters
 
 
 #: region -> Counter of (records lost, damaged counted, what happened): for the docs.
@@ -234,6 +236,7 @@ def _open_and_read(where: Path) -> Opened:
     finally:
         store.close()
     rows = {}
+    dead = set()
     damaged = stats.damaged
     for item in items:
         if isinstance(item, Damage):
@@ -241,10 +244,12 @@ def _open_and_read(where: Path) -> Opened:
         else:
             row, size = item[0], item[1]
             rows[row.id] = row
+            if isinstance(item, Dead):
+                dead.add(row.id)
             key = row.partition_key
             assert size == len(row.data) + (0 if key is None else len(key.encode()))
     assert stats.records == len(items)
-    return Opened(rows, damaged, stats.set_aside)
+    return Opened(rows, damaged, stats.set_aside, dead=dead)
 
 
 def truncate(name: str, size: int) -> Damager:
@@ -446,6 +451,74 @@ def test_a_truncated_database_keeps_every_record_whose_pages_remain(
             assert whole <= set(opened.rows), offset
         if offset and opened.rows != spool.final:  # (an empty file: a spool never written)
             assert opened.set_aside is not None, offset
+
+
+def dead_letters_up_front(directory: Path) -> tuple[Spool, dict[int, int]]:
+    """A closed spool whose ``dead`` table was made by its first commit, before the records'
+    pages, and grew to several leaves among them (a mark on every third record, with a
+    long message); and the page of the leaf that holds each mark."""
+    rows: dict[int, Row] = {}
+    marks: list[int] = []
+    store = SpoolStore(directory)
+    store.open()
+    for gen in range(1, 31):
+        inserts = [
+            Row(i, "s", f"k{i}", None, b"%d" % i * 200) for i in range(gen * 10 - 9, gen * 10 + 1)
+        ]
+        dead = [
+            (row.id, "InvalidArgumentException", "m" * 400) for row in inserts if row.id % 3 == 1
+        ]
+        store.commit(Commit(gen, inserts, [], gen * 10 + 1, marks=dead))
+        rows.update((row.id, row) for row in inserts)
+        marks += [m[0] for m in dead]
+    store.close()
+    db = sqlite3.connect(f"file:{directory / DB_NAME}?mode=ro", uri=True)
+    try:
+        (root,) = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'dead'").fetchone()
+        leaves = db.execute(
+            "SELECT pageno, ncell FROM dbstat WHERE name = 'dead' AND pagetype = 'leaf'"
+            " ORDER BY path"
+        ).fetchall()
+    finally:
+        db.close()
+    assert root < min(record_leaves(directory)), "made before the records' pages"
+    assert len(leaves) >= 3 and root not in {p for p, _ in leaves}  # an interior root
+    ids = iter(sorted(marks))
+    leaf_of = {next(ids): page for page, cells in leaves for _ in range(cells)}
+    assert len(leaf_of) == len(marks)
+    return Spool(directory, [{}, dict(rows)], [0, 0], dict(rows)), leaf_of
+
+
+def record_leaves(directory: Path) -> list[int]:
+    db = sqlite3.connect(f"file:{directory / DB_NAME}?mode=ro", uri=True)
+    try:
+        found = "SELECT pageno FROM dbstat WHERE name = 'records' AND pagetype = 'leaf'"
+        return [page for (page,) in db.execute(found)]
+    finally:
+        db.close()
+
+
+def test_a_torn_spool_keeps_every_dead_letter_mark_it_can_still_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A tear past the ``dead`` table's root but before one of its leaves: the marks on the
+    leaves that remain still make their records dead letters (never sent again). Salvage
+    read the table whole or not at all, so a single leaf torn away made every dead letter a
+    record to send again, silently."""
+    spool, leaf_of = dead_letters_up_front(tmp_path / "spool")
+    leaves = sorted(set(leaf_of.values()))
+    partial = 0
+    for page in range(leaves[0], leaves[-1]):  # the file ends after page ``page``
+        caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="kinesis_trio.spool"):
+            opened = open_damaged(spool, tmp_path, truncate(DB_NAME, page * PAGE), "dead torn")
+        readable = {i for i, leaf in leaf_of.items() if leaf <= page and i in opened.rows}
+        assert opened.dead == readable, page
+        resent = set(leaf_of) & set(opened.rows) - readable  # their marks torn away
+        if resent:  # sent again, but not silently
+            assert "spool_dead_unreadable" in " ".join(r.getMessage() for r in caplog.records)
+        partial += 0 < len(readable) < len(leaf_of)
+    assert partial  # the case: some marks read, some torn away
 
 
 # -- the database file: flipped ---------------------------------------------------------------
