@@ -233,6 +233,9 @@ class Producer(ProducerViews, SchemaPuts):
     ) -> bool | None:
         tg = self._tg
         assert tg is not None
+        if self._state == _FORKED:  # a forked child's copy: the close is the parent's
+            await forks.leave(tg)
+            return None
         self._state = _CLOSING
         self._notify_progress()
         reason: tuple[str, str] | None = None

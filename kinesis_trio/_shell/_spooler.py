@@ -13,7 +13,8 @@ spooler, ``Engine.spooling``: ``_core._spooling``), and does the disk I/O in a w
   them go to ``failures()`` again (:meth:`Spooler.release` lets one go once taken);
 - **closing** writes what is left (the records kept for the next producer included, and
   those a ``SyncProducer`` still had queued: ``keep``),
-  closes the database and lets the lock go; a forked child only lets go of the lock.
+  closes the database and lets the lock go; a forked child only lets go of the lock, and
+  its copy of the writer commits nothing.
 """
 
 from __future__ import annotations
@@ -94,6 +95,8 @@ class Spooler:
         self._broken: dict[tuple[str, str | None], str] = {}
         #: recovery has said how it ended (its log line, its metrics), or there is none
         self._reported = True
+        #: in a forked child: the spool and its commits are the parent's
+        self._abandoned = False
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -137,6 +140,8 @@ class Spooler:
                     await self._wake.wait()
                     asked = True
             self._wake = anyio.Event()
+            if self._abandoned:  # a forked child's copy: the commit due is the parent's
+                return
             if asked or spooling.due_at() <= self.now():
                 if spooling.waiting():
                     await self._commit()
@@ -398,6 +403,8 @@ class Spooler:
             _log.error("spool_close_unwritten", path=self.store.path, error=error)
 
     def abandon(self) -> None:
-        """In a forked child: let go of the spool (the parent owns it)."""
+        """In a forked child: let go of the spool (the parent owns it, and writes what
+        waits for a commit: the writer's copy here ends at its next turn)."""
         self._open = False
+        self._abandoned = True
         self.store.abandon()

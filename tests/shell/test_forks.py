@@ -8,18 +8,25 @@ and leaves with ``os._exit``. A child that hangs is killed after a bound and fai
 
 from __future__ import annotations
 
+import json
 import os
+import select
+import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+import anyio
 import pytest
+import sniffio
 
-from kinesis_trio import ProducerClosedError, ProducerForkedError, SyncProducer
+from kinesis_trio import ProducerClosedError, ProducerForkedError, RecordResult, SyncProducer
 from kinesis_trio.testing import FakeKinesis
 from tests.support.helpers import fake_producer
-from tests.support.sync_kit import in_child, outcome_of, sync_producer
+from tests.support.spool import on_disk
+from tests.support.sync_kit import CHILD_BOUND, HOLD, in_child, outcome_of, sync_producer
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 
@@ -75,6 +82,95 @@ async def test_an_async_producer_used_in_a_forked_child_refuses_records() -> Non
         assert got["error"] == "ProducerForkedError" and got["closed"], got
         assert "one producer per process" in got["message"]
         assert (await (await producer.put(b"after", "k")).wait()).ok
+
+
+class _Leave(Exception):
+    """The forked child leaves ``async with`` by an exception of its own."""
+
+
+def _report(write: int, report: dict[str, Any]) -> NoReturn:
+    """In the forked child: hand ``report`` to the parent and end at once."""
+    try:
+        os.write(write, json.dumps(report).encode())
+        os.close(write)
+    finally:
+        os._exit(0)
+
+
+def _said(result: RecordResult) -> str:
+    return "ok" if result.ok else f"{result.error_code}: {result.error_message}"
+
+
+def _report_of(pid: int, read: int) -> dict[str, Any]:
+    """In the parent: what the child reported (it is killed if it has not within a bound)."""
+    ready, _, _ = select.select([read], [], [], CHILD_BOUND)
+    if not ready:
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    assert ready, f"the forked child did not answer within {CHILD_BOUND} s"
+    with os.fdopen(read, "rb") as pipe:
+        got: dict[str, Any] = json.loads(pipe.read())
+    return got
+
+
+@pytest.mark.anyio
+@pytest.mark.virtual_time
+@pytest.mark.parametrize("how", ["at once", "by an exception", "after a commit was due"])
+async def test_a_forked_child_leaving_async_with_leaves_the_parents_records_alone(
+    tmp_path: Path, how: str
+) -> None:
+    """The child's copy of an async producer with a spool (records accepted, their commit
+    pending) leaves ``async with``: it sends, commits, fails and closes nothing; the
+    records stay the parent's, which writes them. Before: its exit flushed the parent's
+    records itself, or failed them as not kept in the spool; its writer tried the
+    pending commit on the spool it had let go of (``SpoolError``)."""
+    if how == "after a commit was due" and sniffio.current_async_library() == "asyncio":
+        pytest.skip("asyncio runs no event loop in a forked child: it cannot wait there")
+    fake = FakeKinesis()
+    fake.create_stream("s", 1)
+    spool = tmp_path / "spool"
+    read, write = os.pipe()
+    pid = -1
+    escaped: BaseException | None = None
+    got: dict[str, Any] = {}
+    producer = fake_producer(
+        fake, spool_dir=str(spool), spool_interval=0.05, aggregation_enabled=False, **HOLD
+    )
+    try:
+        async with producer:
+            outcomes = [await producer.put(b"r%d" % i, "k") for i in range(3)]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # forking with threads
+                pid = os.fork()
+            if pid == 0:  # the child, alone while the parent waits for its report
+                if how == "by an exception":
+                    raise _Leave
+                if how == "after a commit was due":
+                    await anyio.sleep(1)  # the writer's turn comes: a commit is due
+            else:
+                os.close(write)
+                got = _report_of(pid, read)
+                await producer.flush()
+    except _Leave:
+        pass
+    except BaseException as exc:
+        if pid != 0:
+            raise
+        escaped = exc
+    if pid == 0:
+        _report(
+            write,
+            {
+                "escaped": None if escaped is None else f"{type(escaped).__name__}: {escaped}",
+                # None: unresolved here (the parent's)
+                "resolved": [_said(o.result()) if o.done() else None for o in outcomes],
+                "sent": len(fake.records("s")),  # the child's copy of the fake
+            },
+        )
+    assert got == {"escaped": None, "resolved": [None] * 3, "sent": 0}
+    assert [(await o.wait()).ok for o in outcomes] == [True] * 3  # the parent's, written
+    assert sorted(r.data for r in fake.records("s")) == [b"r0", b"r1", b"r2"]
+    assert on_disk(spool) == []
 
 
 #: gunicorn --preload's shape: a SyncProducer opened at import time, then a forked worker that
