@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import datetime
 import json
-import os
 import ssl
 from collections.abc import Mapping
 from typing import Any
@@ -24,7 +23,6 @@ from .._errors import (
     ProvisionedThroughputExceededError,
     ResourceNotFoundError,
     ServiceError,
-    error_from_response,
     malformed_answer,
     parse_json,
 )
@@ -32,12 +30,9 @@ from ._credentials import (
     CredentialProvider,
     StaticCredentials,
 )
-from ._service import AnswerReader, SignedService
+from ._service import AnswerReader, JsonService, service_error, ssl_verify, user_agent
 
 __all__ = ["KinesisClient", "read_answer"]
-
-_TARGET_PREFIX = "Kinesis_20131202."
-_CONTENT_TYPE = "application/x-amz-json-1.1"
 
 #: The operations whose answer has no body: botocore's service model gives them no
 #: ``output`` shape (tests/aws/test_answers.py holds this set to the model). Any other
@@ -65,15 +60,6 @@ NO_OUTPUT = frozenset(
         "UpdateStreamRecordDistributionStrategy",
     }
 )
-
-
-def _user_agent() -> str:
-    try:
-        from importlib.metadata import version
-
-        return f"kinesis-trio/{version('kinesis-trio')} httpx/{httpx.__version__}"
-    except Exception:
-        return f"kinesis-trio httpx/{httpx.__version__}"
 
 
 def _json_default(value: Any) -> Any:
@@ -112,10 +98,7 @@ def read_answer(
             request_id=headers.get("x-amzn-RequestId"),
             from_service=False,
         )
-    error = error_from_response(operation, status, content, headers)
-    if not error.from_service:
-        raise error
-    return error
+    return service_error(operation, status, headers, content)
 
 
 def _put_records_reader(count: int) -> AnswerReader[dict[str, Any]]:
@@ -162,7 +145,7 @@ def _stream_ref(stream_name: str | None, stream_arn: str | None) -> dict[str, An
     return ref
 
 
-class KinesisClient(SignedService):
+class KinesisClient(JsonService):
     """Kinesis Data Streams client (JSON 1.1, SigV4), for trio or asyncio.
 
     Region: ``region_name``, else ``AWS_REGION``, ``AWS_DEFAULT_REGION``, the profile's
@@ -182,6 +165,7 @@ class KinesisClient(SignedService):
 
     region_name: str
     endpoint_url: str
+    _target_prefix = "Kinesis_20131202."
 
     def __init__(
         self,
@@ -207,8 +191,8 @@ class KinesisClient(SignedService):
             max_connections=max_connections,
             request_timeout=request_timeout,
             connect_timeout=connect_timeout,
-            verify=_ssl_verify(verify),
-            user_agent=_user_agent(),
+            verify=ssl_verify(verify),
+            user_agent=user_agent(),
         )
         #: per operation: its request headers and the ``read`` of its answers
         self._operations: dict[str, tuple[dict[str, str], AnswerReader[dict[str, Any]]]] = {}
@@ -250,8 +234,7 @@ class KinesisClient(SignedService):
         """
         known = self._operations.get(operation)
         if known is None:
-            headers = {"Content-Type": _CONTENT_TYPE, "X-Amz-Target": _TARGET_PREFIX + operation}
-            known = self._operations[operation] = (headers, _reader(operation))
+            known = self._operations[operation] = (self._headers(operation), _reader(operation))
         headers, read = known
         if entries is not None:
             read = _put_records_reader(entries)
@@ -465,15 +448,3 @@ class KinesisClient(SignedService):
                     break  # caught up (a closed shard ends with no NextShardIterator)
             result[shard_id] = records
         return result
-
-
-def _ssl_verify(verify: bool | str | ssl.SSLContext) -> bool | ssl.SSLContext:
-    if isinstance(verify, str):
-        if os.path.isdir(verify):
-            return ssl.create_default_context(capath=verify)
-        return ssl.create_default_context(cafile=verify)
-    if verify is True:
-        bundle = os.environ.get("AWS_CA_BUNDLE")
-        if bundle:
-            return ssl.create_default_context(cafile=bundle)
-    return verify

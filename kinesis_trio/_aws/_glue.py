@@ -29,19 +29,15 @@ from .._errors import (
     SchemaNotFoundError,
     SchemaRegistryError,
     TransportError,
-    error_from_response,
     malformed_answer,
     parse_json,
 )
 from .._logging import get_logger
-from ._client import _ssl_verify, _user_agent
 from ._credentials import CredentialProvider, StaticCredentials
-from ._service import AnswerReader, SignedService
+from ._service import AnswerReader, JsonService, service_error, ssl_verify, user_agent
 
 __all__ = ["GlueClient", "glue_error"]
 
-_TARGET_PREFIX = "AWSGlue."
-_CONTENT_TYPE = "application/x-amz-json-1.1"
 _BACKOFF_CAP = 5.0
 _log = get_logger("kinesis_trio.gsr")
 
@@ -88,10 +84,7 @@ def _reader(operation: str) -> AnswerReader[dict[str, Any]]:
             if isinstance(data, dict):
                 return data
             raise malformed_answer(operation, f"the answer's body (HTTP {status}) is not an object")
-        error = error_from_response(operation, status, content, headers)
-        if not error.from_service:
-            raise error
-        return error
+        return service_error(operation, status, headers, content)
 
     return read
 
@@ -100,7 +93,7 @@ def _retryable(error: KinesisError) -> bool:
     return error.status_code >= 500 or error.status_code == 429 or error.code in RETRY_CODES
 
 
-class GlueClient(SignedService):
+class GlueClient(JsonService):
     """The Glue Schema Registry operations the GSR serializers use (JSON 1.1, SigV4).
 
     ``max_attempts``: tries of one call when Glue throttles, fails inside (5xx) or the
@@ -112,6 +105,8 @@ class GlueClient(SignedService):
     ``ResourceNumberLimitExceededException``), or after the last try, the transport's
     error class name (the :class:`TransportError` chained as its cause).
     """
+
+    _target_prefix = "AWSGlue."
 
     def __init__(
         self,
@@ -141,8 +136,8 @@ class GlueClient(SignedService):
             max_connections=max_connections,
             request_timeout=request_timeout,
             connect_timeout=connect_timeout,
-            verify=_ssl_verify(verify),
-            user_agent=_user_agent(),
+            verify=ssl_verify(verify),
+            user_agent=user_agent(),
         )
         self._max_attempts = max_attempts
         self._backoff = max(0.0, retry_backoff)
@@ -152,7 +147,7 @@ class GlueClient(SignedService):
 
     async def call(self, operation: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """Call a Glue operation with a JSON body; its answer, tried again while that may help."""
-        headers = {"Content-Type": _CONTENT_TYPE, "X-Amz-Target": _TARGET_PREFIX + operation}
+        headers = self._headers(operation)
         payload = json.dumps(body, separators=(",", ":")).encode()
         read = _reader(operation)
         for attempt in range(1, self._max_attempts + 1):

@@ -8,11 +8,16 @@ failures to :class:`TransportError` and, once, refreshes expired credentials and
 What an answer means is the caller's ``read`` function: it returns a value, returns an error
 the service sent (a well-formed one: the connection is reused) or raises (the answer cannot
 be used: the connection is closed).
+
+:class:`JsonService` is the AWS JSON 1.1 protocol on it (Kinesis, Glue): the
+``X-Amz-Target`` of each operation, TLS verification and user agent as ``verify`` says,
+what an error answer means (:func:`service_error`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import ssl
 import sys
 import time
@@ -28,8 +33,10 @@ from .._error_codes import EXPIRED_TOKEN_CODES
 from .._errors import (
     ConnectError,
     ConnectionLostError,
+    KinesisError,
     RequestTimeoutError,
     TransportError,
+    error_from_response,
 )
 from .._logging import get_logger
 from ._credentials import (
@@ -399,3 +406,57 @@ class SignedService:
             _log.debug(
                 self._event, operation=operation, status=status, duration=duration, error=code
             )
+
+
+# -- the AWS JSON 1.1 protocol ------------------------------------------------------------
+
+JSON_11 = "application/x-amz-json-1.1"
+
+
+def user_agent() -> str:
+    """The ``User-Agent`` of the JSON clients: the package's version and httpx's."""
+    try:
+        from importlib.metadata import version
+
+        return f"kinesis-trio/{version('kinesis-trio')} httpx/{httpx.__version__}"
+    except Exception:
+        return f"kinesis-trio httpx/{httpx.__version__}"
+
+
+def ssl_verify(verify: bool | str | ssl.SSLContext) -> bool | ssl.SSLContext:
+    """A client's ``verify`` for the pool: a CA bundle's path (a file, or a folder of
+    them) as a context; ``True`` with ``AWS_CA_BUNDLE`` set, that bundle's."""
+    if isinstance(verify, str):
+        if os.path.isdir(verify):
+            return ssl.create_default_context(capath=verify)
+        return ssl.create_default_context(cafile=verify)
+    if verify is True:
+        bundle = os.environ.get("AWS_CA_BUNDLE")
+        if bundle:
+            return ssl.create_default_context(cafile=bundle)
+    return verify
+
+
+def service_error(
+    operation: str, status: int, headers: Mapping[str, str], content: bytes
+) -> KinesisError:
+    """A JSON service's error answer: the error it sent (returned: the connection is
+    reused), or, without the service's error shape, one that is not ``from_service``
+    (raised: the answer is refused, its connection closed)."""
+    error = error_from_response(operation, status, content, headers)
+    if not error.from_service:
+        raise error
+    return error
+
+
+class JsonService(SignedService):
+    """An AWS JSON 1.1 API on the signed stack: each operation a POST with
+    ``X-Amz-Target: <prefix><Operation>``. The subclass passes ``verify`` through
+    :func:`ssl_verify` and :func:`user_agent` as the user agent."""
+
+    #: the ``X-Amz-Target`` before the operation's name
+    _target_prefix = ""
+
+    def _headers(self, operation: str) -> dict[str, str]:
+        """The request header fields of ``operation``."""
+        return {"Content-Type": JSON_11, "X-Amz-Target": self._target_prefix + operation}
