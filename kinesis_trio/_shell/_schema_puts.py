@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -63,27 +64,9 @@ class SchemaPuts:
 
     _schema_registry: SchemaRegistry | None
 
-    if TYPE_CHECKING:
-
-        async def put(
-            self,
-            data: bytes | bytearray | memoryview,
-            partition_key: str | None = None,
-            explicit_hash_key: str | None = None,
-            *,
-            stream_name: str | None = None,
-            stream_arn: str | None = None,
-        ) -> Outcome: ...
-
-        def put_nowait(
-            self,
-            data: bytes | bytearray | memoryview,
-            partition_key: str | None = None,
-            explicit_hash_key: str | None = None,
-            *,
-            stream_name: str | None = None,
-            stream_arn: str | None = None,
-        ) -> Outcome: ...
+    if TYPE_CHECKING:  # the producer's own (``Producer.put``, ``put_nowait``)
+        put: Callable[..., Awaitable[Outcome]]
+        put_nowait: Callable[..., Outcome]
 
     @property
     def schema_registry(self) -> SchemaRegistry | None:
@@ -150,17 +133,8 @@ class SyncSchemaPuts:
     _portal: BlockingPortal | None
     _line: Line
 
-    if TYPE_CHECKING:
-
-        def put(
-            self,
-            data: bytes | bytearray | memoryview,
-            partition_key: str | None = None,
-            explicit_hash_key: str | None = None,
-            *,
-            stream_name: str | None = None,
-            timeout: float | None = None,
-        ) -> Future[RecordResult]: ...
+    if TYPE_CHECKING:  # the producer's own (``SyncProducer.put``)
+        put: Callable[..., Future[RecordResult]]
 
     def put_object(
         self,
