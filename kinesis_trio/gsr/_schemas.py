@@ -8,7 +8,7 @@ registry has given the version id (``SchemaRegistry.cached_version``).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from google.protobuf import message
 
@@ -61,56 +61,45 @@ class Schema:
         return f"{type(self).__name__}({self.spec.name!r}, registry={self.spec.registry!r})"
 
 
-class AvroSchema(Schema):
+class _TextSchema(Schema):
+    """A schema whose encoder is built from its definition's text alone."""
+
+    #: the format's codec, built from the definition
+    _codec_type: Callable[[str], PayloadEncoder]
+
+    def __init__(
+        self,
+        name: str,
+        definition: str,
+        *,
+        registry: str = DEFAULT_REGISTRY,
+        compatibility: str = "BACKWARD",
+        metadata: Mapping[str, str] | None = None,
+        compress: bool = False,
+    ) -> None:
+        super().__init__(
+            name,
+            definition,
+            type(self)._codec_type(definition),
+            registry=registry,
+            compatibility=compatibility,
+            metadata=metadata,
+            compress=compress,
+        )
+
+
+class AvroSchema(_TextSchema):
     """An Avro schema (its JSON text); records are dicts, written with fastavro."""
 
     data_format: DataFormat = "AVRO"
-
-    def __init__(
-        self,
-        name: str,
-        definition: str,
-        *,
-        registry: str = DEFAULT_REGISTRY,
-        compatibility: str = "BACKWARD",
-        metadata: Mapping[str, str] | None = None,
-        compress: bool = False,
-    ) -> None:
-        super().__init__(
-            name,
-            definition,
-            AvroCodec(definition),
-            registry=registry,
-            compatibility=compatibility,
-            metadata=metadata,
-            compress=compress,
-        )
+    _codec_type = AvroCodec
 
 
-class JsonSchema(Schema):
+class JsonSchema(_TextSchema):
     """A JSON Schema (its text); records are JSON values, validated with jsonschema."""
 
     data_format: DataFormat = "JSON"
-
-    def __init__(
-        self,
-        name: str,
-        definition: str,
-        *,
-        registry: str = DEFAULT_REGISTRY,
-        compatibility: str = "BACKWARD",
-        metadata: Mapping[str, str] | None = None,
-        compress: bool = False,
-    ) -> None:
-        super().__init__(
-            name,
-            definition,
-            JsonCodec(definition),
-            registry=registry,
-            compatibility=compatibility,
-            metadata=metadata,
-            compress=compress,
-        )
+    _codec_type = JsonCodec
 
 
 class ProtobufSchema(Schema):
