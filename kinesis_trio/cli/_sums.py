@@ -159,9 +159,10 @@ def _add(a: list[int], b: Sequence[int]) -> list[int]:
 
 
 @dataclass(frozen=True)
-class ProcessResult:
-    """One process's load: what it put, what became of it, its wall interval (``started``:
-    its first put, ``ended``: its last record resolved; wall clock) and its CPU seconds."""
+class _Figures:
+    """What a load put and what became of it (records and bytes; failures by code, a
+    message for each; throttling), its wall interval (wall clock), its CPU seconds and
+    its latencies."""
 
     accepted: int
     accepted_bytes: int
@@ -176,13 +177,20 @@ class ProcessResult:
     ended: float
     cpu: float
     latency: LatencyHistogram
-    peak_rss_mib: float
-    interrupted: bool
-    timeline: Timeline
 
     @property
     def elapsed(self) -> float:
         return max(self.ended - self.started, 1e-9)
+
+
+@dataclass(frozen=True)
+class ProcessResult(_Figures):
+    """One process's load: what it put, what became of it, its wall interval (``started``:
+    its first put, ``ended``: its last record resolved; wall clock) and its CPU seconds."""
+
+    peak_rss_mib: float
+    interrupted: bool
+    timeline: Timeline
 
     def to_json(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in _PLAIN_FIELDS}
@@ -231,32 +239,15 @@ _PLAIN_FIELDS = (
 
 
 @dataclass(frozen=True)
-class Sum:
+class Sum(_Figures):
     """The processes' figures together: counts and CPU summed, the wall interval from the
     earliest start to the latest end, latency percentiles over every record."""
 
     processes: int
-    accepted: int
-    accepted_bytes: int
-    ok: int
-    ok_bytes: int
-    failed: int
-    codes: dict[str, int]
-    messages: dict[str, str]
-    throttled_attempts: int
-    throttled_records: int
-    started: float
-    ended: float
-    cpu: float
-    latency: LatencyHistogram
     peak_rss_mib_max: float
     peak_rss_mib_sum: float
     interrupted: bool
     timeline: Timeline
-
-    @property
-    def elapsed(self) -> float:
-        return max(self.ended - self.started, 1e-9)
 
     @property
     def records_per_s(self) -> float:
