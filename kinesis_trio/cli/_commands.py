@@ -31,11 +31,6 @@ from ._options import (
 
 __all__ = ["_parser"]
 
-_EMULATOR_HELP = (
-    "local engine when no endpoint is given: kinesalite or kinesis-local (npm, need "
-    "Node.js) or python (this package's; default when Node.js is missing)"
-)
-
 
 @dataclass(frozen=True)
 class _Arg:
@@ -100,6 +95,17 @@ _SCHEMA_ARGS = (
     ),
     _arg("--compress", action="store_true", help="zlib-compress each payload", group=_SCHEMA),
     _arg("--glue-endpoint-url", metavar="URL", help=GLUE_ENDPOINT_HELP, group=_SCHEMA),
+)
+
+#: ``perf``'s and ``demo``'s: the keys records go to, the engine started without an endpoint
+_KEYS = _arg(
+    "--keys", type=_positive_int, default=256, help="distinct partition keys (default 256)"
+)
+_EMULATOR = _arg(
+    "--emulator",
+    choices=ENGINES,
+    help="local engine when no endpoint is given: kinesalite or kinesis-local (npm, need "
+    "Node.js) or python (this package's; default when Node.js is missing)",
 )
 
 #: The subcommands but ``tail`` (``_tail_options``), their options in help order.
@@ -209,12 +215,7 @@ _COMMANDS: dict[str, _Command] = {
                 help="records/s (default: as fast as possible); with --processes, the total rate, "
                 "split evenly among them",
             ),
-            _arg(
-                "--keys",
-                type=_positive_int,
-                default=256,
-                help="distinct partition keys (default 256)",
-            ),
+            _KEYS,
             _arg(
                 "--shards",
                 type=_positive_int,
@@ -225,11 +226,7 @@ _COMMANDS: dict[str, _Command] = {
                 type=_positive_seconds,
                 help="stop after this long (with --processes: each, from its own start)",
             ),
-            _arg(
-                "--emulator",
-                choices=ENGINES,
-                help=_EMULATOR_HELP,
-            ),
+            _EMULATOR,
             _arg(
                 "--processes",
                 type=_positive_int,
@@ -305,12 +302,7 @@ _COMMANDS: dict[str, _Command] = {
                 default=200,
                 help="bytes per record (default 200)",
             ),
-            _arg(
-                "--keys",
-                type=_positive_int,
-                default=256,
-                help="distinct partition keys (default 256)",
-            ),
+            _KEYS,
             _arg(
                 "--shards",
                 type=_positive_int,
@@ -322,11 +314,7 @@ _COMMANDS: dict[str, _Command] = {
                 help="use this existing stream instead of creating one (its open shards set the "
                 "rate)",
             ),
-            _arg(
-                "--emulator",
-                choices=ENGINES,
-                help=_EMULATOR_HELP,
-            ),
+            _EMULATOR,
         ),
     ),
     "local": _Command(
