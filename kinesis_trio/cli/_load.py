@@ -309,14 +309,38 @@ def _write_json(path: str, data: dict[str, Any]) -> None:
     Path(path).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
 
-def _run_perf(args: argparse.Namespace) -> int:
+def _perf_plan(args: argparse.Namespace) -> tuple[ProducerConfig, int]:
+    """``perf``'s settings, checked: its producer's config and the records it writes
+    (``sys.maxsize``: no count)."""
     config = _config(args)
     endpoint = _configured_endpoint(args)
     if args.stream is None and args.shards is None and endpoint is not None:
         raise _UsageError("perf needs --stream NAME, or --shards N to create a new stream")
     # Without an endpoint and without --stream: an embedded emulator and a new stream.
     _check_record_size(args, config)
-    count = _perf_count(args)
+    return config, _perf_count(args)
+
+
+async def _perf_stream(args: argparse.Namespace, target: _Target) -> tuple[str, bool]:
+    """The stream ``perf`` writes to (``--stream``, else a new one of ``--shards``, 4 by
+    default) and whether it was created."""
+    async with target.client() as client:
+        shards = args.shards if args.stream is not None or args.shards else 4
+        return await _ensure_stream(client, args.stream, shards, prefix="kinesis-trio-perf")
+
+
+def _with_perf_target(args: argparse.Namespace, perf: Callable[[_Target], Awaitable[int]]) -> int:
+    """Run ``perf`` against the endpoint, or without ``--stream`` an embedded emulator."""
+    return _with_target(
+        args,
+        perf,
+        embedded=args.stream is None,
+        shard_limit=max(100, args.shards or 4),
+    )
+
+
+def _run_perf(args: argparse.Namespace) -> int:
+    config, count = _perf_plan(args)
     with contextlib.ExitStack() as stack:
         failed = None
         if args.failed:
@@ -338,11 +362,7 @@ def _perf_in(
     """``perf`` in this process (``failed``: where its failed records go)."""
 
     async def perf(target: _Target) -> int:
-        async with target.client() as client:
-            shards = args.shards if args.stream is not None or args.shards else 4
-            stream, created = await _ensure_stream(
-                client, args.stream, shards, prefix="kinesis-trio-perf"
-            )
+        stream, created = await _perf_stream(args, target)
         print(_perf_header(args, stream, config, count), flush=True)
         keep_times = args.json_report is not None
         result = await _run_load(
@@ -396,12 +416,7 @@ def _perf_in(
             _write_json(args.json_report, _json_report(args, stream, config, [process], [one]))
         return code
 
-    return _with_target(
-        args,
-        perf,
-        embedded=args.stream is None,
-        shard_limit=max(100, args.shards or 4),
-    )
+    return _with_perf_target(args, perf)
 
 
 def _perf_header(args: argparse.Namespace, stream: str, config: ProducerConfig, count: int) -> str:

@@ -34,26 +34,23 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from .._config import ProducerConfig
 from ._load import (
-    _check_record_size,
     _json_report,
-    _perf_count,
     _perf_header,
+    _perf_plan,
+    _perf_stream,
     _Phase,
     _process_result,
     _run_perf,
     _run_phases,
+    _with_perf_target,
     _write_json,
 )
 from ._options import (
     _LOCAL_CREDENTIALS,
     _TICK,
-    _config,
     _config_fields,
-    _configured_endpoint,
-    _ensure_stream,
     _Target,
     _UsageError,
-    _with_target,
 )
 from ._output import (
     _exit_code,
@@ -376,13 +373,8 @@ async def _run_children(
 
 
 def _run_parent(args: argparse.Namespace) -> int:
-    config = _config(args)
-    endpoint = _configured_endpoint(args)
-    if args.stream is None and args.shards is None and endpoint is not None:
-        raise _UsageError("perf needs --stream NAME, or --shards N to create a new stream")
-    _check_record_size(args, config)
+    config, count = _perf_plan(args)
     n = args.processes
-    count = _perf_count(args)
     counts: list[int | None]
     if count < sys.maxsize:
         if count < n:
@@ -395,11 +387,7 @@ def _run_parent(args: argparse.Namespace) -> int:
     rate = args.rate / n if args.rate else None
 
     async def perf(target: _Target) -> int:
-        async with target.client() as client:
-            shards = args.shards if args.stream is not None or args.shards else 4
-            stream, created = await _ensure_stream(
-                client, args.stream, shards, prefix="kinesis-trio-perf"
-            )
+        stream, created = await _perf_stream(args, target)
         print(_perf_header(args, stream, config, count) + _share_text(counts, rate, args.stagger))
         sys.stdout.flush()
         specs = [
@@ -443,12 +431,7 @@ def _run_parent(args: argparse.Namespace) -> int:
             _write_json(args.json_report, _json_report(args, stream, config, processes, results))
         return code
 
-    return _with_target(
-        args,
-        perf,
-        embedded=args.stream is None,
-        shard_limit=max(100, args.shards or 4),
-    )
+    return _with_perf_target(args, perf)
 
 
 def _share_text(counts: Sequence[int | None], rate: float | None, stagger: float) -> str:
