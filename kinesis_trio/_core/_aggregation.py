@@ -17,6 +17,8 @@ from typing import Any
 
 from kinesis_trio._core._shards import hash_key_for
 
+from .._varint import varint as _varint
+
 __all__ = [
     "DIGEST_SIZE",
     "MAGIC",
@@ -58,16 +60,6 @@ _TAG_EHK_TABLE = 0x12
 _TAG_LEN3 = 0x1A
 _TAG_PK_INDEX = 0x08
 _TAG_EHK_INDEX = 0x10
-
-
-def _varint(value: int) -> bytes:
-    """Protobuf base-128 varint of a non-negative int."""
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _varint_len(value: int) -> int:

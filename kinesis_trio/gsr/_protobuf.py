@@ -22,6 +22,7 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 from google.protobuf.descriptor import FileDescriptor
 
+from .._varint import varint
 from ._optional import require
 from ._types import DecodeError, SchemaError, SchemaMismatchError
 
@@ -38,16 +39,6 @@ def message_table(file: Any) -> list[Any]:
         found.append(desc)
         queue.extend(desc.nested_types)
     return sorted(found, key=lambda d: d.full_name)
-
-
-def varint(value: int) -> bytes:
-    """``value`` as a protobuf varint (``CodedOutputStream.writeUInt32NoTag``)."""
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def read_varint(data: bytes) -> tuple[int, int]:

@@ -13,6 +13,7 @@ import fastavro
 import pytest
 from google.protobuf import json_format
 
+from kinesis_trio._varint import varint
 from kinesis_trio.gsr import (
     AvroSchema,
     DecodeError,
@@ -24,7 +25,7 @@ from kinesis_trio.gsr import (
 )
 from kinesis_trio.gsr._decode import reader_for
 from kinesis_trio.gsr._optional import require
-from kinesis_trio.gsr._protobuf import ProtobufReader, read_varint, varint
+from kinesis_trio.gsr._protobuf import ProtobufReader, read_varint
 from tests.support.gsr import GSR_DIR, message_class
 
 AVRO = json.dumps(
