@@ -45,14 +45,6 @@ from .._shell._producer import Producer
 from .._shell._sync_producer import SyncProducer
 from . import _batch, _slots
 
-__all__ = [
-    "Invocation",
-    "InvocationReport",
-    "LambdaProducer",
-    "RecordsFailedError",
-    "RecordsNotConfirmedError",
-]
-
 _log = get_logger("kinesis_trio.aws_lambda")
 
 #: records put in a sync handler are handed to the producer's thread this many at a time
