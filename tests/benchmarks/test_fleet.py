@@ -227,7 +227,9 @@ def test_two_producer_processes_share_a_shard_and_sit_beside_their_simulation(
 def test_a_stream_row_takes_the_null_run_out_and_reads_the_memory(limited_engine: str) -> None:
     job = _fleet_child.Job("", "", 0, rate=200.0, duration=1.5, record_size=200, keys=100)
     row = _fleet_streams.run_row(limited_engine, None, 3, job)
-    assert row["ok"] == row["accepted"] == row["offered_records"] == 300
+    # every record accepted is confirmed; how many the schedule got in before its end
+    # depends on the machine's speed (a busy machine's putter falls behind): not asserted
+    assert row["offered_records"] == 300 and 0 < row["ok"] == row["accepted"] <= 300
     assert row["harness_us_per_record"] > 0 and row["cpu_us_per_record"] is not None
     assert row["user_per_kinesis_record"] >= 1.0
     assert row["rss_end_mib"] > 0 and 0 < row["p50_s"] <= row["p99_s"]
