@@ -97,12 +97,19 @@ def descendants(pid: int) -> list[int]:
 
 
 class Runtime:
-    """The emulator running ``function.handler`` with ``env`` (a context manager)."""
+    """The emulator running ``handler`` (``function.handler`` unless named) with ``env``
+    (a context manager)."""
 
     def __init__(
-        self, rie: Path, env: Mapping[str, str], *, concurrency: int | None = None
+        self,
+        rie: Path,
+        env: Mapping[str, str],
+        *,
+        concurrency: int | None = None,
+        handler: str = "function.handler",
     ) -> None:
         self.rie = rie
+        self.handler = handler
         self.env = dict(env)
         self.concurrency = concurrency
         self.port = _free_port()
@@ -118,7 +125,7 @@ class Runtime:
             AWS_LAMBDA_FUNCTION_TIMEOUT="30",
             **self.env,
         )
-        command = [sys.executable, "-m", "awslambdaric", "function.handler"]
+        command = [sys.executable, "-m", "awslambdaric", self.handler]
         rie = [
             str(self.rie),
             "--runtime-interface-emulator-address",
