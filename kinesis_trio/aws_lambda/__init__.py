@@ -17,6 +17,7 @@ from ._batch import batch_response as batch_response
 from ._batch import items as items
 from ._handler import Invocation as Invocation
 from ._handler import InvocationReport as InvocationReport
+from ._handler import ItemSkippedError as ItemSkippedError
 from ._handler import LambdaProducer as LambdaProducer
 from ._handler import RecordsFailedError as RecordsFailedError
 from ._handler import RecordsNotConfirmedError as RecordsNotConfirmedError
@@ -24,6 +25,7 @@ from ._handler import RecordsNotConfirmedError as RecordsNotConfirmedError
 __all__ = [
     "Invocation",
     "InvocationReport",
+    "ItemSkippedError",
     "LambdaProducer",
     "RecordsFailedError",
     "RecordsNotConfirmedError",

@@ -16,8 +16,13 @@ What it does around each invocation (``docs/lambda.md`` tells it for users):
    invocation fails; the event source retries it); ``"return"`` returns, and the records
    go on in the producer (and with a spool, on disk: the next process to open it sends
    them first). With ``batch=True`` the answer is the partial batch response naming the
-   input items whose records failed for good (or that the handler failed itself);
-   without it a record that failed for good raises :class:`RecordsFailedError`;
+   input items that failed: a record of theirs failed for good or ended in an exception,
+   or something raised in their scope (:meth:`Invocation.item`, ``process``), or the
+   handler failed them itself; one rule decides (``_batch.verdict``, ``_batch.verdicts``;
+   ``batch="fifo"``: every message after the first failed one too), and each failed item
+   is logged once. What no item can be blamed for (an exception outside any item's scope,
+   a record tied to no item that failed) fails the invocation. Without ``batch`` a record
+   that failed for good raises :class:`RecordsFailedError`;
 6. the ``record_ttl`` pause begins, and the handler's answer goes back.
 """
 
@@ -25,11 +30,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import contextvars
 import dataclasses
 import inspect
 import os
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -53,6 +59,13 @@ SEND_EVERY = 500
 Data = bytes | bytearray | memoryview
 #: what the helper needs of Lambda's context object
 Context = Any
+#: one input item of a batch event, as the handler gets it
+Item = Mapping[str, Any]
+
+#: the item scope a task is in: (its invocation, the item's identifier)
+_SCOPE: contextvars.ContextVar[tuple[Invocation, str] | None] = contextvars.ContextVar(
+    "kinesis_trio_lambda_item", default=None
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +82,8 @@ class InvocationReport:
     failed_items: frozenset[str]
     #: input items with a record not confirmed in time
     unconfirmed_items: frozenset[str]
+    #: SQS FIFO: the messages after the first failed one (in ``failed_items`` too)
+    skipped_items: frozenset[str] = frozenset()
 
 
 class RecordsNotConfirmedError(KinesisTrioError):
@@ -95,6 +110,16 @@ class RecordsFailedError(KinesisTrioError):
         self.report = report
 
 
+class ItemSkippedError(KinesisTrioError):
+    """SQS FIFO (``batch="fifo"``): a record put for a message at or after the first failed
+    one; nothing is sent, and the message is reported failed. An item's scope catches it."""
+
+
+class _HandlerFailed(KinesisTrioError):
+    """An item the handler failed itself (``fail_item``, or its own answer's
+    ``batchItemFailures``)."""
+
+
 class Invocation:
     """One invocation's records: put them here (``put`` in a sync handler, ``await aput``
     in an async one); ``item=`` ties a record to the input item it came from."""
@@ -104,9 +129,18 @@ class Invocation:
         self.event: Any = event
         self.context: Context = context
         self._owner = owner
-        self._futures: list[tuple[concurrent.futures.Future[RecordResult], str | None]] = []
-        self._outcomes: list[tuple[Outcome, str | None]] = []
-        self._failed_items: set[str] = set()
+        #: each record put: its future or outcome, its item, the stream named
+        self._futures: list[
+            tuple[concurrent.futures.Future[RecordResult], str | None, str | None]
+        ] = []
+        self._outcomes: list[tuple[Outcome, str | None, str | None]] = []
+        #: what was raised while an item was processed: (the exception, the call)
+        self._raised: dict[str, list[tuple[BaseException, str]]] = {}
+        #: SQS FIFO: the place in the batch of the first item known failed
+        self._stop: int | None = None
+        self._places: dict[str, int] | None = None
+        #: records that failed for good, tied to no item (once reported)
+        self._loose: tuple[RecordResult, ...] = ()
         #: records put and not handed to the producer yet
         self._pending: list[Any] = []
         #: what became of the records, once the invocation has waited for them
@@ -116,6 +150,85 @@ class Invocation:
         """``(itemIdentifier, record)`` of each input item of a Kinesis, SQS or
         DynamoDB-streams batch event (ValueError for another event)."""
         return _batch.items(self.event)
+
+    # -- items: what is processed for one input item is that item's ----------------------
+
+    @contextlib.contextmanager
+    def item(self, item: str) -> Iterator[None]:
+        """A scope for processing input item ``item`` (``with``, in a sync or an async
+        handler): each record put inside it is tied to ``item`` (no ``item=`` needed), and
+        an exception raised inside it (a ``put`` that raises, the handler's own) is the
+        item's failure, logged with it, not the invocation's. ``BaseException``s that are
+        not ``Exception`` (a cancellation, ``KeyboardInterrupt``) go through."""
+        with self._scope(item, f"with records.item({item!r})"):
+            yield
+
+    def process(self, fn: Callable[[Item], object]) -> None:
+        """Call ``fn(record)`` for each input item of the batch, in order, each in its item's
+        scope (:meth:`item`): as Powertools' ``process_partial_response`` does, an
+        exception is that item's failure and the next item is processed. With
+        ``batch="fifo"`` the items from the first failed one on are not processed."""
+        call = f"records.process({_name(fn)})"
+        for item, record in self.items():
+            if self._skipping(item):
+                self._skip(item)
+                continue
+            with self._scope(item, call):
+                fn(record)
+
+    async def aprocess(self, fn: Callable[[Item], Awaitable[object]]) -> None:
+        """:meth:`process` for an async handler: ``await fn(record)`` for each item, one
+        after the other."""
+        call = f"records.aprocess({_name(fn)})"
+        for item, record in self.items():
+            if self._skipping(item):
+                self._skip(item)
+                continue
+            with self._scope(item, call):
+                await fn(record)
+
+    @contextlib.contextmanager
+    def _scope(self, item: str, call: str) -> Iterator[None]:
+        token = _SCOPE.set((self, item))
+        try:
+            yield
+        except ItemSkippedError:
+            self._skip(item)
+        except Exception as exc:
+            self._failed(item, exc, call)
+        finally:
+            _SCOPE.reset(token)
+
+    def _item(self, item: str | None) -> str | None:
+        """The item a record is tied to: ``item=``, else the scope's it is put in."""
+        if item is None:
+            scope = _SCOPE.get()
+            if scope is not None and scope[0] is self:
+                return scope[1]
+        return item
+
+    def _place(self, item: str) -> int | None:
+        places = self._places
+        if places is None:
+            places = self._places = {i: n for n, (i, _) in enumerate(self.items())}
+        return places.get(item)
+
+    def _skipping(self, item: str | None) -> bool:
+        """SQS FIFO: ``item`` is at or after the first failed one (send it nothing)."""
+        if self._stop is None or item is None:
+            return False
+        place = self._place(item)
+        return place is not None and place >= self._stop
+
+    def _skip(self, item: str) -> None:
+        self._raised.setdefault(item, [])
+
+    def _failed(self, item: str, exc: BaseException, call: str) -> None:
+        self._raised.setdefault(item, []).append((exc, call))
+        if self._owner.fifo:
+            place = self._place(item)
+            if place is not None and (self._stop is None or place < self._stop):
+                self._stop = place
 
     def put(
         self,
@@ -133,10 +246,13 @@ class Invocation:
         hand-over, not one per record): every ``SEND_EVERY`` records, at :meth:`send`, and
         when the handler returns. Call :meth:`send` before waiting on a future inside the
         handler."""
+        item = self._item(item)
+        if self._skipping(item):
+            raise ItemSkippedError(f"message {item!r} is after a failed one: not sent")
         sync = self._owner.producer
         pending = sync._check(data, partition_key, explicit_hash_key, stream_name)
         self._pending.append(pending)
-        self._futures.append((pending.future, item))
+        self._futures.append((pending.future, item, stream_name))
         if len(self._pending) >= SEND_EVERY:
             self.send()
         return pending.future
@@ -157,44 +273,132 @@ class Invocation:
         item: str | None = None,
         stream_name: str | None = None,
     ) -> Outcome:
-        """Put a record from an async handler (on the producer's event loop)."""
+        """Put a record from an async handler (on the producer's event loop). It loads a
+        stream it has not written to yet, so a stream that does not exist raises here: in
+        an item's scope, that is the item's failure."""
+        item = self._item(item)
+        if self._skipping(item):
+            raise ItemSkippedError(f"message {item!r} is after a failed one: not sent")
         producer = self._owner.producer._producer
         outcome = await producer.put(
             data, partition_key, explicit_hash_key, stream_name=stream_name
         )
-        self._outcomes.append((outcome, item))
+        self._outcomes.append((outcome, item, stream_name))
         return outcome
 
     def fail_item(self, item: str) -> None:
         """Name an input item in the partial batch response (the handler could not use it)."""
-        self._failed_items.add(item)
+        self._failed(item, _HandlerFailed("failed by the handler"), "records.fail_item")
 
     def remaining(self) -> float:
         """Seconds left for the handler's work before the wait for outcomes must begin."""
         return self._owner._budget(self.context)
 
-    def _report(self) -> InvocationReport:
-        results: list[tuple[RecordResult | None, str | None]] = []
-        for future, item in self._futures:
-            results.append((future.result() if future.done() else None, item))
-        for outcome, item in self._outcomes:
-            results.append((outcome.result() if outcome.done() else None, item))
-        failed = tuple(r for r, _ in results if r is not None and not r.ok)
-        failed_items = set(self._failed_items)
+    def _report(self, answer: Any = None) -> InvocationReport:
+        """What became of the records and the items (``answer``: the handler's, whose
+        ``batchItemFailures`` are items it failed). Each item's verdict is
+        ``_batch.verdict``'s, the batch's ``_batch.verdicts``'; each failed item is logged
+        once. Raises what no item can be blamed for: an exception a record not tied to an
+        item ended in (``batch=True``: a record not tied to an item that failed, too)."""
+        if isinstance(answer, Mapping):
+            for entry in answer.get("batchItemFailures", ()):
+                failure = _HandlerFailed("named in the handler's batchItemFailures")
+                self._failed(str(entry["itemIdentifier"]), failure, "the handler's answer")
+        entries: list[tuple[RecordResult | BaseException | None, str | None, str | None]] = []
+        for future, item, stream in self._futures:
+            outcome: RecordResult | BaseException | None = None
+            if future.done():
+                exc = future.exception()
+                outcome = exc if exc is not None else future.result()
+            entries.append((outcome, item, stream))
+        for record, item, stream in self._outcomes:
+            entries.append((record.result() if record.done() else None, item, stream))
+        failed = tuple(o for o, _, _ in entries if isinstance(o, RecordResult) and not o.ok)
+        self._loose = tuple(
+            o for o, i, _ in entries if isinstance(o, RecordResult) and not o.ok and i is None
+        )
+        loose = [o for o, item, _ in entries if isinstance(o, BaseException) and item is None]
+        if loose:
+            raise loose[0]
+        per_item: dict[str, list[RecordResult | BaseException | None]] = {}
         unconfirmed_items = set()
         confirmed = unconfirmed = 0
-        for result, item in results:
-            if result is None:
+        for outcome, item, _ in entries:
+            if outcome is None:
                 unconfirmed += 1
-                if item is not None:
-                    unconfirmed_items.add(item)
-            elif result.ok:
+            elif isinstance(outcome, RecordResult) and outcome.ok:
                 confirmed += 1
-            elif item is not None:
-                failed_items.add(item)
+            if item is not None:
+                per_item.setdefault(item, []).append(outcome)
+                if outcome is None:
+                    unconfirmed_items.add(item)
+        each = {
+            item: _batch.verdict(per_item.get(item, ()), (e for e, _ in self._raised.get(item, ())))
+            for item in {*per_item, *self._raised}
+        }
+        order = [i for i, _ in self.items()] if self._owner.batch and each else []
+        decided = _batch.verdicts(order, each, fifo=self._owner.fifo)
+        skipped = {i for i, v in decided.items() if v == _batch.SKIPPED}
+        failed_items = set(_batch.failed(decided))
+        for item, v in decided.items():
+            if v == _batch.FAILED and self._owner.batch:
+                self._log_failed(item, per_item.get(item, []), entries)
         return InvocationReport(
-            confirmed, failed, unconfirmed, frozenset(failed_items), frozenset(unconfirmed_items)
+            confirmed,
+            failed,
+            unconfirmed,
+            frozenset(failed_items),
+            frozenset(unconfirmed_items),
+            frozenset(skipped),
         )
+
+    def _log_failed(
+        self,
+        item: str,
+        outcomes: list[RecordResult | BaseException | None],
+        entries: list[tuple[RecordResult | BaseException | None, str | None, str | None]],
+    ) -> None:
+        """Log a failed item once: its identifier, the first failure and the call that
+        made it (the user's: a ``put`` and its stream, the item's scope, ``fail_item``)."""
+        raised = self._raised.get(item)
+        bad = [n for n, o in enumerate(outcomes) if o is not None and _failure(o)]
+        exc_info: BaseException | None = None
+        if raised:
+            exc, call = raised[0]
+            error = _describe(exc)
+            if not isinstance(exc, _HandlerFailed):
+                exc_info = exc
+        elif bad:
+            tied = [(o, stream) for o, i, stream in entries if i == item]
+            outcome, stream = tied[bad[0]]
+            assert outcome is not None
+            error = _describe(outcome)
+            target = stream or self._owner.stream_name
+            call = f"records.put(stream_name={target!r})" if target else "records.put()"
+        else:
+            return
+        _log.warning(
+            "lambda_item_failed",
+            item=item,
+            call=call,
+            error=error,
+            records_failed=len(bad),
+            exc_info=exc_info,
+        )
+
+
+def _failure(outcome: RecordResult | BaseException) -> bool:
+    return isinstance(outcome, BaseException) or not outcome.ok
+
+
+def _describe(outcome: RecordResult | BaseException) -> str:
+    if isinstance(outcome, BaseException):
+        return f"{type(outcome).__name__}: {outcome}"[:500]
+    return f"{outcome.error_code}: {outcome.error_message}"[:500]
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn)
 
 
 class LambdaProducer:
@@ -225,7 +429,7 @@ class LambdaProducer:
         *,
         unconfirmed: str = "fail",
         margin: float = 0.5,
-        batch: bool = False,
+        batch: bool | str = False,
         spool_dir: str | os.PathLike[str] | None = None,
         config: ProducerConfig | None = None,
         backend: str = "asyncio",
@@ -235,6 +439,8 @@ class LambdaProducer:
             raise ValueError(f"unconfirmed must be 'fail' or 'return', got {unconfirmed!r}")
         if not margin >= 0:
             raise ValueError(f"margin must be >= 0 seconds, got {margin!r}")
+        if batch not in (False, True, "fifo"):
+            raise ValueError(f"batch must be False, True or 'fifo', got {batch!r}")
         #: the default stream (read when the producer opens)
         self.stream_name: str | None = stream_name
         #: what records not confirmed in time do: ``"fail"`` or ``"return"``
@@ -242,7 +448,9 @@ class LambdaProducer:
         #: seconds of the invocation's remaining time kept back from the wait
         self.margin: float = float(margin)
         #: answer with a partial batch response
-        self.batch: bool = batch
+        self.batch: bool = bool(batch)
+        #: SQS FIFO: stop at the first failed message (``batch="fifo"``)
+        self.fifo: bool = batch == "fifo"
         self._root = None if spool_dir is None else Path(spool_dir)
         self._config = config or ProducerConfig()
         self._args = dict(producer_args, backend=backend)
@@ -346,7 +554,7 @@ class LambdaProducer:
         return max(0.0, remaining - self.margin)
 
     def _answer(self, invocation: Invocation, answer: Any) -> Any:
-        report = invocation._report()
+        report = invocation._report(answer if self.batch else None)
         invocation.report = report
         if report.unconfirmed and self.unconfirmed == "fail":
             raise RecordsNotConfirmedError(report)
@@ -354,12 +562,10 @@ class LambdaProducer:
             if report.failed:
                 raise RecordsFailedError(report)
             return answer
-        failed = set(report.failed_items)
-        if isinstance(answer, Mapping):
-            for entry in answer.get("batchItemFailures", ()):
-                failed.add(str(entry["itemIdentifier"]))
-        order = [i for i, _ in invocation.items()] if failed else []
-        return _batch.batch_response(failed, order)
+        if invocation._loose:  # failed for good, and tied to no item
+            raise RecordsFailedError(dataclasses.replace(report, failed=invocation._loose))
+        order = [i for i, _ in invocation.items()] if report.failed_items else []
+        return _batch.batch_response(report.failed_items, order)
 
     def _resume(self, sync: SyncProducer) -> None:
         """The invocation starts: the pause ``record_ttl`` did not count ends. Not waited
