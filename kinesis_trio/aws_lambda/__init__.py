@@ -10,7 +10,8 @@ once their records' outcomes are known (or their time is up). See ``docs/lambda.
     @kinesis.handler
     def handler(event, context, records):
         for item, record in records.items():
-            records.put(record["body"].encode(), partition_key=item, item=item)
+            with records.item(item):  # what fails in here is this item's
+                records.put(record["body"].encode(), partition_key=item)
 """
 
 from ._batch import batch_response as batch_response
