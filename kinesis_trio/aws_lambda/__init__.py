@@ -22,14 +22,26 @@ from ._handler import ItemSkippedError as ItemSkippedError
 from ._handler import LambdaProducer as LambdaProducer
 from ._handler import RecordsFailedError as RecordsFailedError
 from ._handler import RecordsNotConfirmedError as RecordsNotConfirmedError
+from ._handler import current_records as current_records
+from ._records import DynamoDBRecord as DynamoDBRecord
+from ._records import KinesisRecord as KinesisRecord
+from ._records import Record as Record
+from ._records import SqsMessage as SqsMessage
+from ._records import typed as typed
 
 __all__ = [
+    "DynamoDBRecord",
     "Invocation",
     "InvocationReport",
     "ItemSkippedError",
+    "KinesisRecord",
     "LambdaProducer",
+    "Record",
     "RecordsFailedError",
     "RecordsNotConfirmedError",
+    "SqsMessage",
     "batch_response",
+    "current_records",
     "items",
+    "typed",
 ]

@@ -32,13 +32,14 @@ import concurrent.futures
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import inspect
 import os
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import anyio
 
@@ -49,7 +50,8 @@ from .._results import RecordResult
 from .._shell._outcome import Outcome
 from .._shell._producer import Producer
 from .._shell._sync_producer import SyncProducer
-from . import _batch, _slots
+from . import _batch, _records, _slots
+from ._records import Record
 
 _log = get_logger("kinesis_trio.aws_lambda")
 
@@ -66,6 +68,22 @@ Item = Mapping[str, Any]
 _SCOPE: contextvars.ContextVar[tuple[Invocation, str] | None] = contextvars.ContextVar(
     "kinesis_trio_lambda_item", default=None
 )
+#: the invocation running (in the handler's thread, and in an async handler's task)
+_CURRENT: contextvars.ContextVar[Invocation | None] = contextvars.ContextVar(
+    "kinesis_trio_lambda_invocation", default=None
+)
+
+
+def current_records() -> Invocation:
+    """The running invocation's :class:`Invocation`: what a two-argument handler
+    ``(event, context)`` puts its records through (RuntimeError outside an invocation)."""
+    found = _CURRENT.get()
+    if found is None:
+        raise RuntimeError(
+            "no Lambda invocation is running here: current_records() is for the code a "
+            "LambdaProducer.handler runs (in its thread, or its async handler's task)"
+        )
+    return found
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,11 +163,27 @@ class Invocation:
         self._pending: list[Any] = []
         #: what became of the records, once the invocation has waited for them
         self.report: InvocationReport | None = None
+        self._typed: list[Record] | None = None
 
     def items(self) -> list[tuple[str, Mapping[str, Any]]]:
         """``(itemIdentifier, record)`` of each input item of a Kinesis, SQS or
         DynamoDB-streams batch event (ValueError for another event)."""
         return _batch.items(self.event)
+
+    def typed(self) -> list[Record]:
+        """The input items as typed records (:class:`KinesisRecord`, :class:`SqsMessage`
+        or :class:`DynamoDBRecord`, each with its ``item`` identifier and its ``raw``
+        dict), in order; made once per invocation, each field parsed at its first read."""
+        found = self._typed
+        if found is None:
+            source = _batch.source_of(self.event)
+            found = self._typed = [_records.typed(r, source) for _, r in self.items()]
+        return list(found)
+
+    def _each(self, typed: bool) -> list[tuple[str, Any]]:
+        if typed:
+            return [(record.item, record) for record in self.typed()]
+        return list(self.items())
 
     # -- items: what is processed for one input item is that item's ----------------------
 
@@ -163,24 +197,40 @@ class Invocation:
         with self._scope(item, f"with records.item({item!r})"):
             yield
 
-    def process(self, fn: Callable[[Item], object]) -> None:
+    @overload
+    def process(self, fn: Callable[[Item], object], *, typed: Literal[False] = ...) -> None: ...
+    @overload
+    def process(self, fn: Callable[[Record], object], *, typed: Literal[True]) -> None: ...
+    def process(self, fn: Callable[[Any], object], *, typed: bool = False) -> None:
         """Call ``fn(record)`` for each input item of the batch, in order, each in its item's
         scope (:meth:`item`): as Powertools' ``process_partial_response`` does, an
         exception is that item's failure and the next item is processed. With
-        ``batch="fifo"`` the items from the first failed one on are not processed."""
+        ``batch="fifo"`` the items from the first failed one on are not processed.
+        ``record`` is the event's dict, or with ``typed=True`` the typed record
+        (:meth:`typed`)."""
         call = f"records.process({_name(fn)})"
-        for item, record in self.items():
+        for item, record in self._each(typed):
             if self._skipping(item):
                 self._skip(item)
                 continue
             with self._scope(item, call):
                 fn(record)
 
-    async def aprocess(self, fn: Callable[[Item], Awaitable[object]]) -> None:
+    @overload
+    async def aprocess(
+        self, fn: Callable[[Item], Awaitable[object]], *, typed: Literal[False] = ...
+    ) -> None: ...
+    @overload
+    async def aprocess(
+        self, fn: Callable[[Record], Awaitable[object]], *, typed: Literal[True]
+    ) -> None: ...
+    async def aprocess(
+        self, fn: Callable[[Any], Awaitable[object]], *, typed: bool = False
+    ) -> None:
         """:meth:`process` for an async handler: ``await fn(record)`` for each item, one
-        after the other."""
+        after the other (``typed=True``: the typed record)."""
         call = f"records.aprocess({_name(fn)})"
-        for item, record in self.items():
+        for item, record in self._each(typed):
             if self._skipping(item):
                 self._skip(item)
                 continue
@@ -397,6 +447,45 @@ def _describe(outcome: RecordResult | BaseException) -> str:
     return f"{outcome.error_code}: {outcome.error_message}"[:500]
 
 
+def _unwrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+    try:
+        inner: Callable[..., Any] = inspect.unwrap(fn)
+    except ValueError:  # a cycle of __wrapped__
+        return fn
+    return inner
+
+
+def _positional(fn: Callable[..., Any], follow: bool) -> float | None:
+    """How many positional arguments ``fn`` takes (inf with ``*args``; None: unknown)."""
+    try:
+        signature = inspect.signature(fn, follow_wrapped=follow)
+    except (TypeError, ValueError):
+        return None
+    count = 0.0
+    for parameter in signature.parameters.values():
+        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+            return float("inf")
+        if parameter.kind in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        ):
+            count += 1
+    return count
+
+
+def _takes_two(fn: Callable[..., Any]) -> bool:
+    """The handler is ``(event, context)``: its own signature (under the decorators that
+    wrap it, ``functools.wraps`` leaving ``__wrapped__``) takes two positional arguments."""
+    return _positional(fn, follow=True) == 2
+
+
+def _takes_three(fn: Callable[..., Any]) -> bool:
+    """The outermost callable accepts a third positional argument (Powertools' tracer's
+    wrapper, ``(event, context, **kwargs)``, does not)."""
+    found = _positional(fn, follow=False)
+    return found is None or found >= 3
+
+
 def _name(fn: Callable[..., Any]) -> str:
     return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn)
 
@@ -502,22 +591,44 @@ class LambdaProducer:
 
     # -- invocations ----------------------------------------------------------------------
 
+    @property
+    def records(self) -> Invocation:
+        """The running invocation's :class:`Invocation` (``current_records()``), for a
+        two-argument handler: ``kinesis.records.put(...)``."""
+        found = current_records()
+        if found._owner is not self:
+            raise RuntimeError("the running invocation is another LambdaProducer's")
+        return found
+
     def handler(self, fn: Callable[..., Any]) -> Callable[[Any, Context], Any]:
-        """Wrap ``fn(event, context, invocation)`` (sync or async) as a Lambda handler."""
-        is_async = inspect.iscoroutinefunction(fn)
+        """Wrap ``fn`` (sync or async) as a Lambda handler: ``fn(event, context,
+        records)``, or ``fn(event, context)`` (its signature, through the decorators it
+        is wrapped in, takes two positional arguments), which reaches the
+        :class:`Invocation` through :attr:`records` / :func:`current_records`. So other
+        decorators of ``(event, context)`` handlers (Powertools') stack above and below."""
+        inner = _unwrap(fn)
+        is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(inner)
+        two = _takes_two(fn)
+        if not two and not _takes_three(fn):
+            raise TypeError(
+                f"{_name(fn)} takes (event, context, records), but what wraps it does not "
+                f"pass a third argument: write it as (event, context) and read "
+                f"kinesis.records (or current_records()) inside"
+            )
 
         def handle(event: Any, context: Context) -> Any:
             sync = self.producer
             self._resume(sync)
             invocation = Invocation(self, event, context)
+            token = _CURRENT.set(invocation)
             try:
                 if is_async:
                     portal = sync._portal
                     assert portal is not None
-                    answer = portal.call(self._run_async, fn, event, context, invocation)
+                    answer = portal.call(self._run_async, fn, two, event, context, invocation)
                 else:
                     try:
-                        answer = fn(event, context, invocation)
+                        answer = fn(event, context) if two else fn(event, context, invocation)
                     finally:
                         invocation.send()
                     if invocation._futures:
@@ -525,26 +636,31 @@ class LambdaProducer:
                             sync.flush(timeout=self._budget(context))
                 return self._answer(invocation, answer)
             finally:
+                _CURRENT.reset(token)
                 self._pause(sync, begun=is_async)
 
-        handle.__name__ = getattr(fn, "__name__", "handler")
-        handle.__doc__ = fn.__doc__
+        functools.update_wrapper(handle, fn, assigned=("__module__", "__name__", "__doc__"))
         handle.__wrapped__ = fn  # type: ignore[attr-defined]
         return handle
 
     async def _run_async(
         self,
-        fn: Callable[[Any, Context, Invocation], Awaitable[Any]],
+        fn: Callable[..., Any],
+        two: bool,
         event: Any,
         context: Context,
         invocation: Invocation,
     ) -> Any:
+        token = _CURRENT.set(invocation)
         try:
-            answer = await fn(event, context, invocation)
+            answer = fn(event, context) if two else fn(event, context, invocation)
+            if inspect.isawaitable(answer):  # a sync decorator over an async handler
+                answer = await answer
             if invocation._outcomes:
                 with anyio.move_on_after(self._budget(context)):
                     await self.producer._producer.flush()
         finally:
+            _CURRENT.reset(token)
             _begin_pause(self.producer._producer)
         return answer
 
