@@ -146,3 +146,44 @@ def test_a_fifo_message_whose_record_fails_after_later_ones_were_put(
         assert stored(engine, stream) == Counter()
     else:
         assert stored(engine, stream) == Counter([b"m2-0", b"m3-0"])
+
+
+@pytest.mark.parametrize(
+    ("order", "kind"), [("above", "sync"), ("below", "sync"), ("above", "async")]
+)
+def test_powertools_decorators_stacked_in_a_real_runtime(
+    rie: Path, engine: LocalKinesis, stream: str, order: str, kind: str
+) -> None:
+    """A two-argument handler with Powertools' logger, tracer and metrics stacked above or
+    below ``@kinesis.handler`` (``powertools_function.py``): the partial batch response
+    comes back through them, the records are written, Powertools' logger writes its line
+    and the producer's failed-item warning (as its JSON, with the Lambda context's keys),
+    and ``log_metrics`` its EMF line."""
+    batch = {
+        "Records": [
+            {"eventSource": "aws:sqs", "messageId": tag, "body": body}
+            for tag, body in (("m1", "a"), ("m2", "bad"), ("m3", "c"))
+        ]
+    }
+    env = runtime_env(
+        engine,
+        stream,
+        ORDER=order,
+        KIND=kind,
+        POWERTOOLS_TRACE_DISABLED="1",
+        AWS_LAMBDA_FUNCTION_NAME="orders-fn",
+    )
+    with Runtime(rie, env, handler="powertools_function.handler") as runtime:
+        answer = runtime.invoke(batch)
+        output = runtime.output()
+    assert answer == failures("m2"), output
+    assert stored(engine, stream) == Counter([b"a", b"c"])
+    lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    putting = [line for line in lines if line.get("message") == "putting"]
+    assert len(putting) == 1 and putting[0]["items"] == 3, output
+    assert "function_request_id" in putting[0]
+    failed = [line for line in lines if "lambda_item_failed" in str(line.get("message"))]
+    assert len(failed) == 1 and "item='m2'" in failed[0]["message"], output
+    assert failed[0]["level"] == "WARNING" and "function_request_id" in failed[0]
+    emf = [line for line in lines if "_aws" in line and "Items" in line]
+    assert len(emf) == 1 and emf[0]["Items"] == [3.0], output
