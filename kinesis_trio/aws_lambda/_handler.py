@@ -502,14 +502,18 @@ class LambdaProducer:
             for item, record in records.items():
                 records.put(transform(record), partition_key="k", item=item)
 
-    The handler gets a third argument, the :class:`Invocation`; it may be ``async def``
+    The handler gets a third argument, the :class:`Invocation` (or, written
+    ``(event, context)``, reads it as :attr:`records`); it may be ``async def``
     (run on the producer's event loop: ``await records.aput(...)``). ``unconfirmed``:
     ``"fail"`` (the default) or ``"return"``; ``margin``: seconds kept back from the
     invocation's remaining time; ``batch``: answer with a partial batch response (the
     handler's own answer, if a dict with ``batchItemFailures``, is merged into it).
     ``spool_dir``: a root under which each process keeps a spool of its own
-    (``ROOT/process-N``; sets ``config.spool_dir``). The other arguments are
-    :class:`~kinesis_trio.SyncProducer`'s; ``backend`` defaults to ``"asyncio"``.
+    (``ROOT/process-N``; sets ``config.spool_dir``). ``on_report``: called with each
+    invocation's :class:`InvocationReport` once its outcomes are known, before the answer
+    goes back (in the handler's thread; what it raises is logged, not the invocation's).
+    The other arguments are :class:`~kinesis_trio.SyncProducer`'s; ``backend`` defaults
+    to ``"asyncio"``.
     """
 
     def __init__(
@@ -520,6 +524,7 @@ class LambdaProducer:
         margin: float = 0.5,
         batch: bool | str = False,
         spool_dir: str | os.PathLike[str] | None = None,
+        on_report: Callable[[InvocationReport], object] | None = None,
         config: ProducerConfig | None = None,
         backend: str = "asyncio",
         **producer_args: Any,
@@ -541,6 +546,10 @@ class LambdaProducer:
         #: SQS FIFO: stop at the first failed message (``batch="fifo"``)
         self.fifo: bool = batch == "fifo"
         self._root = None if spool_dir is None else Path(spool_dir)
+        if on_report is not None and not callable(on_report):
+            raise TypeError(f"on_report must be callable, got {on_report!r}")
+        #: called with each invocation's report before its answer goes back
+        self.on_report = on_report
         self._config = config or ProducerConfig()
         self._args = dict(producer_args, backend=backend)
         self._lock = threading.Lock()
@@ -672,6 +681,11 @@ class LambdaProducer:
     def _answer(self, invocation: Invocation, answer: Any) -> Any:
         report = invocation._report(answer if self.batch else None)
         invocation.report = report
+        if self.on_report is not None:
+            try:
+                self.on_report(report)
+            except Exception as exc:  # the hook's failure is not the invocation's
+                _log.warning("lambda_on_report_failed", error=_describe(exc), exc_info=exc)
         if report.unconfirmed and self.unconfirmed == "fail":
             raise RecordsNotConfirmedError(report)
         if not self.batch:

@@ -21,6 +21,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from kinesis_trio.aws_lambda import (
     Invocation,
+    InvocationReport,
     LambdaProducer,
     Record,
     SqsMessage,
@@ -230,3 +231,70 @@ def test_the_producers_logs_through_powertools_logger(
     assert len(failed) == 1, tools.lines()
     assert failed[0]["level"] == "WARNING" and failed[0]["function_name"] == "orders-fn"
     assert "item='b'" in failed[0]["message"]
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_the_invocation_report_as_powertools_metrics(
+    fake: FakeKinesis,
+    tools: Tools,
+    backend: str,
+    kind: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``on_report`` gets each invocation's report before the answer goes back: with
+    ``@metrics.log_metrics`` above ``@kinesis.handler``, the metrics it adds are flushed
+    with the invocation's."""
+
+    def report(report: InvocationReport) -> None:
+        tools.metrics.add_metric(
+            name="RecordsConfirmed", unit=MetricUnit.Count, value=report.confirmed
+        )
+        tools.metrics.add_metric(
+            name="ItemsFailed", unit=MetricUnit.Count, value=len(report.failed_items)
+        )
+
+    kinesis = lambda_producer(fake, backend, batch=True, on_report=report)
+
+    def body(event: Any, context: Any) -> None:
+        kinesis.records.put(b"a", partition_key="k", item="a")
+        kinesis.records.put(b"a2", partition_key="k", item="a")
+        kinesis.records.fail_item("b")
+
+    async def abody(event: Any, context: Any) -> None:
+        await kinesis.records.aput(b"a", partition_key="k", item="a")
+        await kinesis.records.aput(b"a2", partition_key="k", item="a")
+        kinesis.records.fail_item("b")
+
+    handler = tools.metrics.log_metrics(kinesis.handler(body if kind == "sync" else abody))
+    try:
+        assert handler(sqs_event("a", "b"), LambdaContext()) == {
+            "batchItemFailures": [{"itemIdentifier": "b"}]
+        }
+    finally:
+        kinesis.close()
+    emitted = _emf(capsys.readouterr().out)
+    assert len(emitted) == 1, emitted
+    assert emitted[0]["RecordsConfirmed"] == [2.0] and emitted[0]["ItemsFailed"] == [1.0]
+
+
+def test_a_failing_report_hook_is_logged_not_raised(
+    fake: FakeKinesis, backend: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    def report(report: InvocationReport) -> None:
+        raise RuntimeError("hook broke")
+
+    kinesis = lambda_producer(fake, backend, on_report=report)
+
+    @kinesis.handler
+    def handler(event: Any, context: Any) -> str:
+        kinesis.records.put(b"x", partition_key="k")
+        return "done"
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="kinesis_trio.aws_lambda"):
+            assert handler({}, Context()) == "done"
+    finally:
+        kinesis.close()
+    assert any("lambda_on_report_failed" in r.getMessage() for r in caplog.records)
+    with pytest.raises(TypeError, match="on_report"):
+        LambdaProducer("s", on_report="no")  # type: ignore[arg-type]
