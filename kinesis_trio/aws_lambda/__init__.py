@@ -12,6 +12,16 @@ once their records' outcomes are known (or their time is up). See ``docs/lambda.
         for item, record in records.items():
             with records.item(item):  # what fails in here is this item's
                 records.put(record["body"].encode(), partition_key=item)
+
+Typed records (``records.process(fn, typed=True)``: a :class:`KinesisRecord`,
+:class:`SqsMessage` or :class:`DynamoDBRecord`), and a two-argument handler that stacks with
+Powertools' decorators::
+
+    @logger.inject_lambda_context
+    @kinesis.handler
+    def handler(event, context):
+        records = kinesis.records  # the running invocation's
+        records.process(lambda m: records.put(m.body.encode(), partition_key=m.item), typed=True)
 """
 
 from ._batch import batch_response as batch_response
