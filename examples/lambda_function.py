@@ -21,7 +21,7 @@ import tempfile
 import time
 from typing import Any
 
-from kinesis_trio.aws_lambda import Invocation, LambdaProducer
+from kinesis_trio.aws_lambda import DynamoDBRecord, Invocation, LambdaProducer, Record, SqsMessage
 
 kinesis = LambdaProducer(
     os.environ.get("KINESIS_STREAM"),
@@ -31,25 +31,27 @@ kinesis = LambdaProducer(
 )
 
 
-def _body(source: str, record: dict[str, Any]) -> Any:
-    if source == "aws:sqs":
-        return json.loads(record["body"])
-    if source == "aws:dynamodb":
-        return record["dynamodb"].get("NewImage", {})
-    import base64
-
-    return json.loads(base64.b64decode(record["kinesis"]["data"]))
+def _body(record: Record) -> Any:
+    """The item's JSON: an SQS message's body, a Kinesis record's data (base64 decoded), a
+    DynamoDB record's new image (deserialized with boto3, which Lambda's runtime ships)."""
+    if isinstance(record, SqsMessage):
+        return json.loads(record.body)
+    if isinstance(record, DynamoDBRecord):
+        return record.new_image or {}
+    return json.loads(record.data)
 
 
 @kinesis.handler
 def handler(event: dict[str, Any], context: Any, records: Invocation) -> None:
-    for item, record in records.items():
+    def one(record: Record) -> None:
         # a failure in here (not JSON, a put that raises) is this item's: it is named in the
         # answer, retried by the event source, then its DLQ; the other items go on
-        with records.item(item):
-            body = _body(record["eventSource"], dict(record))
-            data = json.dumps({"source": record["eventSource"], "body": body}).encode()
-            records.put(data, partition_key=item)  # tied to the item by its scope
+        body = _body(record)
+        source = record.raw["eventSource"]
+        data = json.dumps({"source": source, "body": body}, default=str).encode()
+        records.put(data, partition_key=record.item)  # tied to the item by its scope
+
+    records.process(one, typed=True)  # each item, typed, in its own scope
 
 
 class _Context:
