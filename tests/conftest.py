@@ -18,7 +18,7 @@ settings.register_profile("deterministic", derandomize=True, deadline=None)
 settings.register_profile("explore", derandomize=False, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
-pytest_plugins = ("tests.support.emulators",)
+pytest_plugins = ("tests.support.emulators", "tests.support.hangs")
 
 
 @pytest.fixture(params=["trio", "asyncio"])
