@@ -134,11 +134,12 @@ class Spooler:
             # is due at once after another (each one's wait for the disk is shielded)
             await anyio.lowlevel.checkpoint_if_cancelled()
             delay = min(max(spooling.due_at() - self.now(), 0.0), interval)
-            asked = False
             if delay > 0:
                 with anyio.move_on_after(delay):
                     await self._wake.wait()
-                    asked = True
+            # asked: by the event, not by how the wait ended (a wait for durability that
+            # set it in the turn the delay ran out would be lost with the event replaced)
+            asked = self._wake.is_set()
             self._wake = anyio.Event()
             if self._abandoned:  # a forked child's copy: the commit due is the parent's
                 return
