@@ -10,6 +10,7 @@ from hypothesis import settings
 from trio.testing import MockClock
 
 from kinesis_trio import Outcome
+from tests.support.clock import wait_for_disk
 
 # Property tests are deterministic by default (the same examples on every run: a CI run
 # never fails on an example nobody saw); HYPOTHESIS_PROFILE=explore searches afresh. No
@@ -25,8 +26,9 @@ pytest_plugins = ("tests.support.emulators", "tests.support.hangs")
 def anyio_backend(request: pytest.FixtureRequest) -> Any:
     """Every async test on trio and on asyncio. A test marked ``virtual_time`` (or its
     module, ``pytestmark``) gets trio on a virtual clock (``MockClock``, jumping ahead
-    whenever every task sleeps): linger, TTL and backoff take no real time there. A test
-    marked ``real_time`` keeps the real clock in a ``virtual_time`` module."""
+    whenever every task sleeps, but not while the spool's disk works: ``wait_for_disk``):
+    linger, TTL and backoff take no real time there. A test marked ``real_time`` keeps the
+    real clock in a ``virtual_time`` module."""
     node = request.node
     if (
         request.param == "trio"
@@ -38,8 +40,10 @@ def anyio_backend(request: pytest.FixtureRequest) -> Any:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_mock_clock(request: pytest.FixtureRequest) -> None:
-    """Each test on ``("trio", {"clock": MockClock(...)})`` gets a clock of its own at 0.
+def _fresh_mock_clock(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test on ``("trio", {"clock": MockClock(...)})`` gets a clock of its own at 0,
+    which waits for the spool's disk (``wait_for_disk``: a store call in its worker thread
+    takes no virtual time).
 
     A parametrize value is built once per module, so without this every test would share
     one virtual clock and start where the previous one stopped: its timing (linger windows,
@@ -49,7 +53,9 @@ def _fresh_mock_clock(request: pytest.FixtureRequest) -> None:
     backend = request.getfixturevalue("anyio_backend")
     if isinstance(backend, tuple) and isinstance(backend[1].get("clock"), MockClock):
         old = backend[1]["clock"]
-        backend[1]["clock"] = MockClock(rate=old.rate, autojump_threshold=old.autojump_threshold)
+        clock = MockClock(rate=old.rate, autojump_threshold=old.autojump_threshold)
+        backend[1]["clock"] = clock
+        wait_for_disk(monkeypatch, clock)
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 import anyio
 import anyio.abc
@@ -52,6 +53,16 @@ _CHUNK = 500
 _CLOSE_COMMIT_TIMEOUT = 30.0
 #: Recovery: how long to wait before loading a stream again after a transient error.
 _LOAD_RETRY = 1.0
+
+
+_T = TypeVar("_T")
+
+
+async def _in_thread(call: Callable[..., _T], *args: object) -> _T:
+    """``call(*args)``, a store call (blocking I/O), in a worker thread: the one way the
+    spooler reaches the disk (the seam where a test's virtual clock waits for the disk:
+    ``tests/support/clock.py``)."""
+    return await anyio.to_thread.run_sync(call, *args)
 
 
 def _why(exc: BaseException) -> str:
@@ -103,7 +114,7 @@ class Spooler:
     async def open(self) -> None:
         """Lock and open the spool (``SpoolLockedError``, ``SpoolFormatError``), and tell
         the engine what it holds."""
-        stats = await anyio.to_thread.run_sync(self.store.open)
+        stats = await _in_thread(self.store.open)
         self._open = True
         config = self.config
         self.engine.open_spool(stats.next_id, stats.bytes, stats.damaged, stats.records > 0)
@@ -159,7 +170,7 @@ class Spooler:
         if commit is None:
             return
         with anyio.CancelScope(shield=True):
-            error = await anyio.to_thread.run_sync(self._run, commit)
+            error = await _in_thread(self._run, commit)
         spooling.written(commit, error)  # progress: room freed, or puts refused from now
         if error is not None:
             _log.error(
@@ -268,7 +279,7 @@ class Spooler:
         spooling, store = self.spooling, self.store
         after = 0
         while True:
-            items = await anyio.to_thread.run_sync(store.read, after, _CHUNK)
+            items = await _in_thread(store.read, after, _CHUNK)
             if not items:
                 break
             for item in items:
@@ -396,7 +407,7 @@ class Spooler:
                     await self._commit()
                     if spooling.failed_commits() != before:
                         break
-            await anyio.to_thread.run_sync(self.store.close)
+            await _in_thread(self.store.close)
         self._closed = True
         self._signal()  # whoever still waits for durability: answered now
         if self.spooling.waiting():

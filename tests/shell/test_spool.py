@@ -74,8 +74,7 @@ async def commit_done(store: CountingStore, before: int, *, failed: bool = False
     """Wait until the store has written (or failed) a commit more than ``before``.
 
     Polls with bare checkpoints: a task that is never blocked keeps trio's MockClock from
-    jumping ahead while the commit runs in its worker thread (the clock would otherwise
-    jump to the next deadline), so the virtual time the test reads afterwards is the
+    jumping to the next deadline, so the virtual time the test reads afterwards is the
     commit's. Fails after ``COMMIT_BOUND`` real seconds."""
     seen = store.failed if failed else store.commits
     deadline = time.monotonic() + COMMIT_BOUND
@@ -104,8 +103,8 @@ async def _spin() -> None:
 @asynccontextmanager
 async def frozen_clock() -> AsyncIterator[None]:
     """Virtual time stands still inside (a task that never blocks keeps trio's MockClock
-    from jumping to the next deadline, as it does while a commit runs in its worker
-    thread): what is unresolved stays so. Nothing inside may sleep."""
+    from jumping to the next deadline): what is unresolved stays so, and a commit asked
+    of the writer comes at once or never. Nothing inside may sleep."""
     async with anyio.create_task_group() as tg:
         tg.start_soon(_spin)
         yield
@@ -144,16 +143,13 @@ def new_fake(hook: Gate | None = None, shards: int = 1) -> FakeKinesis:
 
 
 def create(fake: FakeKinesis, name: str, shards: int = 1) -> None:
-    """A stream that keeps its records for a year: trio's MockClock may jump far ahead
-    while a commit runs in its worker thread, and the fake trims by the loop's clock."""
     fake.create_stream(name, shard_count=shards)
-    fake.set_retention(name, 8760, increase=True)
 
 
 def spooled(fake: FakeKinesis, spool: Path, **config: Any) -> Producer:
     config.setdefault("record_max_buffered_time", 0.01)
-    # trio's MockClock jumps to the next deadline while a commit runs in its worker
-    # thread: records must not expire on the way
+    # records must not expire on the way, however busy the machine (asyncio's clock is
+    # the real one)
     config.setdefault("record_ttl", 1e6)
     return fake_producer(fake, spool_dir=spool, **config)
 
@@ -169,7 +165,6 @@ def stored(fake: FakeKinesis, stream: str = "s") -> list[tuple[str | None, bytes
 
 
 #: settings that keep records unresolved until a flush: the linger and the TTL far away
-#: (trio's MockClock jumps to the next deadline while a commit runs in its worker thread)
 HOLD: dict[str, Any] = {"record_max_buffered_time": 1e5, "record_ttl": 1e6}
 
 
@@ -179,8 +174,7 @@ def on_trio() -> bool:
 
 async def recovered(producer: Producer) -> RecoveryReport:
     """``producer.recovered()``, failing instead of hanging if recovery never ends: a
-    watchdog thread bounds it in real time (a virtual deadline would be jumped to while
-    the store works in its threads)."""
+    watchdog thread bounds it in real time, on either backend."""
     token = anyio.lowlevel.current_token()
     done = threading.Event()
     with anyio.CancelScope() as scope:
@@ -532,11 +526,6 @@ async def test_a_wait_for_recovery_ends_when_the_producer_closes(tmp_path: Path)
     assert len(on_disk(spool)) == 3  # kept again, for the next one
 
 
-# real time: 40 reads and as many commits run in worker threads; on a virtual clock trio
-# jumps from deadline to deadline meanwhile (the producer's timers), each jump a turn of the
-# loop, which the test runner's guest mode makes a round trip between threads: the store's
-# calls slowed 50-fold, and the clock ran half a virtual year ahead in a real minute
-@pytest.mark.real_time
 async def test_recovery_streams_a_large_backlog_from_disk(
     tmp_path: Path, stores: Stores, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -29,7 +29,8 @@ class CountingStore(SpoolStore):
         self.failed: list[Commit] = []
         self.reads: list[int] = []
         self.room = False
-        #: while set, a commit waits in its thread until this event is set
+        #: while set, a commit waits in its thread until this event is set (trio's virtual
+        #: clock stands still meanwhile: tests/support/clock.py)
         self.hold: threading.Event | None = None
         self.holding = threading.Event()
 
