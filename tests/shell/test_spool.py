@@ -227,6 +227,24 @@ async def test_put_returns_once_the_record_is_in_the_spool(tmp_path: Path, store
     assert on_disk(spool) == []  # sent: deleted
 
 
+async def test_on_the_virtual_clock_the_disk_takes_no_time(tmp_path: Path, stores: Stores) -> None:
+    """The tests' own clock (``tests/support/clock.py``): on trio's virtual clock a store
+    call in its worker thread takes no virtual time. Before, trio's MockClock leapt from
+    timer to timer of the producer while each commit ran (hours of virtual time in a
+    test)."""
+    fake = new_fake()
+    spool = tmp_path / "spool"
+    async with spooled(fake, spool, spool_sync="put", **HOLD) as producer:
+        started = anyio.current_time()
+        for i in range(20):
+            await producer.put(b"r%d" % i, "k")  # each waits for a commit in a thread
+        if on_trio():
+            assert anyio.current_time() == started
+        await producer.flush()
+    assert len([c for c in stores[0].commits if c.inserts]) == 20
+    assert len(stored(fake)) == 20
+
+
 async def test_concurrent_puts_share_commits(tmp_path: Path, stores: Stores) -> None:
     fake = new_fake(shards=4)
     spool = tmp_path / "spool"
