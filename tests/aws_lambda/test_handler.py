@@ -4,7 +4,6 @@ returning, what happens to records not confirmed in time, sync and async handler
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,14 +25,6 @@ def fake() -> FakeKinesis:
     fake = FakeKinesis()
     fake.create_stream("s", shard_count=2)
     return fake
-
-
-@pytest.fixture
-def closing() -> Iterator[list[LambdaProducer]]:
-    made: list[LambdaProducer] = []
-    yield made
-    for producer in made:
-        producer.close()
 
 
 def test_nothing_opens_before_the_first_invocation(fake: FakeKinesis, backend: str) -> None:

@@ -5,7 +5,7 @@ fails the invocation). The rule itself: ``test_verdict.py``."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -26,14 +26,6 @@ def fake() -> FakeKinesis:
     fake = FakeKinesis()
     fake.create_stream("s", shard_count=1)
     return fake
-
-
-@pytest.fixture
-def closing() -> Iterator[list[LambdaProducer]]:
-    made: list[LambdaProducer] = []
-    yield made
-    for producer in made:
-        producer.close()
 
 
 def _made(
