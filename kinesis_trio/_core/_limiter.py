@@ -166,6 +166,21 @@ class ShardLimiter:
         size_bucket.tokens = room
         return n
 
+    def admit_one(self, size: int, now: float) -> int:
+        """:meth:`admit` of one record of ``size`` bytes (1: it may go now, its tokens
+        taken; 0: it waits, nothing changed but the refill), without a list of sizes."""
+        records, size_bucket = self._records, self._bytes
+        records.refill(now)
+        size_bucket.refill(now)
+        tokens, room = records.tokens, size_bucket.tokens
+        if (tokens >= 1.0 or tokens >= records.capacity) and (
+            room >= size or room >= size_bucket.capacity
+        ):
+            records.tokens = max(0.0, tokens - 1.0) if tokens < 1.0 else tokens - 1.0
+            size_bucket.tokens = max(0.0, room - size) if size > room else room - size
+            return 1
+        return 0
+
     def wait_time(self, sizes: list[int], now: float, quantum: float = 0.1) -> float:
         """Seconds until the next records are worth sending: as many of ``sizes`` (in order)
         as ``quantum`` seconds of refill pay for, at least the first.

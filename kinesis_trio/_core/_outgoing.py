@@ -98,10 +98,13 @@ class Outgoing:
             self.place.reroute(stream, batch, now)
             return []
         ttl, at = self.config.record_ttl, self.endings.pauses.ttl_now(now)
-        if any(k.since + ttl <= at for k in batch):
-            expired = expired_in(batch, at, ttl)
-            self.endings.expire(expired, now, "it waited in the producer's queues (rate limit)")
-            batch = prune(batch, self.order is not None)
+        for krec in batch:  # (a loop, not ``any``: most batches are a record or two)
+            if krec.since + ttl <= at:
+                expired = expired_in(batch, at, ttl)
+                why = "it waited in the producer's queues (rate limit)"
+                self.endings.expire(expired, now, why)
+                batch = prune(batch, self.order is not None)
+                break
         if stream.stale:
             batch = unaggregate(batch) if self.order is None else self.order.split(batch)
         if self.acc.flushing:
@@ -110,23 +113,65 @@ class Outgoing:
         return batch
 
     @staticmethod
-    def sealable(shard: ShardBuffer) -> bool:
-        """May the shard's open containers be sealed by another task than its worker (it
-        has no batch queued before them, and no reshard retired it)?"""
-        return not shard.queued and not shard.retired
-
-    @staticmethod
     def due_first(shard: ShardBuffer) -> list[KRecord]:
         """The shard's records whose retry is due (taken: its worker sends them before what
         it drained from its channel, which may be only the empty batch that woke it)."""
         return shard.take_first() if shard.first else []
 
-    @staticmethod
-    def holding(stream: StreamState) -> list[ShardBuffer]:
-        """The stream's shards whose containers hold records (a copy: sealing one takes it
-        out), in the order they opened. What runs per linger window visits these, never
-        every shard of a stream (on a stream of thousands of shards, most hold nothing)."""
-        return list(stream.open_shards)
+    def due_shards(self, stream: StreamState, now: float) -> tuple[list[ShardBuffer], float]:
+        """The linger timer's pass: the stream's shards whose containers are due at ``now``
+        (:meth:`wake_at` passed: their linger deadline, a flush, a reshard), in the order
+        they opened, and when the next of the others is (``inf``: none). It visits the
+        shards that hold records (``StreamState.open_shards``), never every shard of a
+        stream (on a stream of thousands of shards, most hold nothing)."""
+        flushing = self.acc.flushing
+        due: list[ShardBuffer] = []
+        wake = _INF
+        for shard in stream.open_shards:
+            # ``Accumulator.wake_at``, inline: this runs per shard holding records
+            if shard.retired:
+                at = -_INF
+            elif not shard.members and not shard.plain:
+                continue
+            elif flushing:
+                at = -_INF
+            else:
+                at = shard.open_deadline
+            if at <= now:
+                due.append(shard)
+            elif at < wake:
+                wake = at
+        return due, wake
+
+    def seal_here(
+        self,
+        stream: StreamState,
+        shard: ShardBuffer,
+        now: float,
+        sealed: list[KRecord] | None,
+    ) -> bool:
+        """Seal a due shard from the linger timer's pass and pass its batch on as its worker
+        would: what the shard's limiter admits now is added to ``sealed`` (the timer's one
+        message to the collector; None: the collector's channel has no room, nothing is
+        admitted), the rest is queued for its worker, in order. False, changing nothing:
+        its worker must do it (it has batches queued before these, or a reshard retired
+        the shard). One call per due shard: on a stream of thousands of shards a window's
+        records are mostly one per shard."""
+        if shard.queued or shard.retired:
+            return False
+        batch = self.batch(stream, shard, self.seal(shard), now)
+        if not batch:
+            return True
+        if sealed is not None:
+            n = self.admit(shard, batch, now)
+            if n == len(batch):
+                sealed += batch
+                return True
+            if n:
+                sealed += batch[:n]
+                batch = batch[n:]
+        self.queue(shard, batch)
+        return True
 
     @staticmethod
     def retired(shard: ShardBuffer) -> bool:
@@ -151,6 +196,8 @@ class Outgoing:
     def admit(shard: ShardBuffer, batch: list[KRecord], now: float) -> int:
         """How many of ``batch``'s first records the shard's rate limiter lets go now
         (taken from its buckets)."""
+        if len(batch) == 1:  # (no list of sizes for a batch of one)
+            return shard.limiter.admit_one(batch[0].size, now)
         return shard.limiter.admit([k.size for k in batch], now)
 
     @staticmethod

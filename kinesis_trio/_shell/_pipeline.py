@@ -67,8 +67,6 @@ __all__ = ["Pipeline"]
 
 _log = get_logger("kinesis_trio.producer")
 _INF = math.inf
-#: the timer's pass when the collector's channel is full: nothing is ever added to it
-_FULL: list[KRecord] = []
 #: At most one ListShards per stream per this many seconds from this producer (plus jitter).
 _MIN_REFRESH_INTERVAL = 1.0
 _REFRESH_JITTER = 0.1
@@ -404,70 +402,49 @@ class Pipeline:
 
     async def _linger_timer(self, stream: StreamState, tasks: _Tasks) -> None:
         """Seal each shard's containers when they are due (their linger deadline, a flush),
-        or wake its worker to; sleep until the next deadline (a ``Wake`` moves it earlier)."""
+        or wake its worker to; sleep until the next deadline (a ``Wake`` moves it earlier).
+
+        A due shard whose worker has nothing in hand (waiting on an empty channel), or that
+        has no worker yet, is sealed here and its batch passed on as its worker would
+        (``out.seal_here``): a linger window's shards go in one pass of one task, not a
+        wake-up of each worker (at 32 shards and 10,000 records/s, the last worker sealed 3
+        ms after the window's end), and in one message to the collector, if it has room.
+        The others' workers are woken to do it."""
         out = self.out
         workers = self._workers
         coll = tasks.coll_send
         while True:
             now = self.now()
-            wake = _INF
-            # what the pass seals goes to the collector in one message, if it has room
-            sealed: list[KRecord] | None = None
             # the shards that hold records, not every shard of the stream
-            for shard in out.holding(stream):
-                at = out.wake_at(shard)
-                if at <= now:
-                    if sealed is None:
-                        room = coll.statistics()
-                        sealed = [] if room.current_buffer_used < room.max_buffer_size else _FULL
+            due, wake = out.due_shards(stream, now)
+            if due:
+                # what the pass seals goes to the collector in one message, if it has room
+                room = coll.statistics()
+                sealed: list[KRecord] | None = (
+                    [] if room.current_buffer_used < room.max_buffer_size else None
+                )
+                seal_here = out.seal_here
+                for shard in due:
                     worker = workers.get(shard)
-                    if not self._seal_here(stream, shard, worker, now, sealed):
-                        (worker or self._crew.start(shard)).nudge()
-                elif at < wake:
-                    wake = at
-            if sealed:
-                coll.send_nowait(sealed)
-            self.apply()
-            # No checkpoint between the scan and the scope: a ``Wake`` cannot fall between
-            # them and be lost.
+                    if worker is None:
+                        if not seal_here(stream, shard, now, sealed):
+                            self._crew.start(shard).nudge()
+                    elif (
+                        not worker.idle
+                        or worker.nudged
+                        or not seal_here(stream, shard, now, sealed)
+                    ):
+                        worker.nudge()
+                if sealed:
+                    coll.send_nowait(sealed)
+            # No checkpoint between the scan and the scope, and the pass's own effects are
+            # carried out once the scope waits: a ``Wake`` cannot fall between them and be
+            # lost (one the pass left, a shard it made due, moves this very scope).
             with anyio.CancelScope(deadline=wake) as scope:
                 tasks.timer_waits(scope)
+                self.apply()
                 await anyio.sleep_forever()
             tasks.timer_waits(None)
-
-    def _seal_here(
-        self,
-        stream: StreamState,
-        shard: ShardBuffer,
-        worker: _Worker | None,
-        now: float,
-        sealed: list[KRecord],
-    ) -> bool:
-        """Seal a due shard and pass its batch on as its worker would, from the timer's pass
-        over the stream's shards, when the worker has nothing in hand (waiting on an empty
-        channel): a linger window's shards go in one pass of one task, not a wake-up of each
-        worker (at 32 shards and 10,000 records/s, the last worker sealed 3 ms after the
-        window's end), and in one message to the collector: what the shard's limiter admits
-        is added to ``sealed`` (``_FULL``: the collector's channel has no room); the rest is
-        queued for the worker, in order (the timer sends ``sealed`` before it next waits, so
-        before the worker runs). False, changing nothing: the worker must do it (it is busy,
-        or has batches queued before). ``worker`` None: the shard has none yet."""
-        out = self.out
-        if worker is not None and (not worker.idle or worker.nudged):
-            return False
-        if not out.sealable(shard):
-            return False
-        batch = out.batch(stream, shard, out.seal(shard), now)
-        if batch:
-            n = 0
-            if sealed is not _FULL:
-                n = out.admit(shard, batch, now)
-            if n:
-                sealed += batch[:n]
-                batch = batch[n:]
-            if batch:
-                out.queue(shard, batch)
-        return True
 
     async def _shard_worker(self, stream: StreamState, shard: ShardBuffer, worker: _Worker) -> None:
         out = self.out

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+
+from kinesis_trio._core._pipeline_data import KRecord
 from kinesis_trio._core._shards import ShardMap
 from kinesis_trio._errors import KinesisError
 from kinesis_trio._results import Attempt
@@ -156,3 +159,38 @@ def test_a_new_map_retires_changed_shards_and_places_their_records_anew() -> Non
     assert len(placed) == 50
     for shard in stream.shards:
         assert all(shard.start <= o.hash_key <= shard.end for o in shard.members)
+
+
+def test_the_timers_pass_seals_the_due_shards_and_admits_what_their_limiters_let_go() -> None:
+    """``out.due_shards`` finds the due shards among those holding records (and the next
+    deadline of the others); ``out.seal_here`` seals one and adds what its limiter lets go
+    now to the timer's message, queueing the rest for its worker (all of it when the
+    collector has no room), or leaves it to its worker if it has batches queued."""
+    eng, shell, stream = engine(
+        shards=4, record_max_buffered_time=0.1, rate_limit=0.2, aggregation_enabled=False
+    )
+    out = eng.out
+    eng.accept(stream, b"a", "k-1", None, 0.01)
+    eng.accept(stream, b"b", "k-2", None, 0.15)
+    due, wake = out.due_shards(stream, 0.1)
+    assert [s.open_deadline for s in due] == [0.1] and wake == 0.2
+    [shard] = due
+    sent: list[KRecord] = []
+    assert out.seal_here(stream, shard, 0.1, sent)
+    assert [k.data for k in sent] == [b"a"] and not shell.sealed_batches
+    # 0.2 % of 1,000 records/s: a bucket of 2 records, one taken; 0.2 more by 0.2 s
+    for data in (b"c", b"d", b"e"):
+        eng.accept(stream, data, "k-1", None, 0.12)
+    due, wake = out.due_shards(stream, 0.2)
+    assert shard in due and len(due) == 2 and wake == math.inf
+    assert out.seal_here(stream, shard, 0.2, sent)
+    assert [k.data for k in sent] == [b"a", b"c"]
+    [(queued_for, rest)] = shell.sealed_batches
+    assert queued_for is shard and [k.data for k in rest] == [b"d", b"e"]
+    # queued batches go first: its worker's to seal, nothing changed
+    eng.accept(stream, b"f", "k-1", None, 0.25)
+    assert not out.seal_here(stream, shard, 0.3, sent) and not shard.is_empty()
+    # no room at the collector: the whole batch is queued
+    other = next(s for s in due if s is not shard)
+    assert out.seal_here(stream, other, 0.2, None)
+    assert [k.data for k in shell.sealed_batches[-1][1]] == [b"b"]

@@ -121,6 +121,33 @@ def test_admitting_never_sends_more_than_the_budget(sizes: list[int], percent: f
 
 
 @given(
+    st.lists(
+        st.tuples(st.integers(1, 2_000_000), st.floats(min_value=0.0, max_value=0.5)),
+        min_size=1,
+        max_size=60,
+    ),
+    st.sampled_from([0.05, 2.0, 100.0]),
+    st.integers(min_value=0, max_value=4),
+)
+def test_admitting_one_record_is_admitting_a_list_of_one(
+    steps: list[tuple[int, float]], percent: float, throttles: int
+) -> None:
+    """``admit_one`` (the timer's path for a batch of one) decides and takes exactly what
+    ``admit`` of a one-item list does, the buckets left the same."""
+    one, listed = ShardLimiter(percent, now=0.0), ShardLimiter(percent, now=0.0)
+    for i in range(throttles):
+        one.on_throttled(i * 0.3)
+        listed.on_throttled(i * 0.3)
+    now = 1.5
+    for size, gap in steps:
+        now += gap
+        assert one.admit_one(size, now) == listed.admit([size], now)
+        for bucket in ("_records", "_bytes"):
+            a, b = getattr(one, bucket), getattr(listed, bucket)
+            assert (a.tokens, a.updated) == (b.tokens, b.updated)
+
+
+@given(
     st.floats(min_value=0.001, max_value=300.0),
     st.integers(min_value=0, max_value=12),
     st.lists(st.integers(1, 1_048_576), min_size=1, max_size=20),
