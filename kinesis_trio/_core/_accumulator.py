@@ -4,7 +4,8 @@ It places each record in its shard's open containers (the KPL aggregate in forma
 the plain records), decides when those seal (full by count or size, at their linger
 deadline, on flush) and turns them into :class:`~kinesis_trio._core._pipeline_data.KRecord`
 batches. What the shell must do about it goes into the engine's outbox: a ``Wake`` when a
-shard's containers get a linger deadline (its worker must wake by then) and a ``Queue``
+shard's containers get a linger deadline earlier than the stream's linger timer wakes
+anyway (``Accumulator.timer_sleeps``: it must wake by then) and a ``Queue``
 when a batch is sealed for the shard's channel (counted in ``shard.queued``: a ``put`` that
 must seal waits while it is at ``queue_size``).
 
@@ -348,7 +349,20 @@ class Accumulator:
     def _wake(self, stream: StreamState, shard: ShardBuffer) -> None:
         # during a flush, containers opened now are due now (records placed again, or let
         # go by per-key ordering after their key's earlier ones were written)
-        self.outbox.push(Wake(stream, shard, -_INF if self.flushing else shard.open_deadline))
+        at = -_INF if self.flushing else shard.open_deadline
+        if at < stream.wake_told:
+            # Told only if earlier than the stream's timer wakes anyway: its last pass, or
+            # a Wake since, woke it by then, and that pass sees every shard holding records.
+            # A window's shards all open for the same deadline: on a stream of thousands
+            # of shards, one Wake per window, not one per shard (so per record).
+            stream.wake_told = at
+            self.outbox.push(Wake(stream, shard, at))
+
+    def timer_sleeps(self, stream: StreamState, until: float) -> None:
+        """The stream's linger timer passed over its shards and sleeps ``until`` (the next
+        deadline of those holding records; ``inf``: none): a shard whose containers are due
+        no earlier needs no ``Wake``."""
+        stream.wake_told = until
 
     def reroute(self, stream: StreamState, batch: list[KRecord], now: float) -> None:
         """Place the unresolved records of ``batch`` anew (by the stream's current map)."""
@@ -471,9 +485,12 @@ class Accumulator:
 
 def track(stream: StreamState) -> None:
     """Start the accumulator's own fields of a stream: the bytes placed within its linger
-    window and the window's end (the per-record path adds to them directly)."""
+    window and the window's end (the per-record path adds to them directly), and when its
+    linger timer wakes at the latest (``Accumulator.timer_sleeps``; none yet: every
+    deadline is told)."""
     stream.window_bytes = 0
     stream.window_end = -_INF
+    stream.wake_told = _INF
 
 
 def key_length(outcome: Record) -> int:

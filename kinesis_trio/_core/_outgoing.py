@@ -121,7 +121,8 @@ class Outgoing:
     def due_shards(self, stream: StreamState, now: float) -> tuple[list[ShardBuffer], float]:
         """The linger timer's pass: the stream's shards whose containers are due at ``now``
         (:meth:`wake_at` passed: their linger deadline, a flush, a reshard), in the order
-        they opened, and when the next of the others is (``inf``: none). It visits the
+        they opened, and when the next of the others is (``inf``: none), which the timer
+        sleeps until unless a ``Wake`` moves it earlier. It visits the
         shards that hold records (``StreamState.open_shards``), never every shard of a
         stream (on a stream of thousands of shards, most hold nothing)."""
         flushing = self.acc.flushing
@@ -141,6 +142,7 @@ class Outgoing:
                 due.append(shard)
             elif at < wake:
                 wake = at
+        self.acc.timer_sleeps(stream, wake)
         return due, wake
 
     def seal_here(

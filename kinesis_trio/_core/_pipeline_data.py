@@ -285,6 +285,7 @@ class StreamState:
         "shards",
         "stale",
         "unverified",
+        "wake_told",
         "window_bytes",
         "window_end",
     )
@@ -295,6 +296,9 @@ class StreamState:
     #: ``_accumulator.track``, ``Accumulator.send_early``)
     window_bytes: int
     window_end: float
+    #: when its linger timer wakes at the latest: its last pass's next deadline, or a
+    #: ``Wake`` told since (the accumulator's: ``Accumulator.timer_sleeps``)
+    wake_told: float
 
     def __init__(
         self,
@@ -352,8 +356,8 @@ class StreamState:
         # per-record path writes them directly): ``received`` (records accepted since the
         # last metrics update) is the engine's, set in ``Engine.add_stream``;
         # ``window_bytes`` and ``window_end`` (bytes placed in open containers within the
-        # linger window ending at ``window_end``) are the accumulator's, set by
-        # ``_accumulator.track``.
+        # linger window ending at ``window_end``) and ``wake_told`` are the accumulator's,
+        # set by ``_accumulator.track``.
         #: why ``put`` refuses records for the stream (``ordering="per_key"`` on an ``AUTO``
         #: stream: ``_ordering.refusal``), or None
         self.refusal: str | None = None

@@ -347,3 +347,25 @@ def test_reroute_places_records_by_the_current_map() -> None:
     assert len(placed) == 20 and old not in stream.shards
     for shard in stream.shards:
         assert all(shard.start <= o.hash_key <= shard.end for o in shard.members)
+
+
+def test_a_shard_opening_tells_the_timer_only_a_deadline_earlier_than_it_wakes() -> None:
+    """Shards opening in one window share its deadline: once the timer sleeps until it
+    (its pass), or was told it (a ``Wake``), more shards opening for it tell nothing; a
+    flush's due-now deadline is told."""
+    shell = RecordingShell()
+    acc = accumulator(shell, linger=0.5)
+    stream = stream_of(shell, even_shards(4))
+    add(acc, stream, b"x", "a", now=10.0)
+    assert len(shell.opened_shards) == 1  # the first: the timer was told nothing yet
+    for key in ("b", "c", "d", "e", "f"):
+        add(acc, stream, b"x", key, now=10.1)
+    assert len(stream.open_shards) > 1 and len(shell.opened_shards) == 1
+    for shard in list(stream.open_shards):
+        acc.seal(shard)
+    acc.timer_sleeps(stream, math.inf)  # its pass found nothing more to wait for
+    add(acc, stream, b"x", "a", now=10.6)
+    assert len(shell.opened_shards) == 2 and stream.wake_told == 11.0
+    acc.flush_started()
+    add(acc, stream, b"x", "b", now=10.7)
+    assert len(shell.opened_shards) == 3 and stream.wake_told == -math.inf
