@@ -466,6 +466,7 @@ class Accumulator:
                 if rerouted:  # re-routed members may be older than the first one
                     krec.waiting_since(min(o.arrival for o in members))
                 batch.append(krec)
+            sizer.clear()  # (encoded: the shard's next aggregate starts in it)
         return batch
 
     def seal_into_channel(self, shard: ShardBuffer) -> None:

@@ -151,7 +151,9 @@ class Admission:
         """The seconds of draining a lane may owe: the horizon less a round trip (at
         least a quarter of it)."""
         horizon = self.horizon
-        return max(horizon - self.rtt, horizon * 0.25)
+        # (comparisons, not ``max``: once per record confirmed on a stream of many shards)
+        less, least = horizon - self.rtt, horizon * 0.25
+        return least if least > less else less
 
     def lane(self, stream: str, shard_id: str, pace: float = 0.0) -> Lane:
         """A new shard's lane; ``pace``: the bytes per second it is taken to confirm until
@@ -214,7 +216,12 @@ class Lane:
     def charge(self, outcome: Record, now: float) -> None:
         """``outcome`` was accepted for this shard at ``now``: it owes its bytes until it is
         resolved (the ledger credits them back: :meth:`drained`)."""
-        self.sealed(outcome.size, now)
+        size = outcome.size
+        if size:  # :meth:`sealed`, inline: once per record
+            if not self.owed:
+                self._since = now if now > self._idle_at else self._idle_at
+                self.policy.owing[self] = None
+            self.owed += size
         outcome.charged(self)
 
     def sealed(self, size: int, since: float) -> None:
@@ -286,19 +293,23 @@ class Lane:
         else:
             marks[-1] = (last_busy, confirmed)
         # at least four round trips: answers come in lumps (a request's records at once)
-        start = busy - max(WINDOW, 4.0 * self.policy.rtt)
+        # (comparisons, not ``max``: this runs once per Kinesis record confirmed)
+        policy = self.policy
+        trips = 4.0 * policy.rtt
+        start = busy - (trips if trips > WINDOW else WINDOW)
         while len(marks) > 2 and marks[1][0] <= start:
             marks.popleft()
         base_busy, base_confirmed = marks[0]
         if not confirmed:
             return  # nothing measured yet: only the caps hold
-        rate = (confirmed - base_confirmed) / max(busy - base_busy, MIN_SPAN)
+        span = busy - base_busy
+        rate = (confirmed - base_confirmed) / (MIN_SPAN if span < MIN_SPAN else span)
         self.rate = rate
-        policy = self.policy
         if not policy.on:
             return
         # never below the first allowance; a lane that owes nothing admits one record
-        self.allow = max(rate * policy.budget(), FIRST)
+        allow = rate * policy.budget()
+        self.allow = FIRST if allow < FIRST else allow
         if self.owed > self.allow and self.delay(now) > policy.horizon:
             policy.fell(self, now)
         if self.holding and self.owed < self.allow:

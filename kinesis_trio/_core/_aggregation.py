@@ -217,6 +217,16 @@ class AggregateSizer:
         self.size += grow
         self.count += 1
 
+    def clear(self) -> None:
+        """Empty, as if newly made: a shard keeps one sizer, cleared at each seal once the
+        aggregate is encoded (a new one per seal is paid per record on a stream of
+        thousands of shards, where most aggregates hold one record)."""
+        self.pks.clear()
+        if self.ehks:
+            self.ehks.clear()
+        self.size = _OVERHEAD
+        self.count = 0
+
 
 #: Key-table entries (tag, length, UTF-8 key) of recent partition keys: with many keys, most
 #: records bring their key into their aggregate's table.

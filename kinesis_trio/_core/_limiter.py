@@ -168,16 +168,32 @@ class ShardLimiter:
 
     def admit_one(self, size: int, now: float) -> int:
         """:meth:`admit` of one record of ``size`` bytes (1: it may go now, its tokens
-        taken; 0: it waits, nothing changed but the refill), without a list of sizes."""
+        taken; 0: it waits, nothing changed but the refill), without a list of sizes, and
+        with both buckets' ``refill`` inline (each bucket's tokens and the debt rule as in
+        :meth:`admit`, by comparisons rather than ``min``/``max`` calls)."""
         records, size_bucket = self._records, self._bytes
-        records.refill(now)
-        size_bucket.refill(now)
-        tokens, room = records.tokens, size_bucket.tokens
+        tokens = records.tokens
+        elapsed = now - records.updated
+        if elapsed > 0:
+            tokens += elapsed * records.rate
+            if tokens > records.capacity:
+                tokens = records.capacity
+            records.tokens = tokens
+            records.updated = now
+        room = size_bucket.tokens
+        elapsed = now - size_bucket.updated
+        if elapsed > 0:
+            room += elapsed * size_bucket.rate
+            if room > size_bucket.capacity:
+                room = size_bucket.capacity
+            size_bucket.tokens = room
+            size_bucket.updated = now
         if (tokens >= 1.0 or tokens >= records.capacity) and (
             room >= size or room >= size_bucket.capacity
         ):
-            records.tokens = max(0.0, tokens - 1.0) if tokens < 1.0 else tokens - 1.0
-            size_bucket.tokens = max(0.0, room - size) if size > room else room - size
+            # a bucket too small for the record goes empty, not into debt
+            records.tokens = 0.0 if tokens < 1.0 else tokens - 1.0
+            size_bucket.tokens = 0.0 if size > room else room - size
             return 1
         return 0
 

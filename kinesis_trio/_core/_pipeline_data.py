@@ -200,9 +200,10 @@ class ShardBuffer:
         self.rerouted = True
 
     def take(self) -> tuple[list[Record], list[KRecord], AggregateSizer, list[bytes] | None, bool]:
-        """Empty the open containers: ``(members, plain, sizer, parts, rerouted)``."""
+        """Empty the open containers: ``(members, plain, sizer, parts, rerouted)``. The
+        sizer stays the shard's: the seal reads it, then clears it
+        (``AggregateSizer.clear``)."""
         out = (self.members, self.plain, self.sizer, self.parts, self.rerouted)
-        self.sizer = AggregateSizer()
         self.members = []
         self.parts = []
         self.rerouted = False
