@@ -329,48 +329,62 @@ class MetricWindow:
         They are summed per shard and become samples of the window when it is read
         (``snapshot``, ``totals``, each upload): the same statistic sets, at a few
         additions per call."""
+        values = [users, user_bytes, kinesis, kinesis_bytes, buffering, aggregates]
+        values += [in_aggregates, lo, hi, retries, least_retries, most_retries]
+        self.shard_answers(stream, {shard: values})
+
+    def shard_answers(self, stream: str, groups: dict[str, list[float]]) -> None:
+        """Every shard's successes in one PutRecords answer, in one call: ``groups`` maps a
+        shard id to :meth:`shard_answer`'s values, in its order (``lo`` not read when
+        ``aggregates`` is 0). On a stream of thousands of shards an answer's records are
+        mostly one per shard: a call per shard would be paid per record."""
         if not self._answer_names:
             return
         shards = self._answers.get(stream)
         if shards is None:
             shards = self._answers[stream] = {}
-        sums = shards.get(shard)
-        if sums is None:
-            sums = shards[shard] = _new_answer_sums()
-        if users > 0:
-            sums[0] += users
-            sums[1] += user_bytes
-            mean = user_bytes / users
-            if mean < sums[2]:
-                sums[2] = mean
-            if mean > sums[3]:
-                sums[3] = mean
-            ms = buffering / users * 1000.0
-            sums[4] += ms * users
-            if ms < sums[5]:
-                sums[5] = ms
-            if ms > sums[6]:
-                sums[6] = ms
-            sums[15] += retries
-            if least_retries < sums[16]:
-                sums[16] = least_retries
-            if most_retries > sums[17]:
-                sums[17] = most_retries
-        if kinesis > 0:
-            sums[7] += kinesis
-            sums[8] += kinesis_bytes
-            mean = kinesis_bytes / kinesis
-            if mean < sums[9]:
-                sums[9] = mean
-            if mean > sums[10]:
-                sums[10] = mean
-        if aggregates > 0:
-            sums[11] += aggregates
-            sums[12] += in_aggregates
-            if lo < sums[13]:
-                sums[13] = lo
-            if hi > sums[14]:
-                sums[14] = hi
+        for shard, group in groups.items():
+            sums = shards.get(shard)
+            if sums is None:
+                sums = shards[shard] = _new_answer_sums()
+            # (users, their bytes, Kinesis records, their bytes, seconds waited summed over
+            # the users, aggregates, their users, fewest and most in one, retries: their sum
+            # over the users, fewest and most of one)
+            users, ubytes, kinesis, kbytes, waited, aggs, in_aggs, lo, hi, tries, few, most = group
+            if users > 0:
+                sums[0] += users
+                sums[1] += ubytes
+                mean = ubytes / users
+                if mean < sums[2]:
+                    sums[2] = mean
+                if mean > sums[3]:
+                    sums[3] = mean
+                ms = waited / users * 1000.0
+                sums[4] += ms * users
+                if ms < sums[5]:
+                    sums[5] = ms
+                if ms > sums[6]:
+                    sums[6] = ms
+                sums[15] += tries
+                if few < sums[16]:
+                    sums[16] = few
+                if most > sums[17]:
+                    sums[17] = most
+            if kinesis > 0:
+                sums[7] += kinesis
+                sums[8] += kbytes
+                mean = kbytes / kinesis
+                if mean < sums[9]:
+                    sums[9] = mean
+                if mean > sums[10]:
+                    sums[10] = mean
+            if aggs > 0:
+                sums[11] += aggs
+                sums[12] += in_aggs
+                if lo < sums[13]:
+                    sums[13] = lo
+                if hi > sums[14]:
+                    sums[14] = hi
 
     def _fold_answers(self) -> None:
         """The open sums of ``shard_answer`` into the window, as samples."""
