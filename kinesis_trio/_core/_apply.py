@@ -120,7 +120,7 @@ class Answers:
             krecs, entries, start, end, fail_if_throttled=self.config.fail_if_throttled
         )
         endings = self.endings
-        resolve = endings.resolve
+        resolve = endings.resolver()
         for krec, res in answer.written:
             resolve(krec.members, res)
         if answer.elsewhere:
@@ -137,9 +137,11 @@ class Answers:
             shard.paced(most)
         for shard in answer.bad:
             shard.wrote(False)
-        for shard in answer.ok:
-            shard.wrote(True)
-            if shard.limiter.on_success(end):  # (at its full rate: nothing moves)
+        for shard in answer.ok:  # (once per shard of the answer: only what changes)
+            if shard.failures:
+                shard.wrote(True)
+            limiter = shard.limiter
+            if limiter.multiplier < 1.0 and limiter.on_success(end):
                 shard.paced(most)
         if self.measure:
             self.metrics.user_records_pending(self.endings.ledger.records)

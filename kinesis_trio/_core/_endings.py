@@ -9,7 +9,7 @@ once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .._logging import get_logger
 from .._results import EXPIRED, R_ATTEMPT, R_ERROR_CODE, Resolution, failed
@@ -52,6 +52,11 @@ class Endings:
             for after, why in order.resolved(members, res):
                 self.fail_after(after, why)
         return records, size
+
+    def resolver(self) -> Callable[[Sequence[Record], Resolution], tuple[int, int]]:
+        """:meth:`resolve`, or without per-key ordering the ledger's own ``resolve`` (the
+        same, a call less per Kinesis record of an answer)."""
+        return self.resolve if self.order is not None else self.ledger.resolve
 
     def fail(self, members: Sequence[Record], res: Resolution, shard_id: str) -> None:
         """Fail the unresolved ``members`` of one Kinesis record with ``res``."""

@@ -76,12 +76,15 @@ def interpret_answer(
     malformed: Attempt | None = None
     for krec, entry in zip(krecs, entries, strict=True):
         shard = krec.shard
-        code = entry_error(entry)
-        if code is None:
-            shard_id = entry["ShardId"]
+        # a well-formed success (``entry_error`` is None), tested inline: once per entry
+        if (
+            type(entry) is dict
+            and type(sequence_number := entry.get("SequenceNumber")) is str
+            and type(shard_id := entry.get("ShardId")) is str
+        ):
             res = written(
                 shard_id,
-                entry["SequenceNumber"],
+                sequence_number,
                 krec.aggregated,
                 end,
                 start,
@@ -94,6 +97,8 @@ def interpret_answer(
             else:
                 answer.elsewhere.append((krec, res))
             continue
+        code = entry_error(entry)
+        assert code is not None  # (the test above is entry_error's own)
         answer.bad.add(shard)
         if code == "MalformedResponse":
             if malformed is None:

@@ -248,7 +248,9 @@ class ShardLimiter:
 
     def on_success(self, now: float) -> bool:
         """A write to this shard went through: recover (additive increase). Returns
-        whether the multiplier changed."""
+        whether the multiplier changed. At the full rate it changes nothing that is read
+        (the time of the last increase counts only below it, and going below it sets it):
+        callers may skip it then."""
         if self.multiplier >= 1.0:
             self._last_increase = now
             return False
