@@ -202,8 +202,10 @@ class Lane:
         self._since = 0.0  # when the current busy period began (owed > 0)
         self._idle_at = -_INF  # when it last came to owe nothing
         self._confirmed = 0  # bytes confirmed, in all
-        # (busy seconds, bytes confirmed) marks: the window's start is the first
-        self._marks: deque[tuple[float, int]] = deque([(0.0, 0)])
+        # (busy seconds, bytes confirmed) marks: the window's start is the first; made at
+        # the first confirmation (a deque is some 600 bytes: a shard that never gets a
+        # record, on a stream of thousands, does without)
+        self._marks: deque[tuple[float, int]] | None = None
         self._at = -_INF  # when its holding was last logged
         self._logged = False  # its current holding was logged
 
@@ -286,6 +288,8 @@ class Lane:
 
     def _mark(self, busy: float, now: float) -> None:
         marks = self._marks
+        if marks is None:
+            marks = self._marks = deque([(0.0, 0)])
         confirmed = self._confirmed
         last_busy, _ = marks[-1]
         if busy - last_busy >= _MARK_STEP or len(marks) == 1:
