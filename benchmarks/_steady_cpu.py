@@ -175,7 +175,7 @@ class Plan:
 #: (module, attribute owner path, label): the synchronous pieces paid once per request
 #: (or per shard sealed), timed by ``--parts``
 _PIECES = [
-    ("kinesis_trio._core._outgoing", "Outgoing.seal_here", "seal due shards (timer)"),
+    ("kinesis_trio._core._outgoing", "Outgoing.seal_due", "seal due shards (timer)"),
     ("kinesis_trio._core._outgoing", "Outgoing.batch", "outgoing (per sealed batch)"),
     ("kinesis_trio._core._outgoing", "body", "request body (base64, JSON)"),
     ("kinesis_trio._aws._service", "_sha256_hex", "payload SHA-256"),

@@ -145,35 +145,55 @@ class Outgoing:
         self.acc.timer_sleeps(stream, wake)
         return due, wake
 
-    def seal_here(
+    def seal_due(
         self,
         stream: StreamState,
-        shard: ShardBuffer,
+        shards: list[ShardBuffer],
         now: float,
         sealed: list[KRecord] | None,
-    ) -> bool:
-        """Seal a due shard from the linger timer's pass and pass its batch on as its worker
-        would: what the shard's limiter admits now is added to ``sealed`` (the timer's one
-        message to the collector; None: the collector's channel has no room, nothing is
-        admitted), the rest is queued for its worker, in order. False, changing nothing:
-        its worker must do it (it has batches queued before these, or a reshard retired
-        the shard). One call per due shard: on a stream of thousands of shards a window's
-        records are mostly one per shard."""
-        if shard.queued or shard.retired:
-            return False
-        batch = self.batch(stream, shard, self.seal(shard), now)
-        if not batch:
-            return True
-        if sealed is not None:
-            n = self.admit(shard, batch, now)
-            if n == len(batch):
-                sealed += batch
-                return True
-            if n:
-                sealed += batch[:n]
-                batch = batch[n:]
-        self.queue(shard, batch)
-        return True
+    ) -> list[ShardBuffer]:
+        """Seal due shards from the linger timer's pass (those whose workers have nothing in
+        hand) and pass their batches on as their workers would: what a shard's limiter
+        admits now is added to ``sealed`` (the timer's one message to the collector; None:
+        the collector's channel has no room, nothing is admitted), the rest is queued for
+        its worker, in order. Returns the shards left to their workers, changed in
+        nothing (they have batches queued before these, or a reshard retired them).
+
+        One call for the pass: on a stream of thousands of shards a window's records are
+        mostly one per shard, so what is paid per shard is paid per record. A batch goes
+        through :meth:`batch` only if something there applies to it (retries due first,
+        a record past its TTL, a stale map, a flush); else it is the batch unchanged."""
+        left: list[ShardBuffer] = []
+        seal, queue = self.seal, self.queue
+        ttl, at = self.config.record_ttl, self.endings.pauses.ttl_now(now)
+        for shard in shards:
+            if shard.queued or shard.retired:
+                left.append(shard)
+                continue
+            batch = seal(shard)
+            if shard.first or stream.stale or self.acc.flushing:
+                batch = self.batch(stream, shard, batch, now)
+            else:
+                for krec in batch:
+                    if krec.since + ttl <= at:
+                        batch = self.batch(stream, shard, batch, now)
+                        break
+            if not batch:
+                continue
+            if sealed is not None:
+                limiter = shard.limiter
+                if len(batch) == 1:
+                    n = limiter.admit_one(batch[0].size, now)
+                else:
+                    n = limiter.admit([k.size for k in batch], now)
+                if n == len(batch):
+                    sealed += batch
+                    continue
+                if n:
+                    sealed += batch[:n]
+                    batch = batch[n:]
+            queue(shard, batch)
+        return left
 
     @staticmethod
     def retired(shard: ShardBuffer) -> bool:

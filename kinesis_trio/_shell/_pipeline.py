@@ -406,7 +406,7 @@ class Pipeline:
 
         A due shard whose worker has nothing in hand (waiting on an empty channel), or that
         has no worker yet, is sealed here and its batch passed on as its worker would
-        (``out.seal_here``): a linger window's shards go in one pass of one task, not a
+        (``out.seal_due``): a linger window's shards go in one pass of one task, not a
         wake-up of each worker (at 32 shards and 10,000 records/s, the last worker sealed 3
         ms after the window's end), and in one message to the collector, if it has room.
         The others' workers are woken to do it."""
@@ -423,18 +423,17 @@ class Pipeline:
                 sealed: list[KRecord] | None = (
                     [] if room.current_buffer_used < room.max_buffer_size else None
                 )
-                seal_here = out.seal_here
+                # a shard whose worker has something in hand (or a wake-up queued) is its
+                # worker's to seal; so is one the pass leaves (``out.seal_due``)
+                here: list[ShardBuffer] = []
                 for shard in due:
                     worker = workers.get(shard)
-                    if worker is None:
-                        if not seal_here(stream, shard, now, sealed):
-                            self._crew.start(shard).nudge()
-                    elif (
-                        not worker.idle
-                        or worker.nudged
-                        or not seal_here(stream, shard, now, sealed)
-                    ):
+                    if worker is None or (worker.idle and not worker.nudged):
+                        here.append(shard)
+                    else:
                         worker.nudge()
+                for shard in out.seal_due(stream, here, now, sealed):
+                    (workers.get(shard) or self._crew.start(shard)).nudge()
                 if sealed:
                     coll.send_nowait(sealed)
             # No checkpoint between the scan and the scope, and the pass's own effects are

@@ -163,7 +163,7 @@ def test_a_new_map_retires_changed_shards_and_places_their_records_anew() -> Non
 
 def test_the_timers_pass_seals_the_due_shards_and_admits_what_their_limiters_let_go() -> None:
     """``out.due_shards`` finds the due shards among those holding records (and the next
-    deadline of the others); ``out.seal_here`` seals one and adds what its limiter lets go
+    deadline of the others); ``out.seal_due`` seals them and adds what their limiters let go
     now to the timer's message, queueing the rest for its worker (all of it when the
     collector has no room), or leaves it to its worker if it has batches queued."""
     eng, shell, stream = engine(
@@ -176,21 +176,38 @@ def test_the_timers_pass_seals_the_due_shards_and_admits_what_their_limiters_let
     assert [s.open_deadline for s in due] == [0.1] and wake == 0.2
     [shard] = due
     sent: list[KRecord] = []
-    assert out.seal_here(stream, shard, 0.1, sent)
+    assert out.seal_due(stream, [shard], 0.1, sent) == []
     assert [k.data for k in sent] == [b"a"] and not shell.sealed_batches
     # 0.2 % of 1,000 records/s: a bucket of 2 records, one taken; 0.2 more by 0.2 s
     for data in (b"c", b"d", b"e"):
         eng.accept(stream, data, "k-1", None, 0.12)
     due, wake = out.due_shards(stream, 0.2)
     assert shard in due and len(due) == 2 and wake == math.inf
-    assert out.seal_here(stream, shard, 0.2, sent)
+    assert out.seal_due(stream, [shard], 0.2, sent) == []
     assert [k.data for k in sent] == [b"a", b"c"]
     [(queued_for, rest)] = shell.sealed_batches
     assert queued_for is shard and [k.data for k in rest] == [b"d", b"e"]
     # queued batches go first: its worker's to seal, nothing changed
     eng.accept(stream, b"f", "k-1", None, 0.25)
-    assert not out.seal_here(stream, shard, 0.3, sent) and not shard.is_empty()
+    assert out.seal_due(stream, [shard], 0.3, sent) == [shard] and not shard.is_empty()
     # no room at the collector: the whole batch is queued
     other = next(s for s in due if s is not shard)
-    assert out.seal_here(stream, other, 0.2, None)
+    assert out.seal_due(stream, [other], 0.2, None) == []
     assert [k.data for k in shell.sealed_batches[-1][1]] == [b"b"]
+
+
+def test_the_timers_pass_expires_what_waited_past_its_ttl_and_sends_the_rest() -> None:
+    """A due shard's batch goes through the outgoing checks only when one applies: a record
+    past its TTL expires there, and the rest of the pass goes on."""
+    eng, _, stream = engine(
+        shards=4, record_max_buffered_time=0.1, record_ttl=1.0, aggregation_enabled=False
+    )
+    old = eng.accept(stream, b"old", "k-1", None, 0.0)
+    fresh = eng.accept(stream, b"new", "k-2", None, 1.05)
+    sent: list[KRecord] = []
+    due, _ = eng.out.due_shards(stream, 1.1)
+    assert len(due) == 2
+    assert eng.out.seal_due(stream, due, 1.1, sent) == []
+    assert [k.data for k in sent] == [b"new"] and not fresh.done()
+    result = old.result()
+    assert not result.ok and result.error_code == "RecordExpired"
