@@ -126,13 +126,27 @@ def body(json_head: bytes, krecs: list[KRecord]) -> bytes:
     return b"".join(parts)
 
 
+#: ``","PartitionKey":<the key in JSON>`` of recent partition keys (``json.dumps`` costs
+#: more than the rest of an entry; keys repeat), at most :data:`_KEY_TAILS_MAX` of them
+_KEY_TAILS: dict[str, bytes] = {}
+_KEY_TAILS_MAX = 1 << 12
+
+
+def _key_tail(partition_key: str) -> bytes:
+    tail = b'","PartitionKey":' + json.dumps(partition_key).encode()
+    if len(_KEY_TAILS) >= _KEY_TAILS_MAX:
+        _KEY_TAILS.clear()
+    _KEY_TAILS[partition_key] = tail
+    return tail
+
+
 def json_tail(partition_key: str | None, ehk: str | None) -> bytes:
     """A PutRecords entry after its base64 data: ``","PartitionKey":...}`` (no
     PartitionKey for a record without one: an ``AUTO`` stream's)."""
     if partition_key is None:
         tail = b'"'
     else:
-        tail = b'","PartitionKey":' + json.dumps(partition_key).encode()
+        tail = _KEY_TAILS.get(partition_key) or _key_tail(partition_key)
     if ehk is not None:
         tail += b',"ExplicitHashKey":"' + ehk.encode() + b'"'
     return tail + b"}"

@@ -9,9 +9,10 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kinesis_trio._core import _requests
 from kinesis_trio._core._limiter import ShardLimiter
 from kinesis_trio._core._pipeline_data import KRecord, ShardBuffer
-from kinesis_trio._core._requests import RequestCollector, body, chunks
+from kinesis_trio._core._requests import RequestCollector, body, chunks, json_tail
 from tests.support.engine import outcome
 
 SHARD = ShardBuffer("shardId-000000000000", 0, 2**128 - 1, ShardLimiter(100, 0.0))
@@ -78,3 +79,24 @@ def test_the_body_is_the_put_records_json() -> None:
         ],
     }
     assert chunks([], 500, 100) == []
+
+
+@given(
+    st.lists(st.text(min_size=1, max_size=20), min_size=1, max_size=40),
+    st.one_of(st.none(), st.integers(0, 2**128 - 1).map(str)),
+)
+def test_an_entrys_tail_is_its_keys_in_json_whether_remembered_or_not(
+    keys: list[str], ehk: str | None
+) -> None:
+    """``json_tail`` remembers a key's JSON (``_KEY_TAILS``, emptied when full): the same
+    bytes the first time, again, and after the memory was emptied."""
+    _requests._KEY_TAILS_MAX, saved = 7, _requests._KEY_TAILS_MAX
+    try:
+        for key in keys + keys:
+            entry = json.loads(b'{"Data":"' + json_tail(key, ehk))
+            assert entry == {"Data": "", "PartitionKey": key} | (
+                {} if ehk is None else {"ExplicitHashKey": ehk}
+            )
+            assert len(_requests._KEY_TAILS) <= 7
+    finally:
+        _requests._KEY_TAILS_MAX = saved
