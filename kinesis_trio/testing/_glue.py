@@ -8,9 +8,9 @@ found." and "Schema version is not found.". Unlike moto, GetSchemaByDefinition o
 that exists but has no such version answers the latter, as AWS does (the Java client's
 ``SchemaByDefinitionFetcher`` registers a version on it).
 
-This module keeps the state and serves the calls a serializer makes (create, get,
-register, update, delete); ``_glue_admin`` serves the lists, version deletion, validity
-checks, metadata and tags over it. Deletions finish before the answer: what Glue shows as
+This module keeps the state and serves the calls that create, read, register and delete;
+``_glue_admin`` serves the lists, UpdateSchema, version deletion, validity checks, metadata
+and tags over it. Deletions finish before the answer: what Glue shows as
 ``DELETING`` for a while is gone at once ("Hard deletes will be enforced on the database",
 DeleteSchemaVersions' documentation), so no call shows a deleted registry, schema or version.
 """
@@ -337,44 +337,6 @@ class FakeGlue:
         answer["CreatedTime"] = timestamp(schema.created)
         answer["UpdatedTime"] = timestamp(schema.updated or schema.created)
         return answer
-
-    def _op_UpdateSchema(self, body: dict[str, Any]) -> dict[str, Any]:
-        """UpdateSchema's documentation: "If the value for Compatibility is provided, the
-        VersionNumber (a checkpoint) is also required. [...] If the value for the
-        VersionNumber (checkpoint) is provided, Compatibility is optional and this can be
-        used to set/reset a checkpoint for the schema."; SchemaVersionNumber: "One of
-        VersionNumber or Compatibility has to be provided." (a Description alone is taken
-        too: the call "Updates the description, compatibility setting, or version
-        checkpoint"). The checkpoint must be an AVAILABLE version of the schema."""
-        schema = self.schema(body.get("SchemaId"))
-        compatibility = body.get("Compatibility")
-        if compatibility is not None and compatibility not in COMPATIBILITIES:
-            raise fail(INPUT, "Compatibility is not valid.")
-        description = check_description(body.get("Description"))
-        wanted = body.get("SchemaVersionNumber")
-        if compatibility is not None and not wanted:
-            raise fail(
-                INPUT,
-                "SchemaVersionNumber (the checkpoint) is required when Compatibility is given.",
-            )
-        if not wanted and description is None:
-            raise fail(INPUT, "One of VersionNumber or Compatibility has to be provided.")
-        checkpoint = None
-        if wanted:
-            version = self.version_by_number(schema, wanted)
-            if version.shown(read=False) != "AVAILABLE":
-                raise fail(
-                    INPUT,
-                    f"Schema version {version.number} is {version.shown(read=False)}: only an "
-                    "AVAILABLE version can be the checkpoint.",
-                )
-            checkpoint = version.number
-        schema.update(compatibility=compatibility, description=description, checkpoint=checkpoint)
-        return {
-            "SchemaArn": self.arn("schema", schema.registry, schema.name),
-            "SchemaName": schema.name,
-            "RegistryName": schema.registry,
-        }
 
     def _op_DeleteSchema(self, body: dict[str, Any]) -> dict[str, Any]:
         """DeleteSchema: "Deletes the entire schema set, including the schema set and all of

@@ -1,6 +1,6 @@
 """The fake Glue registry's other calls, the ones a user's tooling makes over the registry
-``_glue.FakeGlue`` keeps: the lists (paged), version deletion, validity checks, version
-metadata and tags.
+``_glue.FakeGlue`` keeps: the lists (paged), schema settings, version deletion, validity
+checks, version metadata and tags.
 
 Shapes as botocore's Glue model (``glue/2017-03-31``) gives them; where the model's
 documentation decides a rule, the method's docstring quotes it.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ._compat import definition_problem
+from ._compat import COMPATIBILITIES, definition_problem
 from ._glue_model import (
     EXISTS,
     FORMATS,
@@ -21,6 +21,7 @@ from ._glue_model import (
     NOT_FOUND,
     GlueSchema,
     GlueVersion,
+    check_description,
     check_tags,
     fail,
     page,
@@ -138,6 +139,47 @@ class GlueAdmin:
             for v in shown
         ]
         return {"Schemas": items, **extra}
+
+    # -- schema settings ------------------------------------------------------------------
+
+    def op_UpdateSchema(self, body: dict[str, Any]) -> dict[str, Any]:
+        """UpdateSchema's documentation: "If the value for Compatibility is provided, the
+        VersionNumber (a checkpoint) is also required. [...] If the value for the
+        VersionNumber (checkpoint) is provided, Compatibility is optional and this can be
+        used to set/reset a checkpoint for the schema."; SchemaVersionNumber: "One of
+        VersionNumber or Compatibility has to be provided." (a Description alone is taken
+        too: the call "Updates the description, compatibility setting, or version
+        checkpoint"). The checkpoint must be an AVAILABLE version of the schema."""
+        glue = self._registry
+        schema = glue.schema(body.get("SchemaId"))
+        compatibility = body.get("Compatibility")
+        if compatibility is not None and compatibility not in COMPATIBILITIES:
+            raise fail(INPUT, "Compatibility is not valid.")
+        description = check_description(body.get("Description"))
+        wanted = body.get("SchemaVersionNumber")
+        if compatibility is not None and not wanted:
+            raise fail(
+                INPUT,
+                "SchemaVersionNumber (the checkpoint) is required when Compatibility is given.",
+            )
+        if not wanted and description is None:
+            raise fail(INPUT, "One of VersionNumber or Compatibility has to be provided.")
+        checkpoint = None
+        if wanted:
+            version = glue.version_by_number(schema, wanted)
+            if version.shown(read=False) != "AVAILABLE":
+                raise fail(
+                    INPUT,
+                    f"Schema version {version.number} is {version.shown(read=False)}: only an "
+                    "AVAILABLE version can be the checkpoint.",
+                )
+            checkpoint = version.number
+        schema.update(compatibility=compatibility, description=description, checkpoint=checkpoint)
+        return {
+            "SchemaArn": glue.arn("schema", schema.registry, schema.name),
+            "SchemaName": schema.name,
+            "RegistryName": schema.registry,
+        }
 
     # -- version deletion and validity ----------------------------------------------------
 
