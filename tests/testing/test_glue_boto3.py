@@ -7,7 +7,7 @@ output shape (required members, enums, lengths, ranges, members the model does n
 ``test_boto3._check_answer``'s rules) and the string patterns Python's ``re`` can compile
 (:func:`_pattern_violations`, matched in full; the model's DescriptionString class is
 written in UTF-16 surrogates, which ``re`` refuses, so the engine checks descriptions
-itself).
+itself), and every error's code against the operation's error shapes.
 
 Where the model's documentation decides a behaviour, the test's docstring quotes it. The
 session's ``python_engine`` is shared: each test names its registries and schemas anew and
@@ -72,8 +72,13 @@ def _pattern_violations(shape: Any, value: Any, path: str) -> list[str]:
 
 
 def _check_glue_answer(http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
-    """``after-call`` hook: a successful answer follows the operation's output shape."""
-    if http_response.status_code >= 300 or model.output_shape is None:
+    """``after-call`` hook: a successful answer follows the operation's output shape; an
+    error's code is one the model lists for the operation."""
+    if http_response.status_code >= 300:
+        code = parsed["Error"]["Code"]
+        assert code in {e.name for e in model.error_shapes}, f"{model.name} answered {code}"
+        return
+    if model.output_shape is None:
         return
     body = {k: v for k, v in parsed.items() if k != "ResponseMetadata"}
     found = _shape_violations(model.output_shape, body, model.name, patterns=False)
