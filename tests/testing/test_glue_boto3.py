@@ -173,7 +173,8 @@ def test_the_registry_times_are_strings_in_the_model(glue: Any) -> None:
 def test_a_registry_is_created_described_updated_and_deleted(glue: Any) -> None:
     """DeleteRegistry: "Delete the entire registry including schema and all of its
     versions."; DeleteRegistryResponse.Status: "A successful operation will return the
-    Deleting status." The engine finishes the deletion before it answers."""
+    Deleting status." The engine finishes the deletion before it answers. Source: the
+    model's documentation, as the Glue API reference gives it (https://docs.aws.amazon.com/glue/latest/webapi/API_DeleteRegistry.html)."""
     name = f"reg-{uuid.uuid4().hex[:10]}"
     created = glue.create_registry(RegistryName=name, Description="ours", Tags={"team": "pay"})
     arn = f"arn:aws:glue:us-east-1:123456789012:registry/{name}"
@@ -429,7 +430,10 @@ def test_versions_are_listed_and_deleted(glue: Any, unvalidated: Any, registry: 
     the first schema version in the schema set"; "This operation will also delete the
     attached SchemaVersionMetadata". ListSchemaVersions: "Schema versions in Deleted status
     will not be included in the results."; GetSchemaVersion: "Schema versions in Deleted
-    status will not be included in the results." (EntityNotFoundException)."""
+    status will not be included in the results." (EntityNotFoundException). Sources: the
+    model's documentation, as the Glue API reference gives it
+    (https://docs.aws.amazon.com/glue/latest/webapi/API_DeleteSchemaVersions.html,
+    API_ListSchemaVersions.html and API_GetSchemaVersion.html)."""
     ref = schema_id(registry, "orders")
     glue.create_schema(
         RegistryId={"RegistryName": registry},
@@ -514,7 +518,8 @@ def _numbers(glue: Any, ref: dict[str, str]) -> list[int]:
 
 def test_a_deleted_schema_is_gone_and_can_be_made_again(glue: Any, registry: str) -> None:
     """DeleteSchema: "Deletes the entire schema set, including the schema set and all of
-    its versions." (Status DELETING in the answer, gone for the next call)."""
+    its versions." (Status DELETING in the answer, gone for the next call). Source: the
+    model's documentation, as the Glue API reference gives it (https://docs.aws.amazon.com/glue/latest/webapi/API_DeleteSchema.html)."""
     ref = schema_id(registry, "orders")
     created = glue.create_schema(
         RegistryId={"RegistryName": registry},
