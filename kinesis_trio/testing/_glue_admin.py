@@ -266,7 +266,9 @@ class GlueAdmin:
 
     @staticmethod
     def _pair(body: dict[str, Any]) -> tuple[str, str]:
-        pair = body.get("MetadataKeyValue") or {}
+        pair = body.get("MetadataKeyValue")
+        if not isinstance(pair, dict):
+            raise fail(INPUT, "MetadataKeyValue is required: a MetadataKey and a MetadataValue.")
         key, value = pair.get("MetadataKey"), pair.get("MetadataValue")
         if not isinstance(key, str) or not isinstance(value, str) or not key or not value:
             raise fail(INPUT, "MetadataKeyValue needs a MetadataKey and a MetadataValue.")

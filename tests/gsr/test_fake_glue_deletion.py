@@ -1,5 +1,6 @@
-"""Deleted schemas and versions on the serializers' path, and the registry's new state on
-disk: the fake's Glue through the Glue client and :class:`GlueSchemaRegistry`.
+"""Deleted schemas and versions on the serializers' path, the registry's new state on disk
+and malformed members of the new calls: the fake's Glue through the Glue client and
+:class:`GlueSchemaRegistry`.
 
 What a registry does after a deletion is what it does against Glue: a version id it has
 not cached is looked up and not found (GetSchemaVersion: "Schema versions in Deleted
@@ -171,3 +172,38 @@ async def test_the_new_state_survives_a_restart(fake: FakeKinesis, tmp_path: Pat
             "QuerySchemaVersionMetadata", {"SchemaVersionId": second["SchemaVersionId"]}
         )
         assert meta["MetadataInfoMap"]["k"]["MetadataValue"] == "v"
+
+
+@pytest.mark.parametrize(
+    ("operation", "body"),
+    [
+        ("PutSchemaVersionMetadata", {"SchemaId": ORDERS, "MetadataKeyValue": "k=v"}),
+        ("RemoveSchemaVersionMetadata", {"SchemaId": ORDERS, "MetadataKeyValue": ["k"]}),
+        ("QuerySchemaVersionMetadata", {"SchemaId": ORDERS, "MetadataList": "k"}),
+        ("QuerySchemaVersionMetadata", {"MetadataList": []}),
+        ("DeleteSchemaVersions", {"SchemaId": ORDERS, "Versions": 2}),
+        ("DeleteSchemaVersions", {"SchemaId": ORDERS}),
+        ("ListSchemas", {"RegistryId": "default-registry"}),
+        ("ListSchemaVersions", {"SchemaId": ORDERS, "MaxResults": "2"}),
+        ("ListSchemaVersions", {"SchemaId": ORDERS, "MaxResults": True}),
+        ("ListRegistries", {"NextToken": 7}),
+        ("UpdateSchema", {"SchemaId": ORDERS, "Description": 3}),
+        ("UpdateSchema", {"SchemaId": ORDERS, "Compatibility": "SOME"}),
+        ("UpdateRegistry", {"RegistryId": {"RegistryName": "default-registry"}}),
+        ("TagResource", {"ResourceArn": f"{ARN}/default-registry/orders", "TagsToAdd": ["a"]}),
+        ("TagResource", {"ResourceArn": f"{ARN}/default-registry/orders", "TagsToAdd": {"": "v"}}),
+        ("UntagResource", {"ResourceArn": f"{ARN}/default-registry/orders", "TagsToRemove": "a"}),
+        ("GetTags", {"ResourceArn": 5}),
+        ("CheckSchemaVersionValidity", {"DataFormat": "AVRO"}),
+        ("CreateSchema", {"SchemaName": "x", "DataFormat": "AVRO", "Tags": {"k": 1}}),
+        ("CreateRegistry", {"RegistryName": "x", "Description": "\ud800"}),
+    ],
+)
+async def test_malformed_members_are_invalid_input(
+    fake: FakeKinesis, operation: str, body: dict[str, object]
+) -> None:
+    async with client_of(fake) as glue:
+        await glue.create_schema("default-registry", "orders", "AVRO", AVRO_V1)
+        with pytest.raises(SchemaRegistryError) as refused:
+            await glue.call(operation, body)
+    assert refused.value.code == "InvalidInputException", str(refused.value)
