@@ -162,16 +162,17 @@ def page(
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= max_results:
         raise fail(INPUT, f"MaxResults must be an integer from 1 to {max_results}.")
     token = body.get("NextToken")
-    after: Any = None
     if token is not None:
         try:
             state = json.loads(base64.urlsafe_b64decode(str(token).encode()))
             if state["op"] != operation:
                 raise ValueError(state["op"])
             after = state["after"]
+            rest = [item for item in items if key(item) > after]
         except (ValueError, KeyError, TypeError, binascii.Error):
             raise fail(INPUT, f"NextToken is not valid for {operation}.") from None
-    rest = [item for item in items if after is None or key(item) > after]
+    else:
+        rest = list(items)
     shown = rest[:limit]
     extra: dict[str, Any] = {}
     if len(rest) > limit:

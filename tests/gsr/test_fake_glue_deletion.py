@@ -187,6 +187,8 @@ async def test_the_new_state_survives_a_restart(fake: FakeKinesis, tmp_path: Pat
         ("ListSchemaVersions", {"SchemaId": ORDERS, "MaxResults": "2"}),
         ("ListSchemaVersions", {"SchemaId": ORDERS, "MaxResults": True}),
         ("ListRegistries", {"NextToken": 7}),
+        # a token of the right list whose place is of another kind
+        ("ListRegistries", {"NextToken": "eyJvcCI6ICJMaXN0UmVnaXN0cmllcyIsICJhZnRlciI6IDF9"}),
         ("UpdateSchema", {"SchemaId": ORDERS, "Description": 3}),
         ("UpdateSchema", {"SchemaId": ORDERS, "Compatibility": "SOME"}),
         ("UpdateRegistry", {"RegistryId": {"RegistryName": "default-registry"}}),
