@@ -15,6 +15,7 @@ from google.protobuf import message
 from ._avro import AvroCodec
 from ._codec import PayloadEncoder
 from ._json import JsonCodec
+from ._proto_text import class_definition
 from ._protobuf import ProtobufWriter
 from ._types import DEFAULT_REGISTRY, DataFormat, SchemaSpec
 from ._wire import encode_frame
@@ -103,10 +104,15 @@ class JsonSchema(_TextSchema):
 
 
 class ProtobufSchema(Schema):
-    """A protobuf message class with its ``.proto`` file's text (the registered definition).
+    """A protobuf message class (generated, or made from a descriptor) and the definition
+    registered for it.
 
-    ``check=True`` compiles the text (grpcio-tools) and refuses it unless it declares the
-    same messages as the class's file.
+    ``definition`` ``None`` (the default): the ``.proto`` text the AWS Java serde registers
+    for the same message, derived from the class's file descriptor as its
+    ``ProtobufSerializer.getSchemaDefinition`` does, so Java and Python producers of one
+    ``.proto`` share schema versions. Or the ``.proto`` text to register, as given;
+    ``check=True`` compiles it (grpcio-tools) and refuses it unless it declares the same
+    messages as the class's file.
     """
 
     data_format: DataFormat = "PROTOBUF"
@@ -115,7 +121,7 @@ class ProtobufSchema(Schema):
         self,
         name: str,
         message_type: type[message.Message],
-        definition: str,
+        definition: str | None = None,
         *,
         registry: str = DEFAULT_REGISTRY,
         compatibility: str = "BACKWARD",
@@ -124,7 +130,9 @@ class ProtobufSchema(Schema):
         check: bool = False,
     ) -> None:
         writer = ProtobufWriter(message_type)
-        if check:
+        if definition is None:
+            definition = class_definition(message_type)
+        elif check:
             writer.check(definition)
         super().__init__(
             name,

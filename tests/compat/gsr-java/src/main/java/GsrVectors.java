@@ -11,6 +11,7 @@ import com.amazonaws.services.schemaregistry.serializers.json.JsonDataWithSchema
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.google.protobuf.DescriptorProtos;
 import com.google.protobuf.Descriptors;
 import com.google.protobuf.DynamicMessage;
 import com.google.protobuf.Message;
@@ -41,6 +42,11 @@ import software.amazon.awssdk.services.glue.model.DataFormat;
  *
  *   write CASES OUT: each case written uncompressed and with zlib, as JSON lines.
  *   read IN OUT:     each record of IN decoded; the object written out as JSON lines.
+ *   definitions SET OUT FILE...: for each top-level message of each FILE of the descriptor set
+ *                    SET (protoc's --descriptor_set_out with --include_imports), the schema
+ *                    definition the serializer registers for it, as JSON lines. A message of a
+ *                    generated class holds the same FileDescriptor (built from the descriptor
+ *                    protoc embeds in it): getSchemaDefinition reads only that.
  */
 public final class GsrVectors {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -60,8 +66,10 @@ public final class GsrVectors {
             write(Path.of(args[1]), Path.of(args[2]));
         } else if (args.length == 3 && args[0].equals("read")) {
             read(Path.of(args[1]), Path.of(args[2]));
+        } else if (args.length >= 4 && args[0].equals("definitions")) {
+            definitions(Path.of(args[1]), Path.of(args[2]), List.of(args).subList(3, args.length));
         } else {
-            System.err.println("usage: GsrVectors write CASES OUT | read IN OUT");
+            System.err.println("usage: GsrVectors write CASES OUT | read IN OUT | definitions SET OUT FILE...");
             System.exit(2);
         }
     }
@@ -146,6 +154,33 @@ public final class GsrVectors {
                 line.put("message_hex", HEX.formatHex(message.toByteArray()));
             }
             lines.add(JSON.writeValueAsString(line));
+        }
+        Files.write(out, lines, StandardCharsets.UTF_8);
+    }
+
+    private static void definitions(Path set, Path out, List<String> files) throws Exception {
+        Map<String, Descriptors.FileDescriptor> built = new HashMap<>();
+        DescriptorProtos.FileDescriptorSet protos =
+            DescriptorProtos.FileDescriptorSet.parseFrom(Files.readAllBytes(set));
+        for (DescriptorProtos.FileDescriptorProto proto : protos.getFileList()) {  // imports first
+            List<Descriptors.FileDescriptor> deps = new ArrayList<>();
+            for (String dep : proto.getDependencyList()) {
+                deps.add(built.get(dep));
+            }
+            built.put(proto.getName(), Descriptors.FileDescriptor.buildFrom(
+                proto, deps.toArray(new Descriptors.FileDescriptor[0])));
+        }
+        GlueSchemaRegistryDataFormatSerializer serializer = new GlueSchemaRegistrySerializerFactory()
+            .getInstance(DataFormat.PROTOBUF, config("NONE"));
+        List<String> lines = new ArrayList<>();
+        for (String name : files) {
+            for (Descriptors.Descriptor type : built.get(name).getMessageTypes()) {
+                ObjectNode line = JSON.createObjectNode();
+                line.put("file", name);
+                line.put("message", type.getFullName());
+                line.put("definition", serializer.getSchemaDefinition(DynamicMessage.getDefaultInstance(type)));
+                lines.add(JSON.writeValueAsString(line));
+            }
         }
         Files.write(out, lines, StandardCharsets.UTF_8);
     }
