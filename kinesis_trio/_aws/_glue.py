@@ -202,8 +202,9 @@ class GlueClient(JsonService):
         *,
         compatibility: str = "BACKWARD",
         description: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        """CreateSchema with its first version."""
+        """CreateSchema with its first version (``Description`` and ``Tags`` when given)."""
         body: dict[str, Any] = {
             "RegistryId": {"RegistryName": registry},
             "SchemaName": schema,
@@ -213,6 +214,8 @@ class GlueClient(JsonService):
         }
         if description:
             body["Description"] = description
+        if tags:
+            body["Tags"] = dict(tags)
         return await self.call("CreateSchema", body)
 
     async def register_schema_version(

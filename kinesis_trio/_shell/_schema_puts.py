@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from .._core import is_arn, parse_stream_arn
 from .._errors import ProducerClosedError
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
     from .._results import RecordResult
     from ..gsr._schemas import Schema
-    from ..gsr._types import SchemaRegistry
+    from ..gsr._types import SchemaRegistry, SchemaSpec
     from ._outcome import Outcome
     from ._sync_handoff import Line
 
@@ -47,13 +48,24 @@ def registry_of(registry: SchemaRegistry | None) -> SchemaRegistry:
     return registry
 
 
-def cached_record(registry: SchemaRegistry, schema: Schema, obj: object) -> bytes:
-    """``obj`` as a GSR record if the schema's version id is known (no I/O), else
+def spec_of(schema: Schema, stream: str | None) -> SchemaSpec:
+    """The spec of ``schema`` for a put to ``stream`` (a name or an ARN; ``None``: the
+    producer's default stream, which ``stream`` must then be): its own, unless a naming
+    makes its name from the stream's name."""
+    if not schema.needs_stream:
+        return schema.spec
+    if stream is None:
+        raise ValueError("no stream_name given and the producer has no default stream")
+    return schema.spec_for(parse_stream_arn(stream).name if is_arn(stream) else stream)
+
+
+def cached_record(registry: SchemaRegistry, schema: Schema, spec: SchemaSpec, obj: object) -> bytes:
+    """``obj`` as a GSR record if the spec's version id is known (no I/O), else
     :class:`SchemaNotCached`; :class:`SchemaMismatchError` if ``obj`` does not match."""
-    version = registry.cached_version(schema.spec)
+    version = registry.cached_version(spec)
     if version is None:
         raise SchemaNotCached(
-            f"schema {schema.spec.name!r}: its version id is not known yet "
+            f"schema {spec.name!r}: its version id is not known yet "
             "(await put_object() looks it up)"
         )
     return schema.encode(obj, version)
@@ -63,6 +75,7 @@ class SchemaPuts:
     """``Producer.put_object`` and ``put_object_nowait``: an object in, a GSR record put."""
 
     _schema_registry: SchemaRegistry | None
+    _default_stream: str | None
 
     if TYPE_CHECKING:  # the producer's own (``Producer.put``, ``put_nowait``)
         put: Callable[..., Awaitable[Outcome]]
@@ -98,9 +111,10 @@ class SchemaPuts:
         Cancelled while the registry is asked: nothing was accepted.
         """
         registry = registry_of(self._schema_registry)
-        version = registry.cached_version(schema.spec)
+        spec = spec_of(schema, stream_arn or stream_name or self._default_stream)
+        version = registry.cached_version(spec)
         if version is None:
-            version = await registry.version_for(schema.spec)
+            version = await registry.version_for(spec)
         data = schema.encode(obj, version)
         return await self.put(
             data, partition_key, explicit_hash_key, stream_name=stream_name, stream_arn=stream_arn
@@ -120,7 +134,8 @@ class SchemaPuts:
         full, the stream not loaded, or the schema's version id not cached yet (one
         ``await put_object()`` with the schema caches it)."""
         registry = registry_of(self._schema_registry)
-        data = cached_record(registry, schema, obj)
+        spec = spec_of(schema, stream_arn or stream_name or self._default_stream)
+        data = cached_record(registry, schema, spec, obj)
         return self.put_nowait(
             data, partition_key, explicit_hash_key, stream_name=stream_name, stream_arn=stream_arn
         )
@@ -130,6 +145,7 @@ class SyncSchemaPuts:
     """``SyncProducer.put_object``: an object in, a GSR record put, from any thread."""
 
     _producer_args: dict[str, Any]
+    _default_stream: str | None
     _portal: BlockingPortal | None
     _line: Line
 
@@ -155,21 +171,22 @@ class SyncSchemaPuts:
         and what ``put`` raises.
         """
         registry = registry_of(self._producer_args["schema_registry"])
-        version = registry.cached_version(schema.spec)
+        spec = spec_of(schema, stream_name or self._default_stream)
+        version = registry.cached_version(spec)
         if version is None:
-            version = self._version_on_loop(registry, schema)
+            version = self._version_on_loop(registry, spec)
         data = schema.encode(obj, version)
         return self.put(
             data, partition_key, explicit_hash_key, stream_name=stream_name, timeout=timeout
         )
 
-    def _version_on_loop(self, registry: SchemaRegistry, schema: Schema) -> uuid.UUID:
+    def _version_on_loop(self, registry: SchemaRegistry, spec: SchemaSpec) -> uuid.UUID:
         if self._line.loop_thread == threading.get_ident():
             raise RuntimeError(
                 "put_object from the producer's own thread (a future's callback) with a "
-                f"schema not cached yet ({schema.spec.name!r}) would wait for ever"
+                f"schema not cached yet ({spec.name!r}) would wait for ever"
             )
         portal = self._portal
         if portal is None:
             raise ProducerClosedError("the producer is not open: use `with SyncProducer(...)`")
-        return portal.call(registry.version_for, schema.spec)
+        return portal.call(registry.version_for, spec)

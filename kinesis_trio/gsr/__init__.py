@@ -3,8 +3,10 @@
 ``encode(schema, obj, version_id)`` writes a record (the 18-byte GSR header, then the
 payload); a :class:`Decoder` reads records back, fetching writer schemas from a registry.
 :class:`GlueSchemaRegistry` finds (and, with ``auto_register``, registers) the schema
-version of each definition, cached, as the Java client does; ``GlueClient`` is the Glue
-API client under it (Glue's JSON 1.1 API on the package's signed HTTP stack).
+version of each definition, cached, as the Java client does, creating schemas with the Java
+serde's options (compatibility, description, tags; names made by a :class:`SchemaNaming`);
+``GlueClient`` is the Glue API client under it (Glue's JSON 1.1 API on the package's signed
+HTTP stack).
 """
 
 from __future__ import annotations
@@ -13,6 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from ._decode import Decoded as Decoded
 from ._decode import Decoder as Decoder
+from ._options import BY_RECORD_TYPE as BY_RECORD_TYPE
+from ._options import BY_STREAM as BY_STREAM
+from ._options import BY_STREAM_AND_RECORD_TYPE as BY_STREAM_AND_RECORD_TYPE
+from ._options import SchemaNaming as SchemaNaming
 from ._registry import GlueSchemaRegistry as GlueSchemaRegistry
 from ._schemas import AvroSchema as AvroSchema
 from ._schemas import JsonSchema as JsonSchema

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import anyio
 
 from .._logging import get_logger
+from ._options import check_compatibility, check_description, check_tags
 from ._types import (
     DATA_FORMATS,
     DataFormat,
@@ -174,11 +175,16 @@ class GlueSchemaRegistry:
     there too): on "Schema version is not found." register the definition as a new version
     (RegisterSchemaVersion, then GetSchemaVersion every ``poll_interval`` seconds, at most
     10 times, until it is AVAILABLE; FAILURE: :class:`SchemaIncompatibleError`); on "Schema
-    is not found." create the schema (CreateSchema with the spec's compatibility, BACKWARD
-    by default, in the spec's registry, ``default-registry`` by default; a schema created
-    meanwhile by another producer: register a version instead); then put the spec's
-    metadata on the version (PutSchemaVersionMetadata; a failure is logged, not raised, as
-    in the Java client). Off: :class:`SchemaNotFoundError`.
+    is not found." create the schema (CreateSchema in the spec's registry,
+    ``default-registry`` by default; a schema created meanwhile by another producer: register
+    a version instead); then put the spec's metadata on the version
+    (PutSchemaVersionMetadata; a failure is logged, not raised, as in the Java client). Off:
+    :class:`SchemaNotFoundError`.
+
+    What CreateSchema sends, as the Java serde's ``compatibility``, ``description`` and
+    ``tags`` settings: ``compatibility`` (BACKWARD by default) unless the spec has its own,
+    ``description`` unless the spec has its own, ``tags`` and the spec's (the spec's win
+    on a shared key). Each is checked here against Glue's model (:class:`SchemaError`).
 
     ``async with registry`` closes ``client`` at its end; else close the client yourself.
     """
@@ -191,9 +197,18 @@ class GlueSchemaRegistry:
         cache_size: int = DEFAULT_CACHE_SIZE,
         time_to_live: float = DEFAULT_TIME_TO_LIVE,
         poll_interval: float = 1.0,
+        compatibility: str = "BACKWARD",
+        description: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> None:
         self.client = client
         self.auto_register = auto_register
+        #: CreateSchema's ``Compatibility`` for a spec without its own
+        self.compatibility = check_compatibility(compatibility)
+        #: CreateSchema's ``Description`` for a spec without its own
+        self.description = None if description is None else check_description(description)
+        #: CreateSchema's ``Tags``, the spec's added
+        self.tags = check_tags(tags or {})
         self.poll_interval = poll_interval
         self._versions: BoundedCache[tuple[str, str, str, str], uuid.UUID] = BoundedCache(
             cache_size, time_to_live
@@ -216,6 +231,9 @@ class GlueSchemaRegistry:
         auto_register: bool = False,
         cache_size: int = DEFAULT_CACHE_SIZE,
         time_to_live: float = DEFAULT_TIME_TO_LIVE,
+        compatibility: str = "BACKWARD",
+        description: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> GlueSchemaRegistry:
         """A registry with a :class:`GlueClient` of its own (closed by ``async with``).
 
@@ -232,7 +250,13 @@ class GlueSchemaRegistry:
             transport=transport,
         )
         return cls(
-            client, auto_register=auto_register, cache_size=cache_size, time_to_live=time_to_live
+            client,
+            auto_register=auto_register,
+            cache_size=cache_size,
+            time_to_live=time_to_live,
+            compatibility=compatibility,
+            description=description,
+            tags=tags,
         )
 
     async def __aenter__(self) -> GlueSchemaRegistry:
@@ -345,7 +369,9 @@ class GlueSchemaRegistry:
                 spec.name,
                 spec.data_format,
                 spec.definition,
-                compatibility=spec.compatibility,
+                compatibility=spec.compatibility or self.compatibility,
+                description=self.description if spec.description is None else spec.description,
+                tags={**self.tags, **spec.tags},
             )
         except SchemaRegistryError as exc:
             if exc.code != "AlreadyExistsException":

@@ -1,54 +1,109 @@
 """The schemas a producer writes with, and ``encode``: an object to a GSR record.
 
-Each schema holds its :class:`SchemaSpec` (what the registry is asked about) and a codec
-built once; ``encode`` is pure and synchronous, so the put path does no I/O once the
-registry has given the version id (``SchemaRegistry.cached_version``).
+Each schema holds its :class:`SchemaSpec` (what the registry is asked about; one a stream
+when a :class:`SchemaNaming` makes the name from the stream) and a codec built once;
+``encode`` is pure and synchronous, so the put path does no I/O once the registry has given
+the version id (``SchemaRegistry.cached_version``).
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
 
 from google.protobuf import message
 
 from ._avro import AvroCodec
 from ._codec import PayloadEncoder
 from ._json import JsonCodec
+from ._options import SchemaNaming
 from ._proto_text import class_definition
 from ._protobuf import ProtobufWriter
-from ._types import DEFAULT_REGISTRY, DataFormat, SchemaSpec
+from ._types import DEFAULT_REGISTRY, DataFormat, SchemaError, SchemaSpec
 from ._wire import encode_frame
 
 
 class Schema:
-    """A schema to write records with: its registry spec and its validating encoder."""
+    """A schema to write records with: its registry spec and its validating encoder.
+
+    ``name``: the schema's name in the registry, or a :class:`SchemaNaming` making it from
+    the record type and the stream a record is put to (then :meth:`spec_for` gives a
+    stream's spec). ``compatibility``, ``description``, ``tags``: what auto-registration's
+    CreateSchema sends for this schema (``None``: the registry's settings); ``metadata``:
+    put on each version auto-registration makes.
+    """
 
     data_format: DataFormat
 
     def __init__(
         self,
-        name: str,
+        name: str | SchemaNaming,
         definition: str,
         codec: PayloadEncoder,
         *,
         registry: str,
-        compatibility: str,
+        compatibility: str | None,
         metadata: Mapping[str, str] | None,
         compress: bool = False,
+        description: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> None:
         #: records are written zlib-compressed (header byte 1 = 5), as the Java serde's
         #: ``compression`` setting ``ZLIB`` does
         self.compress = compress
-        self.spec: SchemaSpec = SchemaSpec(
-            name=name,
+        self._codec = codec
+        self._naming = name if isinstance(name, SchemaNaming) else None
+        #: the name comes from the stream: :meth:`spec_for` a stream (``spec`` raises)
+        self.needs_stream = self._naming is not None and self._naming.needs_stream
+        self._by_stream: dict[str, SchemaSpec] = {}
+        # the spec's own checks, now, whatever the name will be
+        self._template = SchemaSpec(
+            name=name if isinstance(name, str) else "",
             definition=definition,
             data_format=self.data_format,
             registry=registry,
             compatibility=compatibility,
             metadata=dict(metadata or {}),
+            description=description,
+            tags=dict(tags or {}),
         )
-        self._codec = codec
+        self._spec: SchemaSpec | None = self._template
+        if self._naming is not None:
+            record_type = self.record_type()  # SchemaError now if there is none
+            self._spec = None
+            if not self.needs_stream:
+                self._spec = replace(self._template, name=self._naming.name(record_type))
+
+    @property
+    def spec(self) -> SchemaSpec:
+        """What the registry is asked about (:class:`SchemaError` when the name comes from
+        the stream: see :meth:`spec_for`)."""
+        if self._spec is None:
+            raise SchemaError(
+                f"the schema's name comes from the stream ({self._naming}): use spec_for(stream)"
+            )
+        return self._spec
+
+    def spec_for(self, stream: str | None) -> SchemaSpec:
+        """The spec of records put to ``stream`` (a stream's name): ``spec``, unless the
+        name comes from the stream."""
+        if self._spec is not None:
+            return self._spec
+        if not stream:
+            raise SchemaError(f"the schema's name comes from the stream ({self._naming}): none")
+        found = self._by_stream.get(stream)
+        if found is None:
+            assert self._naming is not None
+            name = self._naming.name(self.record_type(), stream)
+            found = self._by_stream[stream] = replace(self._template, name=name)
+        return found
+
+    def record_type(self) -> str:
+        """The record type's full name (``{record_type}`` in a :class:`SchemaNaming`)."""
+        raise SchemaError(f"a {type(self).__name__} has no record type to be named by")
 
     def payload(self, obj: object) -> bytes:
         """The validated payload of ``obj`` (no header); :class:`SchemaMismatchError` if not."""
@@ -59,7 +114,8 @@ class Schema:
         return encode_frame(self._codec.encode(obj), version_id, compress=self.compress)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.spec.name!r}, registry={self.spec.registry!r})"
+        name = self._spec.name if self._spec is not None else self._naming
+        return f"{type(self).__name__}({name!r}, registry={self._template.registry!r})"
 
 
 class _TextSchema(Schema):
@@ -70,14 +126,17 @@ class _TextSchema(Schema):
 
     def __init__(
         self,
-        name: str,
+        name: str | SchemaNaming,
         definition: str,
         *,
         registry: str = DEFAULT_REGISTRY,
-        compatibility: str = "BACKWARD",
+        compatibility: str | None = None,
         metadata: Mapping[str, str] | None = None,
         compress: bool = False,
+        description: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> None:
+        self.definition = definition
         super().__init__(
             name,
             definition,
@@ -86,6 +145,8 @@ class _TextSchema(Schema):
             compatibility=compatibility,
             metadata=metadata,
             compress=compress,
+            description=description,
+            tags=tags,
         )
 
 
@@ -95,12 +156,29 @@ class AvroSchema(_TextSchema):
     data_format: DataFormat = "AVRO"
     _codec_type = AvroCodec
 
+    def record_type(self) -> str:
+        """The named type's full name (``namespace.name``)."""
+        parsed: Any = json.loads(self.definition)
+        name = parsed.get("name") if isinstance(parsed, dict) else None
+        if not isinstance(name, str):
+            raise SchemaError("an Avro schema without a named type has no record type")
+        namespace = parsed.get("namespace")
+        return f"{namespace}.{name}" if namespace and "." not in name else name
+
 
 class JsonSchema(_TextSchema):
     """A JSON Schema (its text); records are JSON values, validated with jsonschema."""
 
     data_format: DataFormat = "JSON"
     _codec_type = JsonCodec
+
+    def record_type(self) -> str:
+        """The schema's ``title``."""
+        parsed: Any = json.loads(self.definition)
+        title = parsed.get("title") if isinstance(parsed, dict) else None
+        if not isinstance(title, str) or not title:
+            raise SchemaError("a JSON Schema without a title has no record type")
+        return title
 
 
 class ProtobufSchema(Schema):
@@ -119,17 +197,20 @@ class ProtobufSchema(Schema):
 
     def __init__(
         self,
-        name: str,
+        name: str | SchemaNaming,
         message_type: type[message.Message],
         definition: str | None = None,
         *,
         registry: str = DEFAULT_REGISTRY,
-        compatibility: str = "BACKWARD",
+        compatibility: str | None = None,
         metadata: Mapping[str, str] | None = None,
         compress: bool = False,
         check: bool = False,
+        description: str | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> None:
         writer = ProtobufWriter(message_type)
+        self._message_name: str = writer.descriptor.full_name
         if definition is None:
             definition = class_definition(message_type)
         elif check:
@@ -142,7 +223,13 @@ class ProtobufSchema(Schema):
             compatibility=compatibility,
             metadata=metadata,
             compress=compress,
+            description=description,
+            tags=tags,
         )
+
+    def record_type(self) -> str:
+        """The message's full name."""
+        return self._message_name
 
 
 def encode(

@@ -18,6 +18,7 @@ from .._errors import SchemaIncompatibleError as SchemaIncompatibleError
 from .._errors import SchemaMismatchError as SchemaMismatchError
 from .._errors import SchemaNotFoundError as SchemaNotFoundError
 from .._errors import SchemaRegistryError as SchemaRegistryError
+from ._options import check_compatibility, check_description, check_tags
 
 DataFormat = Literal["AVRO", "JSON", "PROTOBUF"]
 DATA_FORMATS: tuple[DataFormat, ...] = ("AVRO", "JSON", "PROTOBUF")
@@ -30,16 +31,26 @@ DEFAULT_REGISTRY = "default-registry"
 class SchemaSpec:
     """A schema records are written with: its name, registry, format and definition.
 
-    ``compatibility`` and ``metadata`` apply only when auto-registration creates the schema
-    or a version of it.
+    ``compatibility``, ``description`` and ``tags`` apply only when auto-registration
+    creates the schema (``None``: the registry's settings); ``metadata`` when it creates the
+    schema or a version of it. Each is checked against Glue's rules here.
     """
 
     name: str
     definition: str
     data_format: DataFormat
     registry: str = DEFAULT_REGISTRY
-    compatibility: str = "BACKWARD"
+    compatibility: str | None = None
     metadata: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+    description: str | None = field(default=None, compare=False)
+    tags: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.compatibility is not None:
+            check_compatibility(self.compatibility)
+        if self.description is not None:
+            check_description(self.description)
+        check_tags(self.tags)
 
 
 @dataclass(frozen=True)

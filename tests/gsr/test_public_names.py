@@ -27,6 +27,9 @@ def test_exported_names() -> None:
     assert isinstance(gsr.GlueClient, type)
     assert public == {
         "AvroSchema",
+        "BY_RECORD_TYPE",
+        "BY_STREAM",
+        "BY_STREAM_AND_RECORD_TYPE",
         "DecodeError",
         "Decoded",
         "Decoder",
@@ -39,6 +42,7 @@ def test_exported_names() -> None:
         "SchemaError",
         "SchemaIncompatibleError",
         "SchemaMismatchError",
+        "SchemaNaming",
         "SchemaNotFoundError",
         "SchemaRegistry",
         "SchemaRegistryError",
