@@ -48,12 +48,10 @@ def registry_of(registry: SchemaRegistry | None) -> SchemaRegistry:
     return registry
 
 
-def spec_of(schema: Schema, stream: str | None) -> SchemaSpec:
-    """The spec of ``schema`` for a put to ``stream`` (a name or an ARN; ``None``: the
-    producer's default stream, which ``stream`` must then be): its own, unless a naming
-    makes its name from the stream's name."""
-    if not schema.needs_stream:
-        return schema.spec
+def stream_spec(schema: Schema, stream: str | None) -> SchemaSpec:
+    """The spec of a ``schema`` named by the stream for a put to ``stream`` (a name or an
+    ARN; the put's, else the producer's default). The put path asks it only when
+    ``schema.needs_stream``: else ``schema.spec``."""
     if stream is None:
         raise ValueError("no stream_name given and the producer has no default stream")
     return schema.spec_for(parse_stream_arn(stream).name if is_arn(stream) else stream)
@@ -111,7 +109,10 @@ class SchemaPuts:
         Cancelled while the registry is asked: nothing was accepted.
         """
         registry = registry_of(self._schema_registry)
-        spec = spec_of(schema, stream_arn or stream_name or self._default_stream)
+        if schema.needs_stream:
+            spec = stream_spec(schema, stream_arn or stream_name or self._default_stream)
+        else:
+            spec = schema.spec
         version = registry.cached_version(spec)
         if version is None:
             version = await registry.version_for(spec)
@@ -134,7 +135,10 @@ class SchemaPuts:
         full, the stream not loaded, or the schema's version id not cached yet (one
         ``await put_object()`` with the schema caches it)."""
         registry = registry_of(self._schema_registry)
-        spec = spec_of(schema, stream_arn or stream_name or self._default_stream)
+        if schema.needs_stream:
+            spec = stream_spec(schema, stream_arn or stream_name or self._default_stream)
+        else:
+            spec = schema.spec
         data = cached_record(registry, schema, spec, obj)
         return self.put_nowait(
             data, partition_key, explicit_hash_key, stream_name=stream_name, stream_arn=stream_arn
@@ -171,7 +175,10 @@ class SyncSchemaPuts:
         and what ``put`` raises.
         """
         registry = registry_of(self._producer_args["schema_registry"])
-        spec = spec_of(schema, stream_name or self._default_stream)
+        if schema.needs_stream:
+            spec = stream_spec(schema, stream_name or self._default_stream)
+        else:
+            spec = schema.spec
         version = registry.cached_version(spec)
         if version is None:
             version = self._version_on_loop(registry, spec)

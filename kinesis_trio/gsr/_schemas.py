@@ -12,7 +12,7 @@ import json
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, overload
 
 from google.protobuf import message
 
@@ -26,6 +26,22 @@ from ._types import DEFAULT_REGISTRY, DataFormat, SchemaError, SchemaSpec
 from ._wire import encode_frame
 
 
+class _NoSpec:
+    """``Schema.spec`` where the instance has none (a schema named by the stream): a clear
+    error. Not a data descriptor: a schema's own ``spec`` (its ``__dict__``) comes first."""
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> _NoSpec: ...
+    @overload
+    def __get__(self, instance: Schema, owner: type) -> SchemaSpec: ...
+    def __get__(self, instance: Schema | None, owner: type) -> SchemaSpec | _NoSpec:
+        if instance is None:
+            return self
+        raise SchemaError(
+            f"the schema's name comes from the stream ({instance._naming}): use spec_for(stream)"
+        )
+
+
 class Schema:
     """A schema to write records with: its registry spec and its validating encoder.
 
@@ -37,6 +53,9 @@ class Schema:
     """
 
     data_format: DataFormat
+    #: what the registry is asked about (a schema named by the stream has none:
+    #: :meth:`spec_for`); a plain attribute, read on every ``put_object``
+    spec = _NoSpec()
 
     def __init__(
         self,
@@ -76,16 +95,8 @@ class Schema:
             self._spec = None
             if not self.needs_stream:
                 self._spec = replace(self._template, name=self._naming.name(record_type))
-
-    @property
-    def spec(self) -> SchemaSpec:
-        """What the registry is asked about (:class:`SchemaError` when the name comes from
-        the stream: see :meth:`spec_for`)."""
-        if self._spec is None:
-            raise SchemaError(
-                f"the schema's name comes from the stream ({self._naming}): use spec_for(stream)"
-            )
-        return self._spec
+        if self._spec is not None:
+            self.spec = self._spec
 
     def spec_for(self, stream: str | None) -> SchemaSpec:
         """The spec of records put to ``stream`` (a stream's name): ``spec``, unless the
