@@ -99,7 +99,9 @@ class SchemaPuts:
 
         The schema's version id comes from the producer's ``schema_registry``: cached after
         the first use (no request), else looked up, or registered if the registry
-        auto-registers (concurrent first uses make one set of requests). Raises
+        auto-registers (concurrent first uses make one set of requests); a schema named by
+        the stream (a ``SchemaNaming`` of ``{stream}``) under the name of the stream put to.
+        Raises
         :class:`~kinesis_trio.gsr.SchemaMismatchError` when ``obj`` does not match the schema
         (nothing was accepted), the registry's typed errors
         (:class:`~kinesis_trio.gsr.SchemaIncompatibleError`,
