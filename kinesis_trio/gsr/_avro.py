@@ -13,6 +13,7 @@ import io
 import json
 from typing import Any
 
+from ._avro_check import Misfit, exactness, unwritable
 from ._optional import require
 from ._types import DecodeError, SchemaError, SchemaMismatchError
 
@@ -28,27 +29,43 @@ class AvroCodec:
         except (ValueError, TypeError, KeyError, self._fastavro.schema.SchemaParseException) as exc:
             raise SchemaError(f"not an Avro schema: {exc}") from None
         self.name = str(self._schema.get("name", self._schema.get("type", "")))
+        self._exact = exactness(self._schema)
 
     def encode(self, obj: object) -> bytes:
         """The schemaless Avro binary of ``obj``; :class:`SchemaMismatchError` names the field."""
-        if not self._validation.validate(obj, self._schema, raise_errors=False):
+        try:
+            valid = self._validation.validate(obj, self._schema, raise_errors=False)
+        except (OverflowError, ValueError, TypeError):  # an int beyond a C long
+            valid = False
+        if not valid:
             raise SchemaMismatchError(self._mismatch(obj))
+        if self._exact is not None:
+            try:
+                obj = self._exact(obj)
+            except Misfit as exc:
+                raise SchemaMismatchError(
+                    f"record does not match Avro schema {self.name}: {exc}"
+                ) from None
         out = io.BytesIO()
         try:
             self._fastavro.schemaless_writer(out, self._schema, obj, strict_allow_default=True)
-        except (ValueError, TypeError) as exc:
-            detail = f"record does not match Avro schema {self.name}: {exc}"
-            raise SchemaMismatchError(detail) from None
+        except (ValueError, TypeError, OverflowError) as exc:  # UnicodeEncodeError is a ValueError
+            raise SchemaMismatchError(self._mismatch(obj, exc)) from None
         return out.getvalue()
 
-    def _mismatch(self, obj: object) -> str:
+    def _mismatch(self, obj: object, error: Exception | None = None) -> str:
+        found = unwritable(self._schema, obj)
+        if found is not None:
+            return f"record does not match Avro schema {self.name}: {found}"
+        if error is not None:
+            return f"record does not match Avro schema {self.name}: {error}"
         # A missing field fails validation with an unhelpful message; the strict writer names
         # it. Wrong types are named by the validator ("shop.Order.id is <x> ... expected long").
         try:
             self._fastavro.schemaless_writer(
                 io.BytesIO(), self._schema, obj, strict_allow_default=True
             )
-        except (ValueError, TypeError, AttributeError) as exc:
+        except (ValueError, TypeError, AttributeError, OverflowError) as exc:
             detail = str(exc)
             if "missing from the record" in detail or "more fields than" in detail:
                 return f"record does not match Avro schema {self.name}: {detail}"
@@ -56,6 +73,8 @@ class AvroCodec:
             detail = ""
         try:
             self._validation.validate(obj, self._schema, raise_errors=True)
+        except (OverflowError, ValueError, TypeError) as exc:
+            detail = detail or str(exc)
         except self._validation.ValidationError as exc:
             errors: list[Any] = list(exc.errors)
             named = [e for e in errors if getattr(e, "field", "")]

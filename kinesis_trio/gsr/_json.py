@@ -2,12 +2,17 @@
 writes it (``objectMapper.writeValueAsBytes(dataNode)``: no wrapper, no schema inside).
 
 jsonschema validates (the validator for the definition's ``$schema``, built once); the
-standard library writes the text.
+standard library writes the text, and reads it back to check it is the object given: what
+``json.dumps`` changes silently (a key that is not a string, a tuple) is refused, as is
+what UTF-8 cannot hold (a lone surrogate), naming the path.
 """
 
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Mapping
+from typing import Any
 
 from ._optional import require
 from ._types import DecodeError, SchemaError, SchemaMismatchError
@@ -39,9 +44,16 @@ class JsonCodec:
             )
         try:
             text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise SchemaMismatchError(f"record is not JSON: {exc}") from None
-        return text.encode()
+            payload = text.encode()
+        except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError: ValueError
+            raise SchemaMismatchError(self._not_json(obj, str(exc))) from None
+        if json.loads(text) != obj:  # what the reader gets is not what was given
+            raise SchemaMismatchError(self._not_json(obj, "JSON would change it"))
+        return payload
+
+    def _not_json(self, obj: object, fallback: str) -> str:
+        found = _not_json(obj, "")
+        return f"record does not match {self.name}: {found or fallback}"
 
     def decode(self, payload: bytes) -> object:
         """The JSON value a payload holds (not validated, as the Java deserializer does)."""
@@ -49,3 +61,37 @@ class JsonCodec:
             return json.loads(payload)
         except ValueError as exc:
             raise DecodeError(f"JSON payload does not parse: {exc}") from None
+
+
+def _not_json(value: Any, path: str, depth: int = 0) -> str | None:
+    """Where and why ``value`` is not a JSON value that reads back as itself, or None."""
+    where = f"at {path or '(the document)'}: "
+    if value is None or isinstance(value, (bool, int)):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where}{value!r} is not a JSON number"
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return f"{where}{value[:40]!r} cannot be encoded in UTF-8 ({exc.reason} at {exc.start})"
+        return None
+    if depth > 500:
+        return f"{where}nested too deep"
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _not_json(item, f"{path}/{i}" if path else str(i), depth + 1)
+            if found:
+                return found
+        return None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{where}key {key!r} is not a string (JSON would write it as one)"
+            sub = f"{path}/{key}" if path else key
+            found = _not_json(key, path, depth + 1) or _not_json(item, sub, depth + 1)
+            if found:
+                return found
+        return None
+    kind = type(value).__name__
+    return f"{where}a {kind} is not a JSON value (JSON would write {kind} as something else)"

@@ -93,7 +93,10 @@ def test_json_payload_is_compact_utf8_json() -> None:
     [
         ({}, "at \\(the document\\): 'id' is a required property"),
         ({"id": 1, "lines": [1, 0]}, "at lines/1: 0 is less than the minimum of 1"),
-        ({"id": 1, "x": {1, 2}}, "record is not JSON"),
+        ({"id": 1, "x": {1, 2}}, "at x: a set is not a JSON value"),
+        ({"id": 1, "x": {"y": (1, 2)}}, "at x/y: a tuple is not a JSON value"),
+        ({"id": 1, "x": {3: "a"}}, "at x: key 3 is not a string"),
+        ({"id": 1, "x": ["ok", "\ud800"]}, "at x/1: .* cannot be encoded in UTF-8"),
         ({"id": float("nan")}, "is not of type 'integer'"),
     ],
 )
