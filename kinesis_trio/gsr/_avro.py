@@ -19,17 +19,33 @@ from ._types import DecodeError, SchemaError, SchemaMismatchError
 
 
 class AvroCodec:
-    """One Avro schema, parsed once."""
+    """One Avro schema, parsed once; ``reader`` (a reader schema's text): payloads are read
+    into it by Avro's schema resolution (fastavro's ``reader_schema``: defaults for added
+    fields, promoted types, aliases)."""
 
-    def __init__(self, definition: str) -> None:
+    def __init__(self, definition: str, reader: str | None = None) -> None:
         self._fastavro = require("fastavro", "gsr")
         self._validation = require("fastavro.validation", "gsr")
-        try:
-            self._schema = self._fastavro.parse_schema(json.loads(definition))
-        except (ValueError, TypeError, KeyError, self._fastavro.schema.SchemaParseException) as exc:
-            raise SchemaError(f"not an Avro schema: {exc}") from None
+        self._schema = self._parse(definition)
+        self._reader = None if reader is None else self._parse(reader)
         self.name = str(self._schema.get("name", self._schema.get("type", "")))
         self._exact = exactness(self._schema)
+
+    def _parse(self, definition: str) -> Any:
+        try:
+            return self._fastavro.parse_schema(json.loads(definition))
+        except (ValueError, TypeError, KeyError, self._fastavro.schema.SchemaParseException) as exc:
+            raise SchemaError(f"not an Avro schema: {exc}") from None
+
+    @property
+    def names(self) -> set[str]:
+        """The full name of the (named) top-level type and its aliases' (a reader's names)."""
+        if not isinstance(self._schema, dict) or "name" not in self._schema:
+            return set()
+        namespace = self._schema["name"].rpartition(".")[0]
+        aliases = self._schema.get("aliases", ())
+        full = {a if "." in a or not namespace else f"{namespace}.{a}" for a in aliases}
+        return {self._schema["name"], *full}
 
     def encode(self, obj: object) -> bytes:
         """The schemaless Avro binary of ``obj``; :class:`SchemaMismatchError` names the field."""
@@ -86,9 +102,13 @@ class AvroCodec:
         return f"record does not match Avro schema {self.name}: {detail}"
 
     def decode(self, payload: bytes) -> object:
-        """The record a schemaless Avro payload holds."""
+        """The record a schemaless Avro payload holds (in the reader schema, if one is set)."""
         try:
-            return self._fastavro.schemaless_reader(io.BytesIO(payload), self._schema, None)
+            return self._fastavro.schemaless_reader(io.BytesIO(payload), self._schema, self._reader)
+        except self._fastavro.read.SchemaResolutionError as exc:
+            raise DecodeError(
+                f"the reader schema does not resolve {self.name}'s records: {exc}"
+            ) from None
         except (EOFError, ValueError, TypeError, IndexError, UnicodeDecodeError) as exc:
             raise DecodeError(f"Avro payload does not read with {self.name}: {exc!r}") from None
 

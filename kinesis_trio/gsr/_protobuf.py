@@ -139,11 +139,17 @@ class ProtobufWriter:
 
 
 class ProtobufReader:
-    """Reads payloads written with one ``.proto`` definition (compiled once)."""
+    """Reads payloads written with one ``.proto`` definition (compiled once); a message whose
+    full name is one of ``classes``' is read into that (generated) class instead, whatever
+    version of the message it was generated from (protobuf's own evolution rules: unknown
+    fields kept, missing ones at their defaults)."""
 
-    def __init__(self, definition: str) -> None:
+    def __init__(self, definition: str, classes: tuple[type[message.Message], ...] = ()) -> None:
         table = message_table(compile_definition(definition))
-        self._classes: list[Any] = [message_factory.GetMessageClass(d) for d in table]
+        given = {cls.DESCRIPTOR.full_name: cls for cls in classes}
+        self._classes: list[Any] = [
+            given.get(d.full_name) or message_factory.GetMessageClass(d) for d in table
+        ]
 
     def encode(self, obj: object) -> bytes:
         """The payload of a message of this definition (the reader can write, too)."""
