@@ -5,8 +5,11 @@ lines), and the registry both reach (Glue on ``--glue-endpoint-url``)."""
 from __future__ import annotations
 
 import argparse
+import base64
+import importlib
 import json
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._options import _Target, _UsageError
@@ -16,7 +19,41 @@ if TYPE_CHECKING:
     from ..gsr._registry import GlueSchemaRegistry
     from ..gsr._schemas import Schema
 
-__all__ = ["SchemaInput", "decoded_line", "registry_for", "schema_input"]
+__all__ = [
+    "SchemaInput",
+    "decoded_line",
+    "registry_for",
+    "schema_input",
+    "secondary_deserializer",
+]
+
+#: ``--secondary-deserializer``'s names for the usual ones (else ``MODULE:CALLABLE``)
+SECONDARY_DESERIALIZERS: dict[str, Callable[[bytes], object]] = {
+    "utf8": lambda data: data.decode("utf-8"),
+    "json": json.loads,
+    "base64": lambda data: base64.b64encode(data).decode(),
+}
+
+
+def secondary_deserializer(spec: str) -> Callable[[bytes], object]:
+    """``--secondary-deserializer``: ``utf8``, ``json``, ``base64`` or ``MODULE:CALLABLE`` (a
+    function of the record's bytes, imported), for records without the GSR header."""
+    if spec in SECONDARY_DESERIALIZERS:
+        return SECONDARY_DESERIALIZERS[spec]
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise _UsageError(
+            f"--secondary-deserializer {spec!r}: utf8, json, base64 or MODULE:CALLABLE"
+        )
+    try:
+        found: Any = importlib.import_module(module)
+        for part in name.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError) as exc:
+        raise _UsageError(f"--secondary-deserializer {spec!r}: {exc}") from None
+    if not callable(found):
+        raise _UsageError(f"--secondary-deserializer {spec!r} is not callable")
+    return found  # type: ignore[no-any-return]
 
 
 def glue_endpoint(args: argparse.Namespace, target: _Target) -> str | None:
@@ -160,8 +197,10 @@ def decoded_line(
         "approximate_arrival_timestamp": arrival,
     }
     if decoded is not None:
-        line["schema_version_id"] = str(decoded.version_id)
+        line["schema_version_id"] = None if decoded.secondary else str(decoded.version_id)
         line["data_format"] = decoded.data_format
+        if decoded.secondary:
+            line["secondary"] = True
         line["compressed"] = decoded.compressed
         line["value"] = decoded.jsonable()
     else:

@@ -199,6 +199,13 @@ def _add_tail(sub: Any) -> None:
         "fields, schema version and value (--format is then ignored)",
     )
     gsr.add_argument("--glue-endpoint-url", metavar="URL", help=GLUE_ENDPOINT_HELP)
+    gsr.add_argument(
+        "--secondary-deserializer",
+        metavar="NAME",
+        help="with --decode gsr: how records without the GSR header are read (as the Java "
+        "serde's secondaryDeserializer): utf8, json, base64 or MODULE:CALLABLE (a function "
+        "of the record's bytes); without it they are printed as errors",
+    )
     _add_connection(tail)
     _add_output(tail, progress_interval=0.5, unless_terminal="stdout")
 

@@ -33,7 +33,7 @@ from .._errors import (
     ResourceNotFoundError,
     TransportError,
 )
-from ._gsr import decoded_line, registry_for
+from ._gsr import decoded_line, registry_for, secondary_deserializer
 from ._options import _PROG, _Failure, _Target, _UsageError, _with_target
 
 if TYPE_CHECKING:
@@ -519,10 +519,15 @@ def _run_tail(args: argparse.Namespace) -> int:
             if args.decode == "gsr":
                 from ..gsr._decode import Decoder
 
+                secondary = None
+                if args.secondary_deserializer is not None:
+                    secondary = secondary_deserializer(args.secondary_deserializer)
                 registry = await stack.enter_async_context(registry_for(args, target))
-                decoder = Decoder(registry)
+                decoder = Decoder(registry, secondary_deserializer=secondary)
             elif args.glue_endpoint_url is not None:
                 raise _UsageError("--glue-endpoint-url needs --decode gsr")
+            elif args.secondary_deserializer is not None:
+                raise _UsageError("--secondary-deserializer needs --decode gsr")
             client = await stack.enter_async_context(target.client())
             tg = await stack.enter_async_context(anyio.create_task_group())
 

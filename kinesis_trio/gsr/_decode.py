@@ -19,7 +19,7 @@ from ._codec import FormatCodec
 from ._json import JsonCodec
 from ._protobuf import ProtobufReader
 from ._schemas import AvroSchema
-from ._types import DataFormat, SchemaError, SchemaRegistry
+from ._types import DataFormat, DecodeError, SchemaError, SchemaRegistry
 from ._wire import HEADER_VERSION, decode_frame
 
 #: What a secondary deserializer is: the record's bytes to the object they hold.
@@ -137,7 +137,16 @@ class Decoder:
         """Read one record; :class:`DecodeError` for bytes that are not a GSR record (and no
         secondary deserializer to give them to)."""
         if self._secondary is not None and (not data or data[0] != HEADER_VERSION):
-            return Decoded(None, None, False, self._secondary(bytes(data)))
+            # GlueSchemaRegistryKafkaDeserializer.deserializeByHeaderVersionByte: the header
+            # version byte decides, nothing else
+            try:
+                value = self._secondary(bytes(data))
+            except Exception as exc:
+                raise DecodeError(
+                    f"not a GSR record, and the secondary deserializer failed: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            return Decoded(None, None, False, value)
         frame = decode_frame(data)
         known = self._readers.get(frame.version_id)
         if known is None:

@@ -99,3 +99,39 @@ async def test_a_decoded_record_has_a_json_view_for_tail() -> None:
         encode(proto, msg, await registry.version_for(proto.spec))
     )
     assert json.loads(json.dumps(decoded.jsonable())) == {"id": "7", "tags": {"k": "v"}}
+
+
+async def test_records_without_the_gsr_header_go_to_the_secondary_deserializer() -> None:
+    registry = InMemorySchemaRegistry()
+    schema = JsonSchema("j", JSON_SCHEMA)
+    record = encode(schema, {"id": 1}, await registry.version_for(schema.spec))
+    seen: list[bytes] = []
+
+    def secondary(data: bytes) -> object:
+        seen.append(data)
+        return json.loads(data)
+
+    decoder = Decoder(registry, secondary_deserializer=secondary)
+    plain = await decoder.decode(b'{"legacy": true}')
+    assert (plain.version_id, plain.data_format, plain.compressed) == (None, None, False)
+    assert plain.secondary and plain.value == {"legacy": True}
+    assert plain.jsonable() == {"legacy": True}
+    assert seen == [b'{"legacy": true}']  # the record's bytes
+    empty = await Decoder(registry, secondary_deserializer=lambda d: d).decode(b"")
+    assert empty.value == b""
+    # a GSR record is still the registry's, and not given to the secondary deserializer
+    gsr = await decoder.decode(record)
+    assert gsr.value == {"id": 1} and not gsr.secondary and len(seen) == 1
+    # the header version byte decides (as the Java deserializer): a 3 with a bad header is
+    # a GSR record that does not read
+    with pytest.raises(DecodeError, match="unknown compression byte 9"):
+        await decoder.decode(b"\x03\x09" + bytes(16) + b"{}")
+    assert len(seen) == 1
+
+
+async def test_a_failing_secondary_deserializer_is_a_decode_error_and_none_is_one_too() -> None:
+    decoder = Decoder(InMemorySchemaRegistry(), secondary_deserializer=json.loads)
+    with pytest.raises(DecodeError, match="the secondary deserializer failed: JSONDecodeError"):
+        await decoder.decode(b"not json")
+    with pytest.raises(DecodeError, match="header version byte 110, expected 3"):
+        await Decoder(InMemorySchemaRegistry()).decode(b"not a GSR record, and longer")

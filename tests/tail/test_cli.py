@@ -347,9 +347,23 @@ def test_produce_with_a_schema_then_tail_decoded(
     name = f"orders-{uuid.uuid4().hex[:8]}"
     gsr = ["--schema", str(schema), "--schema-format", "AVRO", "--schema-name", name]
     produce_file(endpoint, stream, path, *gsr, "--auto-register", "--key-field", "user")
-    out = tail(endpoint, "--stream", stream, "--decode", "gsr", "-n", "40")
+    plain, plain_docs = lines_file(tmp_path, 5, prefix="plain")
+    produce_file(endpoint, stream, plain)  # records without the GSR header
+    out = tail(endpoint, "--stream", stream, "--decode", "gsr", "-n", "45")
     assert out.returncode == 0, out.stderr
     got = rows(out.stdout)
+    errors = [r for r in got if "error" in r]
+    assert len(errors) == 5 and all(r["error"].startswith("DecodeError") for r in errors)
+    got = [r for r in got if "error" not in r]
     assert sorted((r["value"]["n"], r["value"]) for r in got) == sorted((d["n"], d) for d in docs)
     assert {r["partition_key"] for r in got} == {d["user"] for d in docs}
     assert len({r["schema_version_id"] for r in got}) == 1
+    # the secondary deserializer reads the records without the header
+    args = ["--decode", "gsr", "--secondary-deserializer", "json", "-n", "45"]
+    out = tail(endpoint, "--stream", stream, *args)
+    assert out.returncode == 0, out.stderr
+    secondary = [r for r in rows(out.stdout) if r.get("secondary")]
+    assert sorted(r["value"]["n"] for r in secondary) == sorted(d["n"] for d in plain_docs)
+    assert all(r["schema_version_id"] is None and r["data_format"] is None for r in secondary)
+    out = tail(endpoint, "--stream", stream, "--secondary-deserializer", "json", "-n", "1")
+    assert out.returncode != 0 and "--secondary-deserializer needs --decode gsr" in out.stderr

@@ -68,3 +68,31 @@ async def test_records_are_printed_decoded_as_json_lines() -> None:
     assert errors["unknown"].startswith("SchemaNotFoundError")
     # each writer schema was fetched once (the unknown id too: once, refused)
     assert fake.calls.count("GetSchemaVersion") == 3
+
+
+async def test_the_secondary_deserializer_reads_records_without_the_header() -> None:
+    fake = FakeKinesis()
+    fake.create_stream("s", shard_count=1)
+    async with GlueSchemaRegistry(client_of(fake), auto_register=True) as registry:
+        async with Producer(
+            "s",
+            region_name="us-east-1",
+            endpoint_url="http://fake.local",
+            credentials=CREDS,
+            transport=fake.transport(),
+            schema_registry=registry,
+        ) as producer:
+            await producer.put_object({"id": 1}, "gsr", schema=ORDER)
+            await producer.put("plain text é".encode(), "plain")
+            await producer.put(b"\xff\xfe", "binary")
+        rows = await decoded_tail(
+            fake, Decoder(registry, secondary_deserializer=lambda data: data.decode("utf-8"))
+        )
+    by_key = {r["partition_key"]: r for r in rows}
+    assert by_key["gsr"]["value"] == {"id": 1} and "secondary" not in by_key["gsr"]
+    plain = by_key["plain"]
+    assert plain["secondary"] is True and plain["value"] == "plain text é"
+    assert plain["schema_version_id"] is None and plain["data_format"] is None
+    assert by_key["binary"]["error"].startswith(
+        "DecodeError: not a GSR record, and the secondary deserializer failed: UnicodeDecodeError"
+    )
