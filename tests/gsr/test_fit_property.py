@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+from google.protobuf import json_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,11 +18,13 @@ from kinesis_trio.gsr import (
     Decoder,
     GlueSchemaRegistry,
     JsonSchema,
+    ProtobufSchema,
     SchemaMismatchError,
 )
 from kinesis_trio.gsr._decode import reader_for
 from tests.gsr.conftest import client_of
 from tests.gsr.test_producer_puts import new_fake, producer_of, user_records
+from tests.support.gsr import message_class
 
 _names = itertools.count()
 PRIMITIVES = ["null", "boolean", "int", "long", "float", "double", "string", "bytes"]
@@ -187,3 +190,49 @@ async def test_put_object_accepts_nothing_of_an_object_that_does_not_fit() -> No
         assert len(records) == 1
         decoded = await Decoder(registry).decode(records[0])
         assert decoded.value == {"f": 2**53}
+
+
+PROTO = """syntax = "proto3";
+package prop;
+message Item {
+  int32 small = 1;
+  int64 big = 2;
+  uint32 count = 3;
+  double amount = 4;
+  float ratio = 5;
+  string text = 6;
+  bytes blob = 7;
+  repeated sint64 values = 8;
+  map<string, int32> attrs = 9;
+  optional string maybe = 10;
+}
+"""
+ITEM_FIELDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "small": BIG_INTS,
+        "big": BIG_INTS,
+        "count": BIG_INTS,
+        "amount": st.one_of(FLOATS, BIG_INTS),
+        "ratio": FLOATS,
+        "text": TEXT,
+        "blob": st.binary(max_size=4),
+        "values": st.lists(BIG_INTS, max_size=3),
+        "attrs": st.dictionaries(TEXT, BIG_INTS, max_size=2),
+        "maybe": TEXT,
+    },
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ITEM_FIELDS)
+def test_a_protobuf_message_reads_back_as_the_message_put(fields: dict[str, Any]) -> None:
+    item = message_class(PROTO, "prop.Item")
+    try:  # protobuf refuses what its fields cannot hold when the message is built
+        msg = item(**fields)
+    except (ValueError, TypeError):
+        return
+    schema = ProtobufSchema("p", item, PROTO)
+    read: Any = reader_for("PROTOBUF", PROTO).decode(schema.payload(msg))
+    assert read.SerializeToString(deterministic=True) == msg.SerializeToString(deterministic=True)
+    assert json_format.MessageToDict(read) == json_format.MessageToDict(msg)
