@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 #: A check: the value (as fastavro should write it) or :class:`Misfit`.
-Check = Callable[[Any, str], Any]
+Check = Callable[[Any], Any]
 
 _FLOAT32 = struct.Struct("<f")
 _INT_RANGE = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
@@ -29,13 +29,22 @@ _PRIMITIVES = (*_NUMERIC, "null", "boolean", "string", "bytes")
 
 
 class Misfit(Exception):
-    """A value the schema's type cannot hold exactly: where (a dotted path) and why."""
+    """A value the schema's type cannot hold exactly: why, and where (the path is built as
+    the exception passes the containers up, so a check that passes builds none)."""
 
-    def __init__(self, path: str, reason: str) -> None:
+    def __init__(self, reason: str) -> None:
         reason = reason if len(reason) < 200 else reason[:80] + "..." + reason[-60:]
-        super().__init__(f"field {path}: {reason}" if path else reason)
-        self.path = path
+        super().__init__(reason)
         self.reason = reason
+        self.path = ""
+
+    def inside(self, part: str) -> Misfit:
+        """The same misfit, one container further out (``.field``, ``[2]``, ``['key']``)."""
+        self.path = part + self.path
+        return self
+
+    def __str__(self) -> str:
+        return f"field {self.path}: {self.reason}" if self.path else self.reason
 
 
 def holds_double(value: Any) -> bool:
@@ -136,27 +145,29 @@ class _Compiler:
         return None
 
     def _named(self, name: str) -> Check:
-        def check(value: Any, path: str) -> Any:
+        def check(value: Any) -> Any:
             found = self.checks.get(name)
             if found is None:
                 found = self.checks[name] = self.check(self.named[name]) or _same
-            return found(value, path)
+            return found(value)
 
         return check
 
     def _record(self, schema: Any) -> Check:
         fields = [(f["name"], self.check(f["type"])) for f in schema["fields"]]
         checked = [(name, check) for name, check in fields if check is not None]
-        full = schema["name"]
 
-        def check(value: Any, path: str) -> Any:
-            if not isinstance(value, Mapping):
+        def check(value: Any) -> Any:
+            if type(value) is not dict and not isinstance(value, Mapping):
                 return value  # fastavro's validation refuses it
             changed: dict[str, Any] | None = None
             for name, field_check in checked:
                 if name in value:
                     got = value[name]
-                    new = field_check(got, f"{path}.{name}" if path else f"{full}.{name}")
+                    try:
+                        new = field_check(got)
+                    except Misfit as exc:
+                        raise exc.inside(f".{name}") from None
                     if new is not got:
                         changed = changed if changed is not None else dict(value)
                         changed[name] = new
@@ -181,14 +192,14 @@ class _Compiler:
         others = others if any(check is not None for check, _ in others) else []
         unmodelled = any(p is None for p in plain) and bool(ints or doubles or floats)
 
-        def check(value: Any, path: str) -> Any:
+        def check(value: Any) -> Any:
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
-                return _union_other(others, value, path)
+                return _union_other(others, value)
             if not (ints or doubles or floats):
                 return value  # fastavro's validation has refused it
             pick = _pick_number(value, ints, doubles, floats)
             if pick is None:
-                raise Misfit(path, f"{short(value)}: no branch of the union holds it exactly")
+                raise Misfit(f"{short(value)}: no branch of the union holds it exactly")
             if unmodelled or pick != _fastavro_pick(value, plain):
                 return (plain[pick], value)  # tuple notation: fastavro writes that branch
             return value
@@ -196,18 +207,20 @@ class _Compiler:
         return check
 
 
-def _same(value: Any, path: str) -> Any:
+def _same(value: Any) -> Any:
     return value
 
 
 def _number(kind: str) -> Check:
     holds = holds_double if kind == "double" else holds_float
+    exact_type = float if kind == "double" else None  # a double holds any Python float
 
-    def check(value: Any, path: str) -> Any:
-        exact = (kind == "double" and type(value) is float) or holds(value)
-        if not exact and isinstance(value, numbers.Real) and not isinstance(value, bool):
-            raise Misfit(path, f"{short(value)} does not fit a {kind} exactly")
-        return value
+    def check(value: Any) -> Any:
+        if type(value) is exact_type or holds(value):
+            return value
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            raise Misfit(f"{short(value)} does not fit a {kind} exactly")
+        return value  # not a number: fastavro's validation has refused it
 
     return check
 
@@ -216,12 +229,15 @@ def _array(item: Check | None) -> Check | None:
     if item is None:
         return None
 
-    def check(value: Any, path: str) -> Any:
+    def check(value: Any) -> Any:
         if isinstance(value, str) or not isinstance(value, Sequence):
             return value
         changed: list[Any] | None = None
         for i, got in enumerate(value):
-            new = item(got, f"{path}[{i}]")
+            try:
+                new = item(got)
+            except Misfit as exc:
+                raise exc.inside(f"[{i}]") from None
             if new is not got:
                 changed = changed if changed is not None else list(value)
                 changed[i] = new
@@ -234,12 +250,15 @@ def _map(values: Check | None) -> Check | None:
     if values is None:
         return None
 
-    def check(value: Any, path: str) -> Any:
+    def check(value: Any) -> Any:
         if not isinstance(value, Mapping):
             return value
         changed: dict[Any, Any] | None = None
         for key, got in value.items():
-            new = values(got, f"{path}[{key!r}]")
+            try:
+                new = values(got)
+            except Misfit as exc:
+                raise exc.inside(f"[{key!r}]") from None
             if new is not got:
                 changed = changed if changed is not None else dict(value)
                 changed[key] = new
@@ -281,7 +300,7 @@ def _fastavro_pick(value: Any, plain: list[str | None]) -> int | None:
     return first_float
 
 
-def _union_other(others: list[tuple[Check | None, Any]], value: Any, path: str) -> Any:
+def _union_other(others: list[tuple[Check | None, Any]], value: Any) -> Any:
     """A value that is not a number, in a union: checked with the branch fastavro would write
     it with, when that branch holds a float or a double (records: the one with the most of the
     value's fields, as ``write_union`` picks; arrays, maps: the first)."""
@@ -297,11 +316,11 @@ def _union_other(others: list[tuple[Check | None, Any]], value: Any, path: str) 
                     best, most = check, count
             elif schema["type"] == "map" and most < 0:
                 best, most = check, 0
-        return best(value, path) if best is not None else value
+        return best(value) if best is not None else value
     if isinstance(value, Sequence) and not isinstance(value, (str, bytes, tuple)):
         for check, schema in others:
             if schema["type"] == "array":
-                return check(value, path) if check is not None else value
+                return check(value) if check is not None else value
     return value
 
 
@@ -313,12 +332,17 @@ def exactness(parsed: Any) -> Callable[[Any], Any] | None:
     check = _Compiler(named).check(parsed)
     if check is None:
         return None
-    top = check
+    if isinstance(parsed, dict) and parsed.get("type") in ("record", "error"):
+        top, full = check, parsed["name"]
 
-    def run(obj: Any) -> Any:
-        return top(obj, "")
+        def run(obj: Any) -> Any:
+            try:
+                return top(obj)
+            except Misfit as exc:
+                raise exc.inside(full) from None
 
-    return run
+        return run
+    return check
 
 
 def unwritable(parsed: Any, obj: Any) -> str | None:
