@@ -190,7 +190,13 @@ class _Compiler:
             in ("record", "error", "map", "array")
         ]
         others = others if any(check is not None for check, _ in others) else []
-        unmodelled = any(p is None for p in plain) and bool(ints or doubles or floats)
+        # a branch this module does not model that might take a number (a logical type):
+        # the number's branch is then always named
+        resolved = [self.named.get(b, b) if isinstance(b, str) else b for b in branches]
+        unmodelled = bool(ints or doubles or floats) and any(
+            p is None and _kind(b) not in ("record", "error", "map", "array", "enum", "fixed")
+            for p, b in zip(plain, resolved, strict=True)
+        )
 
         def check(value: Any) -> Any:
             if isinstance(value, bool) or not isinstance(value, numbers.Real):

@@ -138,3 +138,12 @@ def test_a_record_without_float_or_double_is_not_walked() -> None:
 
     assert exactness(parse_schema(json.loads(record_of(["null", "long", "string"])))) is None
     assert exactness(parse_schema(json.loads(record_of(ARRAY_OF_DOUBLE)))) is not None
+
+
+def test_a_union_with_a_logical_type_names_the_number_branch() -> None:
+    millis = {"type": "long", "logicalType": "timestamp-millis"}
+    definition = record_of(["null", millis, "double"])
+    payload = AvroSchema("s", definition).payload({"f": 2.5})
+    assert reader_for("AVRO", definition).decode(payload) == {"f": 2.5}
+    with pytest.raises(SchemaMismatchError, match="no branch of the union holds it exactly"):
+        AvroSchema("s", record_of(["null", "float"])).payload({"f": 2**60 + 1})
