@@ -92,30 +92,29 @@ class _Compiler:
     def __init__(self, named: Mapping[str, Any]) -> None:
         self.named = named
         self.checks: dict[str, Check | None] = {}
-        self.inexact_cache: dict[str, bool] = {}
+        # the named types under which a float or double lies, to a fixed point (a reference
+        # to a type counts as what that type holds, recursive ones included)
+        self.inexact_names: set[str] = set()
+        while True:
+            found = {n for n, body in named.items() if self.inexact(body)}
+            if found == self.inexact_names:
+                break
+            self.inexact_names = found
 
     # -- does a schema hold a float or a double anywhere (the only places checked)?
 
-    def inexact(self, schema: Any, seen: frozenset[str] = frozenset()) -> bool:
+    def inexact(self, schema: Any) -> bool:
         if isinstance(schema, str):
-            if schema in ("float", "double"):
-                return True
-            if schema in self.named and schema not in seen:
-                if schema not in self.inexact_cache:
-                    found = self.inexact(self.named[schema], seen | {schema})
-                    self.inexact_cache[schema] = found
-                return self.inexact_cache[schema]
-            return False
+            return schema in ("float", "double") or schema in self.inexact_names
         if isinstance(schema, list):
-            return any(self.inexact(s, seen) for s in schema)
+            return any(self.inexact(s) for s in schema)
         kind = schema.get("type")
         if kind == "record" or kind == "error":
-            name = schema.get("name", "")
-            return any(self.inexact(f["type"], seen | {name}) for f in schema["fields"])
+            return any(self.inexact(f["type"]) for f in schema["fields"])
         if kind == "array":
-            return self.inexact(schema["items"], seen)
+            return self.inexact(schema["items"])
         if kind == "map":
-            return self.inexact(schema["values"], seen)
+            return self.inexact(schema["values"])
         if kind in ("float", "double"):
             return "logicalType" not in schema
         return False

@@ -147,3 +147,27 @@ def test_a_union_with_a_logical_type_names_the_number_branch() -> None:
     assert reader_for("AVRO", definition).decode(payload) == {"f": 2.5}
     with pytest.raises(SchemaMismatchError, match="no branch of the union holds it exactly"):
         AvroSchema("s", record_of(["null", "float"])).payload({"f": 2**60 + 1})
+
+
+def test_mutually_recursive_types_are_checked_wherever_a_double_lies_beneath() -> None:
+    a = {
+        "type": "record",
+        "name": "A",
+        "fields": [
+            {"name": "b", "type": ["null", {"type": "record", "name": "B", "fields": [
+                {"name": "a", "type": ["null", "A"]}]}]},
+            {"name": "x", "type": "double"},
+        ],
+    }  # fmt: skip
+    top = {
+        "type": "record",
+        "name": "Top",
+        "fields": [{"name": "a", "type": a}, {"name": "only_b", "type": "B"}],
+    }
+    schema = AvroSchema("s", json.dumps(top))
+    deep = {"a": None}
+    ok = {"a": {"b": None, "x": 1.0}, "only_b": {"a": {"b": deep, "x": 2.0}}}
+    assert reader_for("AVRO", json.dumps(top)).decode(schema.payload(ok)) == ok
+    bad = {"a": {"b": None, "x": 1.0}, "only_b": {"a": {"b": deep, "x": 2**53 + 1}}}
+    with pytest.raises(SchemaMismatchError, match=r"field Top\.only_b\.a\.x: 9007199254740993"):
+        schema.payload(bad)
