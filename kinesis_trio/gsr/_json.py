@@ -17,6 +17,12 @@ from typing import Any
 from ._optional import require
 from ._types import DecodeError, SchemaError, SchemaMismatchError
 
+#: built once (``json.dumps`` with these options builds an encoder per call); a cycle is a
+#: RecursionError, refused as any value JSON cannot write
+_ENCODER = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False
+)
+
 
 class JsonCodec:
     """One JSON Schema, checked and compiled once."""
@@ -36,14 +42,18 @@ class JsonCodec:
 
     def encode(self, obj: object) -> bytes:
         """The UTF-8 JSON of ``obj``; :class:`SchemaMismatchError` names the failing path."""
-        if not self._validator.is_valid(obj):
+        try:
+            valid = self._validator.is_valid(obj)
+        except RecursionError:  # a cycle, or nesting deeper than the validator goes
+            raise SchemaMismatchError(self._not_json(obj, "nested too deep")) from None
+        if not valid:
             error = self._best_match(self._validator.iter_errors(obj))
             where = "/".join(str(p) for p in error.absolute_path) or "(the document)"
             raise SchemaMismatchError(
                 f"record does not match {self.name}: at {where}: {error.message}"
             )
         try:
-            text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+            text = _ENCODER.encode(obj)
             payload = text.encode()
         except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError: ValueError
             raise SchemaMismatchError(self._not_json(obj, str(exc))) from None
@@ -65,7 +75,8 @@ class JsonCodec:
 
 def _not_json(value: Any, path: str, depth: int = 0) -> str | None:
     """Where and why ``value`` is not a JSON value that reads back as itself, or None."""
-    where = f"at {path or '(the document)'}: "
+    shown = path if len(path) <= 80 else f"{path[:40]}...{path[-30:]}"
+    where = f"at {shown or '(the document)'}: "
     if value is None or isinstance(value, (bool, int)):
         return None
     if isinstance(value, float):
@@ -77,7 +88,7 @@ def _not_json(value: Any, path: str, depth: int = 0) -> str | None:
             return f"{where}{value[:40]!r} cannot be encoded in UTF-8 ({exc.reason} at {exc.start})"
         return None
     if depth > 500:
-        return f"{where}nested too deep"
+        return f"{where}nested more than 500 deep (a cycle?)"
     if isinstance(value, list):
         for i, item in enumerate(value):
             found = _not_json(item, f"{path}/{i}" if path else str(i), depth + 1)

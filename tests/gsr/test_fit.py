@@ -171,3 +171,14 @@ def test_mutually_recursive_types_are_checked_wherever_a_double_lies_beneath() -
     bad = {"a": {"b": None, "x": 1.0}, "only_b": {"a": {"b": deep, "x": 2**53 + 1}}}
     with pytest.raises(SchemaMismatchError, match=r"field Top\.only_b\.a\.x: 9007199254740993"):
         schema.payload(bad)
+
+
+def test_a_json_cycle_is_a_mismatch() -> None:
+    from kinesis_trio.gsr import JsonSchema
+
+    cycle: list[object] = []
+    cycle.append(cycle)
+    with pytest.raises(SchemaMismatchError, match=r"at 0/0/.*\.\.\..*nested more than 500 deep"):
+        JsonSchema("j", "{}").payload(cycle)
+    with pytest.raises(SchemaMismatchError, match="nested more than 500 deep"):
+        JsonSchema("j", '{"items": {"$ref": "#"}}').payload(cycle)
