@@ -70,6 +70,7 @@ def test_an_avro_value_that_does_not_fit_is_a_mismatch_naming_the_field(
         ("long", 2**63 - 1),
         ("long", -(2**63)),
         (["null", "long", "double"], 2**63 - 1),
+        (["null", "long", "double"], 2**64),  # beyond a long, exact in a double
         (["null", "long", "double"], 0.25),
         (["null", "float", "double"], 0.1),  # the double branch
         (ARRAY_OF_DOUBLE, [1, 2.5, -(2**53)]),
