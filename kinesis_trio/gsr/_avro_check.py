@@ -61,14 +61,17 @@ def holds_double(value: Any) -> bool:
 
 
 def holds_float(value: Any) -> bool:
-    """A 32-bit ``float`` holds ``value`` exactly (NaN and the infinities included)."""
+    """A 32-bit ``float`` takes ``value``: a Python float within its range (written at the
+    float's precision, the one the schema chose: Python has no 32-bit float to give),
+    NaN and the infinities; any other number (an int) only if it holds it exactly."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return False
     try:
         as_double = float(value)
         if math.isnan(as_double) or math.isinf(as_double):
             return isinstance(value, float)
-        return bool(_FLOAT32.unpack(_FLOAT32.pack(as_double))[0] == value)
+        rounded = _FLOAT32.unpack(_FLOAT32.pack(as_double))[0]
+        return isinstance(value, float) or bool(rounded == value)
     except OverflowError:  # beyond a float's range: struct refuses, fastavro writes inf
         return False
 
@@ -223,6 +226,8 @@ def _number(kind: str) -> Check:
     def check(value: Any) -> Any:
         if type(value) is exact_type or holds(value):
             return value
+        if isinstance(value, float):  # a float beyond a 32-bit float's range
+            raise Misfit(f"{short(value)} is beyond the range of an Avro {kind}")
         if isinstance(value, numbers.Real) and not isinstance(value, bool):
             raise Misfit(f"{short(value)} does not fit a {kind} exactly")
         return value  # not a number: fastavro's validation has refused it

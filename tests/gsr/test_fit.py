@@ -4,6 +4,7 @@ format; no number rounded, no key or value changed on the way (issue 64, item 1)
 from __future__ import annotations
 
 import json
+import struct
 from typing import Any
 
 import pytest
@@ -41,11 +42,11 @@ ARRAY_OF_DOUBLE = {"type": "array", "items": "double"}
         (ARRAY_OF_DOUBLE, [1.5, 2**53 + 1], r"field t\.R\.f\[1\]: 9007199254740993 does not fit"),
         ("double", 10**400, r"field t\.R\.f: 1000+\.\.\.0+ \(401 chars\) does not fit a double"),
         ("double", 2**53 + 1, "9007199254740993 does not fit a double exactly"),
-        ("float", 1e300, "1e\\+300 does not fit a float exactly"),
-        ("float", 0.1, "0.1 does not fit a float exactly"),
+        ("float", 1e300, "1e\\+300 is beyond the range of an Avro float"),
+        ("float", -3.5e38, "is beyond the range of an Avro float"),
         ("float", 2**24 + 1, "16777217 does not fit a float exactly"),
         (["null", "long", "double"], 2**64 + 1, "no branch of the union holds it exactly"),
-        (["null", "float"], 0.1, "no branch of the union holds it exactly"),
+        (["null", "float"], 2**24 + 1, "no branch of the union holds it exactly"),
         ("string", "a\ud800", r"field t\.R\.f: 'a\\ud800' cannot be encoded in UTF-8"),
         (["null", "string"], "\udfff", "cannot be encoded in UTF-8"),
         ("long", True, "True is not a valid long"),
@@ -84,6 +85,27 @@ def test_an_avro_value_that_fits_reads_back_equal(field_type: Any, value: object
 
 
 @pytest.mark.parametrize(
+    "field_type", ["float", ["null", "float"], {"type": "array", "items": "float"}]
+)
+def test_a_python_float_is_written_to_a_float_at_the_float_s_precision(field_type: Any) -> None:
+    """Python has no 32-bit float: a float field (the precision its schema chose) takes a
+    Python float in its range, rounded to that precision, as a Java ``(float)`` cast would."""
+    value: Any = [0.1, 1.7e38] if isinstance(field_type, dict) else 0.1
+    definition = record_of(field_type)
+    got: Any = reader_for("AVRO", definition).decode(
+        AvroSchema("s", definition).payload({"f": value})
+    )
+    as_float = struct.Struct("<f")
+    expected = (
+        [as_float.unpack(as_float.pack(v))[0] for v in value]
+        if isinstance(value, list)
+        else as_float.unpack(as_float.pack(value))[0]
+    )
+    assert got == {"f": expected}
+    assert got["f"] != value  # rounded: 0.1 is not a 32-bit float
+
+
+@pytest.mark.parametrize(
     ("branches", "value", "read"),
     [
         # fastavro alone writes an int to the first branch that validates (the double)
@@ -112,8 +134,8 @@ def test_a_union_of_records_checks_the_branch_written_and_copies_nothing_else() 
     assert reader_for("AVRO", definition).decode(schema.payload({"f": {"text": "a"}})) == {
         "f": {"text": "a"}
     }
-    with pytest.raises(SchemaMismatchError, match=r"field t\.R\.f\.x: 0\.1 does not fit"):
-        schema.payload({"f": {"x": 0.1}})
+    with pytest.raises(SchemaMismatchError, match=r"field t\.R\.f\.x: 1e\+300 is beyond"):
+        schema.payload({"f": {"x": 1e300}})
 
 
 def test_a_recursive_schema_is_checked_all_the_way_down() -> None:
