@@ -95,6 +95,8 @@ _ENGINE_DOOR = {
     "record_limit",
     "refusal",
     "accept",
+    "batch",
+    "accept_many",
     # a request
     "mark_in_flight",
     "apply_answer",

@@ -10,6 +10,7 @@ rows for ``_disk``, the request clock for ``_aws``, stream names and ARNs).
 """
 
 from ._aggregation import UserRecord, deaggregate
+from ._batch import Batch
 from ._deadline import BUILT_FIRST, RequestClock, answer_limit
 from ._effects import (
     DeadLetters,
@@ -60,6 +61,7 @@ __all__ = [
     "RECOVERED",
     "SHARD_BYTES_PER_SECOND",
     "SHARD_RECORDS_PER_SECOND",
+    "Batch",
     "Commit",
     "DeadLetters",
     "Effect",

@@ -47,6 +47,8 @@ __all__ = ["AGG_PARTITION_KEY", "Accumulator", "unpack"]
 _INF = math.inf
 #: Outer partition key of a multi-record aggregate (the explicit hash key routes it).
 AGG_PARTITION_KEY = "a"
+#: ``queue_size`` while a batch admitted as a whole is placed (``Accumulator.lift``)
+_NO_LIMIT = 1 << 62
 
 
 class Outstanding(Protocol):
@@ -100,6 +102,21 @@ class Accumulator:
         self.linger = linger
         self.queue_size = queue_size
         self.outbox = outbox
+
+    def lift(self, shards: list[ShardBuffer]) -> list[float]:
+        """No room check on ``shards`` until :meth:`restore` (their lanes admit, channels
+        take any number of batches): the records of a batch admitted as a whole are placed
+        (``_batch``). Returns what :meth:`restore` puts back."""
+        saved = [shard.lane.lift() for shard in shards]
+        saved.append(self.queue_size)
+        self.queue_size = _NO_LIMIT
+        return saved
+
+    def restore(self, shards: list[ShardBuffer], saved: list[float]) -> None:
+        """The room checks :meth:`lift` took off are back."""
+        self.queue_size = int(saved.pop())
+        for shard, allow in zip(shards, saved, strict=True):
+            shard.lane.restore(allow)
 
     def flush_started(self) -> None:
         """A flush began: until it ends, everything buffered is due at once."""

@@ -215,6 +215,17 @@ class Lane:
         """Would a record be admitted now?"""
         return self.owed < self.allow
 
+    def lift(self) -> float:
+        """Admit every record until :meth:`restore` (the records of a batch admitted as a
+        whole are placed: ``_batch``); returns the allowance to restore."""
+        allow = self.allow
+        self.allow = _INF
+        return allow
+
+    def restore(self, allow: float) -> None:
+        """The allowance :meth:`lift` returned is back."""
+        self.allow = allow
+
     def charge(self, outcome: Record, now: float) -> None:
         """``outcome`` was accepted for this shard at ``now``: it owes its bytes until it is
         resolved (the ledger credits them back: :meth:`drained`)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterable
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from .._config import ProducerConfig
@@ -27,6 +28,7 @@ from ._accumulator import Accumulator, track
 from ._admission import Admission, delays
 from ._aggregation import _vlen
 from ._apply import Answers
+from ._batch import Batch, Batches
 from ._congestion import ConcurrencyLimit
 from ._effects import NoRoom, Outbox
 from ._endings import Endings
@@ -106,6 +108,7 @@ _FIELDS = (
     "_acc",
     "_admission",
     "_answers",
+    "_batches",
     "_config",
     "_endings",
     "_gate",
@@ -221,13 +224,22 @@ class Engine(Generic[R]):
         #: commits and the recovery it runs, and what it asks
         self.spooling = Spooling(config, self._ledger, outbox)
         self._key_cache: dict[str, tuple[int, int, int]] = {}
+        #: batches (``put_many``): validated in one pass, admitted as a whole
+        self._batches = Batches(
+            self._acc,
+            self._ledger,
+            self._order,
+            make,
+            (self._check_keyless, self._too_large, refuse),
+        )
         self._sampled = -_INF  # when delays were last sampled for the metrics
         #: the spool's book (``spool_dir``), or None: records are kept in memory only
         self._spool: SpoolBook | None = None
 
     def open_spool(self, next_id: int, on_disk: int, lost: int, reading: bool) -> None:
         """The spool opened (``Spooling.open``): every record accepted from now is spooled."""
-        self._spool = self.spooling.open(next_id, on_disk, lost, reading)
+        self._spool = spool = self.spooling.open(next_id, on_disk, lost, reading)
+        self._batches.use_spool(spool)
 
     def add_stream(
         self,
@@ -362,6 +374,24 @@ class Engine(Generic[R]):
             else:
                 spool.add_recovered(outcome, recovered.id)
         return outcome
+
+    def batch(self, stream: StreamState, records: Iterable[Any]) -> Batch:
+        """Validate a batch of ``(data, partition_key[, explicit_hash_key])`` records for
+        :meth:`accept_many`, in one pass (``_batch``): a bad record raises the error
+        :meth:`accept` would, naming its index (``records[i]: ...``). Changes nothing."""
+        return self._batches.prepare(stream, records, self._key_cache.get, self._key_info)
+
+    def accept_many(self, stream: StreamState, batch: Batch, now: float) -> list[R]:
+        """Accept a batch :meth:`batch` validated, as a whole, returning its rows in order;
+        or raise, changing nothing: ``NoRoom`` (no room for all of it), what :meth:`accept`
+        raises of a spool that cannot write, and, if the stream's limit changed since, what
+        :meth:`batch` raises."""
+        if batch.accept_max != stream.accept_max:  # the stream's limit changed meanwhile
+            batch = self.batch(stream, batch.records())
+        batch.route(stream)
+        rows = self._batches.accept(stream, batch, now)
+        stream.received += len(rows)
+        return rows
 
     def recovery_ended(self, report: RecoveryReport) -> None:
         """The spool's recovery ended: what became of its records (the metrics)."""

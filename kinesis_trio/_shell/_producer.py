@@ -43,10 +43,12 @@ from .._metric_names import MetricsSink
 from .._results import ABORTED, CLOSE_TIMEOUT
 from ..metrics._recorder import metrics_for
 from . import _forks as forks
+from ._batch_puts import BatchPuts
 from ._failure_feed import FailureFeed
 from ._outcome import Outcome
 from ._pipeline import Pipeline
 from ._schema_puts import SchemaPuts
+from ._states import CLOSED, CLOSING, FORKED, OPEN
 from ._views import ProducerViews
 
 if TYPE_CHECKING:
@@ -57,7 +59,7 @@ __all__ = ["Producer"]
 
 _log = get_logger("kinesis_trio.producer")
 
-_OPEN, _CLOSING, _CLOSED, _FORKED = 0, 1, 2, 3
+_OPEN, _CLOSING, _CLOSED, _FORKED = OPEN, CLOSING, CLOSED, FORKED
 #: ``put`` yields to the event loop once every this many calls, so a loop that only puts
 #: still lets responses in (a checkpoint per record would cost a task switch per record).
 _YIELD_EVERY = 1024
@@ -92,7 +94,7 @@ class _StreamNotLoaded(anyio.WouldBlock):
 _CONTROL_CONNECTIONS = 2
 
 
-class Producer(ProducerViews, SchemaPuts):
+class Producer(ProducerViews, SchemaPuts, BatchPuts):
     """A Kinesis producer with KPL aggregation, per-shard batching, backpressure and outcomes.
 
     Use it as an async context manager, under Trio or asyncio::

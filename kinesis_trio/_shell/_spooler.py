@@ -201,6 +201,26 @@ class Spooler:
         await self._wait(self.spooling.target(), outcome)
         return outcome
 
+    async def durable_many(self, outcomes: list[Outcome]) -> list[Outcome]:
+        """:meth:`durable` for a batch (``put_many``): wait until its records are in the
+        spool (or all resolved) and return them; ``SpoolWriteError`` (its ``outcome``: the
+        list of the batch's outcomes) if the write failed."""
+        target = self.spooling.target()
+        while not all(o.done() for o in outcomes):
+            try:
+                if self._answer(target, None):
+                    break
+            except SpoolWriteError as exc:
+                raise SpoolWriteError(
+                    "the records were accepted and will be sent, but writing them to the "
+                    f"spool failed: they are not durable ({exc})",
+                    outcomes,
+                ) from None
+            written = self._written
+            self._wake.set()
+            await written.wait()
+        return outcomes
+
     async def wait_durable(self) -> None:
         """Wait until every record accepted before the call is in the spool (or resolved)."""
         await self._wait(self.spooling.target(), None)
