@@ -76,6 +76,17 @@ def variants() -> list[Variant]:
         Variant.agg_boto3("aws-kinesis-agg + boto3 (no outcomes, no retries)", count_share=1.0)
     )
     out.append(Variant.boto3("boto3.put_records (batched 500, no aggregation)", count_share=0.4))
+    # the same burst through put_many, 500 records a call (issue 66)
+    for backend in ("trio", "asyncio"):
+        out.append(
+            Variant.kinesis_trio(
+                key=f"kt-{backend}-confirmed-agg-putmany500",
+                label=f"kinesis_trio {backend} agg=on (confirmed), put_many of 500",
+                backend=backend,
+                count_share=1.0,
+                args=["--backend", backend, "--mode", "confirmed", "--put-many", "500"],
+            )
+        )
     # confirmed by reading results after flush() instead of awaiting each outcome
     out.append(
         Variant.kinesis_trio(
@@ -191,6 +202,9 @@ def ratio_lines(by_key: dict[str, Variant]) -> tuple[list[str], dict[str, Any]]:
         ("kt-trio-fire-and-forget-agg", "aiokpl-fire-and-forget-agg"),
         ("kt-trio-confirmed-noagg", "aiokpl-confirmed-noagg"),
         ("kt-trio-confirmed-agg-defaultlimits", "aiokpl-confirmed-agg-defaultlimits"),
+        ("kt-trio-confirmed-agg-putmany500", "kt-trio-confirmed-agg"),
+        ("kt-asyncio-confirmed-agg-putmany500", "kt-asyncio-confirmed-agg"),
+        ("kt-trio-confirmed-agg-putmany500", "agg-boto3"),
     ]
     lines: list[str] = []
     data: dict[str, Any] = {}

@@ -15,6 +15,9 @@ a record's scheduled time (or does not sleep when behind) and its latency is
 ``resolved_at - scheduled`` (no coordinated omission: a putter that falls behind adds its
 lag to every late record).
 
+``--put-many N``: the burst goes in ``put_many`` calls of ``N`` records each (the list of
+``(data, key)`` tuples built inside the measured span) instead of one ``put`` per record.
+
 ``--put-tasks K``: ``K`` tasks put the records instead of one loop, each taking the next
 record (in a paced run: sleeping until it is due), so that a ``put`` that waits (for the
 spool's fsync with ``--spool-sync put``) does not hold up the records after it; a paced run
@@ -116,6 +119,13 @@ async def _put_all(
     """Put the burst's ``n`` records: one loop, or ``--put-tasks`` tasks taking turns."""
     put = producer.put
     nkeys = len(keys)
+    if args.put_many > 0:  # batches of --put-many records, each one put_many call
+        size = args.put_many
+        outcomes = []
+        for start in range(0, n, size):
+            batch = [(data, keys[i % nkeys]) for i in range(start, min(start + size, n))]
+            outcomes += await producer.put_many(batch)
+        return outcomes
     if args.put_tasks <= 0:
         outcomes: list[Outcome] = []
         append = outcomes.append
@@ -229,6 +239,12 @@ def main() -> None:
         default=0,
         help="tasks that put the records (0: one loop awaiting each put in turn)",
     )
+    parser.add_argument(
+        "--put-many",
+        type=int,
+        default=0,
+        help="put the burst in put_many calls of this many records (0: one put per record)",
+    )
     parser.add_argument("--spool-dir", default="", help="ProducerConfig.spool_dir (none if empty)")
     parser.add_argument(
         "--spool-sync", choices=["interval", "put"], default="interval", help="with --spool-dir"
@@ -244,6 +260,7 @@ def main() -> None:
         confirm=args.confirm if args.mode == "confirmed" else None,
         ordering=args.ordering,
         put_tasks=args.put_tasks,
+        put_many=args.put_many,
         spool_sync=args.spool_sync if args.spool_dir else None,
     )
     emit(m)

@@ -10,7 +10,7 @@ rows for ``_disk``, the request clock for ``_aws``, stream names and ARNs).
 """
 
 from ._aggregation import UserRecord, deaggregate
-from ._batch import Batch
+from ._batch import Batch, at_index, unpack
 from ._deadline import BUILT_FIRST, RequestClock, answer_limit
 from ._effects import (
     DeadLetters,
@@ -92,6 +92,7 @@ __all__ = [
     "Wake",
     "answer_limit",
     "arn_ref",
+    "at_index",
     "check_stream_name",
     "coerce_data",
     "columns",
@@ -109,4 +110,5 @@ __all__ = [
     "partition_key_length",
     "spool_note",
     "unkept_note",
+    "unpack",
 ]

@@ -36,7 +36,7 @@ from ._shards import parse_explicit_hash_key
 from ._spool import SpoolBook
 from ._validate import coerce_data
 
-__all__ = ["Batch", "Batches", "batch_too_large", "route"]
+__all__ = ["Batch", "Batches", "at_index", "batch_too_large", "route", "unpack"]
 
 R = TypeVar("R", bound=Record)
 _SHAPE = "a record is a (data, partition_key) or (data, partition_key, explicit_hash_key) tuple"
@@ -98,6 +98,16 @@ def unpack(record: Any) -> tuple[Any, Any, Any]:
             return record[0], record[1], record[2]
         raise TypeError(f"{_SHAPE}, got one of {len(record)} items")
     raise TypeError(f"{_SHAPE}, got {type(record).__name__}")
+
+
+def at_index(index: int, exc: Exception) -> Exception:
+    """``exc``, an error about one record of a batch, naming the record's index: the same
+    type, its message led by ``records[index]:`` (``SyncProducer.put_many`` names them so
+    too)."""
+    try:
+        return type(exc)(f"records[{index}]: {exc}")
+    except TypeError:  # an error type made otherwise: its message, named, as its base
+        return (TypeError if isinstance(exc, TypeError) else ValueError)(f"records[{index}]: {exc}")
 
 
 def route(stream: StreamState, hash_key: int) -> int:
@@ -224,7 +234,7 @@ class Batches(Generic[R]):
                 if spool_max is not None and n + pk_len > spool_max:
                     raise ValueError(_spooled_too_large(n + pk_len, spool_max))
             except (TypeError, ValueError) as exc:
-                raise type(exc)(f"records[{i}]: {exc}") from exc
+                raise at_index(i, exc) from exc
             add(data, (partition_key, explicit_hash_key, hash_key, n, pk_len, pk_grow))
         if self._order is not None and stream.refusal is not None:
             raise ValueError(stream.refusal)

@@ -21,6 +21,7 @@ from .._core import (
     Outbox,
     StreamState,
     arn_ref,
+    at_index,
     check_stream_name,
     is_arn,
     parse_stream_arn,
@@ -148,7 +149,7 @@ class BatchPuts:
             try:
                 records.append((cached_record(registry, schema, item[0]), *item[1:]))
             except ValueError as exc:  # SchemaMismatchError
-                raise type(exc)(f"records[{i}]: {exc}") from exc
+                raise at_index(i, exc) from exc
         return await self.put_many(records, stream_name=stream_name, stream_arn=stream_arn)
 
     def _accept_many(self, stream: StreamState, batch: Batch) -> list[Outcome]:

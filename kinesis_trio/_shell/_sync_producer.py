@@ -38,10 +38,12 @@ from .._aws._credentials import StaticCredentials
 from .._config import RECORD_MAX_SIZE_CEILING, ProducerConfig
 from .._core import (
     RecoveryReport,
+    at_index,
     check_stream_name,
     coerce_data,
     parse_explicit_hash_key,
     partition_key_length,
+    unpack,
 )
 from .._dead_letters import FailedRecord
 from .._errors import ProducerForkedError
@@ -377,11 +379,18 @@ class SyncProducer(SyncSchemaPuts):
     ) -> list[Future[RecordResult]]:
         """``put`` for many ``(data, partition_key[, explicit_hash_key])`` records, with one
         lock acquisition per run of records that fit. All are validated before any is
-        accepted; waits for room, and under ``spool_sync="put"`` for the spool, as ``put``
-        does (``SpoolWriteError``'s ``outcome``: every record's future). Any thread."""
-        items = [
-            self._check(r[0], r[1], r[2] if len(r) == 3 else None, stream_name) for r in records
-        ]
+        accepted (a bad one raises what ``put`` would, its message led by ``records[i]:``,
+        as ``Producer.put_many`` does); waits for room, and under ``spool_sync="put"`` for
+        the spool, as ``put`` does (``SpoolWriteError``'s ``outcome``: every record's
+        future). Any thread."""
+        if stream_name is not None:
+            check_stream_name(stream_name)
+        items = []
+        for i, record in enumerate(records):
+            try:
+                items.append(self._check(*unpack(record), stream_name))
+            except (TypeError, ValueError) as exc:
+                raise at_index(i, exc) from exc
         self._hand_over(items)
         return [item.future for item in items]
 

@@ -217,3 +217,22 @@ def test_sync_producer_put_object(backend: str) -> None:
     assert glue_calls(fake).count("GetSchemaByDefinition") == 1
     version = registry.cached_version(ORDER.spec)
     assert {decode_frame(r).version_id for r in user_records(fake)} == {version}
+
+
+@pytest.mark.anyio
+async def test_put_objects_encodes_a_batch_and_refuses_it_whole_naming_a_mismatch() -> None:
+    fake = new_fake()
+    registry = GlueSchemaRegistry(client_of(fake), auto_register=True)
+    async with registry, producer_of(fake, registry) as producer:
+        with pytest.raises(SchemaMismatchError, match=r"^records\[2\]: "):
+            await producer.put_objects(
+                [({"id": 0}, "k"), ({"id": 1}, "k"), ({"id": "x"}, "k")], schema=ORDER
+            )
+        assert producer.outstanding_records == 0
+        items: list[tuple[object, str | None]] = [({"id": i}, f"k{i}") for i in range(30)]
+        outcomes = await producer.put_objects(items, schema=ORDER)
+        await producer.flush()
+        assert all([(await o.wait()).ok for o in outcomes])
+        decoder = Decoder(registry)
+        decoded = [await decoder.decode(r) for r in user_records(fake)]
+    assert sorted(d.value["id"] for d in decoded) == list(range(30))  # type: ignore[index]

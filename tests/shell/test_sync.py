@@ -84,8 +84,12 @@ def test_put_many_and_explicit_stream(backend: str) -> None:
         assert all(f.result(timeout=10).ok for f in futures + other)
         assert other[0].result().stream_name == "other"
         assert isinstance(missing.exception(timeout=10), ResourceNotFoundError)
-        with pytest.raises(TypeError, match="data must be bytes"):
+        with pytest.raises(TypeError, match=r"^records\[1\]: data must be bytes"):
             producer.put_many([(b"ok", "k"), ("text", "k")])  # type: ignore[list-item]
+        with pytest.raises(ValueError, match=r"^records\[2\]: .*explicit_hash_key"):
+            producer.put_many([(b"ok", "k"), (b"ok", "k"), (b"x", "k", "-1")])
+        with pytest.raises(TypeError, match=r"^records\[0\]: a record is a \(data"):
+            producer.put_many([(b"ok",)])  # type: ignore[list-item]
     assert landed(fake) == Counter({b"m1": 1, b"m2": 1})
     assert landed(fake, "other") == Counter({b"o1": 1})
 
