@@ -116,16 +116,17 @@ async def _run(args: argparse.Namespace) -> Measurement:
 async def _put_all(
     args: argparse.Namespace, producer: Producer, data: bytes, keys: list[str], n: int
 ) -> list[Outcome]:
-    """Put the burst's ``n`` records: one loop, or ``--put-tasks`` tasks taking turns."""
+    """Put the burst's ``n`` records: one loop, ``put_many`` calls (``--put-many``), or
+    ``--put-tasks`` tasks taking turns."""
     put = producer.put
     nkeys = len(keys)
     if args.put_many > 0:  # batches of --put-many records, each one put_many call
         size = args.put_many
-        outcomes = []
+        batched: list[Outcome] = []
         for start in range(0, n, size):
             batch = [(data, keys[i % nkeys]) for i in range(start, min(start + size, n))]
-            outcomes += await producer.put_many(batch)
-        return outcomes
+            batched += await producer.put_many(batch)
+        return batched
     if args.put_tasks <= 0:
         outcomes: list[Outcome] = []
         append = outcomes.append

@@ -47,7 +47,7 @@ class Batch:
     once, routed again only if the stream's shards changed meanwhile (validated again if
     the stream's limit did)."""
 
-    __slots__ = ("accept_max", "datas", "indexes", "keyless", "routed", "rows", "shards", "total")
+    __slots__ = ("accept_max", "datas", "keyless", "routing", "rows", "shards", "total")
 
     def __init__(self, accept_max: int) -> None:
         #: each record's data, and ``(partition key, explicit hash key, hash key, data
@@ -61,15 +61,15 @@ class Batch:
         #: the limit the records were checked against (``StreamState.accept_max``)
         self.accept_max = accept_max
         #: the stream's shard list the records were routed by (None: not yet)
-        self.routed: list[ShardBuffer] | None = None
+        self.routing: list[ShardBuffer] | None = None
         #: the shards the records go to
         self.shards: list[ShardBuffer] = []
 
-    def add(self, data: bytes, row: tuple[Any, str | None, int, int, int, int]) -> None:
-        """A record validated."""
-        self.datas.append(data)
-        self.rows.append(row)
-        self.total += row[3] + row[4]
+    def routed(self, shards: list[ShardBuffer], found: list[ShardBuffer], total: int) -> None:
+        """Validated: ``total`` bytes, going to ``found`` of the stream's ``shards``."""
+        self.total = total
+        self.routing = shards
+        self.shards = found
 
     def records(self) -> list[tuple[bytes, Any, str | None]]:
         """The batch's records as they were given (their data as bytes)."""
@@ -82,9 +82,9 @@ class Batch:
     def route(self, stream: StreamState) -> None:
         """Know the shards the records go to by the stream's current shards (unless known)."""
         shards = stream.shards
-        if self.routed is shards:
+        if self.routing is shards:
             return
-        self.routed = shards
+        self.routing = shards
         found = dict.fromkeys(shards[route(stream, row[2])] for row in self.rows)
         self.shards = list(found)
 
@@ -208,10 +208,22 @@ class Batches(Generic[R]):
         spool = self.spool
         spool_max = None if spool is None else spool.max_bytes
         batch = Batch(accept_max)
-        add = batch.add
-        for i, record in enumerate(records):
-            try:
-                data, partition_key, explicit_hash_key = unpack(record)
+        datas, rows = batch.datas, batch.rows
+        add_data, add_row = datas.append, rows.append
+        # routed in the same pass (the shards that must admit it)
+        shards, shard_map = stream.shards, stream.map
+        starts, ends = shard_map.starts, shard_map.ends
+        found: dict[ShardBuffer, None] = {}
+        total = 0
+        i = -1
+        try:
+            for record in records:
+                i += 1
+                if type(record) is tuple and len(record) == 2:
+                    data, partition_key = record
+                    explicit_hash_key = None
+                else:
+                    data, partition_key, explicit_hash_key = unpack(record)
                 if type(data) is not bytes:
                     data = coerce_data(data)
                 try:
@@ -227,20 +239,27 @@ class Batches(Generic[R]):
                         key = key_info(partition_key)
                 pk_len, hash_key, pk_grow = key
                 n = len(data)
-                if n + pk_len > accept_max:
+                size = n + pk_len
+                if size > accept_max:
                     raise ValueError(self._too_large(stream, n, pk_len))
                 if explicit_hash_key is not None:
                     hash_key = parse_explicit_hash_key(explicit_hash_key)
-                if spool_max is not None and n + pk_len > spool_max:
-                    raise ValueError(_spooled_too_large(n + pk_len, spool_max))
-            except (TypeError, ValueError) as exc:
-                raise at_index(i, exc) from exc
-            add(data, (partition_key, explicit_hash_key, hash_key, n, pk_len, pk_grow))
+                if spool_max is not None and size > spool_max:
+                    raise ValueError(_spooled_too_large(size, spool_max))
+                index = bisect_right(starts, hash_key) - 1
+                if index < 0 or hash_key > ends[index]:
+                    index = 0  # a gap in a stale map: the first shard (``route``)
+                found[shards[index]] = None
+                add_data(data)
+                add_row((partition_key, explicit_hash_key, hash_key, n, pk_len, pk_grow))
+                total += size
+        except (TypeError, ValueError) as exc:
+            raise at_index(i, exc) from exc
+        batch.routed(shards, list(found), total)
         if self._order is not None and stream.refusal is not None:
             raise ValueError(stream.refusal)
         ledger = self._ledger
-        count = len(batch.rows)
-        why = batch_too_large(count, batch.total, ledger.max_records, ledger.max_bytes, spool_max)
+        why = batch_too_large(len(rows), total, ledger.max_records, ledger.max_bytes, spool_max)
         if why is not None:
             raise ValueError(why)
         return batch
