@@ -94,3 +94,26 @@ async def test_wait_durable_after_a_close_answers_at_once(
         else:  # the close's last commit wrote it
             await producer.wait_durable()
     assert data_on_disk(spool) == ([] if full else [b"a" * BIG])
+
+
+# -- put_many under spool_sync="put" -----------------------------------------------------------
+
+
+async def test_a_failed_commit_under_put_many_names_every_outcome_of_the_batch(
+    tmp_path: Path, stores: Stores
+) -> None:
+    """The batch was accepted (its records are sent all the same) but is not durable: the
+    error carries the batch's outcomes, in order."""
+    fake = new_fake()
+    spool = tmp_path / "spool"
+    stores.full_disk = FRESH_PAGES
+    with RoomLater(stores), pytest.raises(SpoolWriteError, match="not durable"):
+        async with spooled(fake, spool, spool_sync="put", spool_interval=60, **HOLD) as producer:
+            async with frozen_clock():
+                with pytest.raises(SpoolWriteError, match="not durable") as failed:
+                    await producer.put_many([(b"a" * BIG, "k"), (b"b" * BIG, "k")])
+            outcomes = failed.value.outcome
+            assert isinstance(outcomes, list) and len(outcomes) == 2
+            assert [o.partition_key for o in outcomes] == ["k", "k"]
+            assert producer.outstanding_records == 2  # accepted: sent all the same
+            raise failed.value
