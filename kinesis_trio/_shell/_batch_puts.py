@@ -148,7 +148,7 @@ class BatchPuts:
         for i, item in enumerate(objects):
             try:
                 records.append((cached_record(registry, schema, item[0]), *item[1:]))
-            except ValueError as exc:  # SchemaMismatchError
+            except (TypeError, ValueError) as exc:  # SchemaMismatchError, not a tuple
                 raise at_index(i, exc) from exc
         return await self.put_many(records, stream_name=stream_name, stream_arn=stream_arn)
 
