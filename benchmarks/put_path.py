@@ -4,15 +4,17 @@ One process accepts ``--records`` 200-byte records (256 keys, 32 shards) into a 
 whose PutRecords are held (nothing is answered; one request at most is built), with a
 linger and a window that make nothing due meanwhile and admission by time off (no answer
 ever comes to measure a pace); then it leaves the producer by cancelling it (every record
-fails ``ProducerAborted``, the same per record in either mode). So what differs between the
-modes is the path from the call to the record in its shard's aggregate.
+fails ``ProducerAborted``, the same per record in either mode), or with ``--exit`` leaves the
+process at once (no close: only the puts, and what the loop let run meanwhile, are counted).
+So what differs between the modes is the path from the call to the record in its shard's
+aggregate.
 
 Run it under callgrind twice per mode, with ``--records 0`` (start-up, close) and with N,
 and take ``(Ir(N) - Ir(0)) / N``: the steady figure on a noisy machine. ``--time`` prints
 the CPU seconds of the put loop instead (noisy: for a look, not a claim)::
 
     valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
-        uv run python -m benchmarks.put_path --mode put_many --records 50000
+        .venv/bin/python -m benchmarks.put_path --mode put_many --records 30000 --exit
 
 Not part of ``python -m benchmarks all``: it writes no result file.
 """
@@ -20,6 +22,8 @@ Not part of ``python -m benchmarks all``: it writes no result file.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 from typing import Any
 
@@ -42,7 +46,7 @@ class _Hold:
         return None
 
 
-async def _run(mode: str, records: int, batch: int, timed: bool) -> None:
+async def _run(mode: str, records: int, batch: int, timed: bool, leave: bool) -> None:
     fake = FakeKinesis(_Hold())
     fake.create_stream("s", shard_count=32)
     config = ProducerConfig(
@@ -77,6 +81,9 @@ async def _run(mode: str, records: int, batch: int, timed: bool) -> None:
             cpu = time.process_time() - cpu0
             if timed and records:
                 print(f"{mode}: {cpu / records * 1e6:.2f} µs of CPU per record")
+            if leave:  # no close: its failing of every record costs as much again
+                sys.stdout.flush()
+                os._exit(0)
             scope.cancel()
 
 
@@ -87,8 +94,11 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=500, help="records per put_many call")
     parser.add_argument("--backend", choices=["trio", "asyncio"], default="trio")
     parser.add_argument("--time", action="store_true", help="print the put loop's CPU time")
+    parser.add_argument(
+        "--exit", action="store_true", help="leave the process right after the puts (no close)"
+    )
     args = parser.parse_args()
-    anyio.run(_run, args.mode, args.records, args.batch, args.time, backend=args.backend)
+    anyio.run(_run, args.mode, args.records, args.batch, args.time, args.exit, backend=args.backend)
 
 
 if __name__ == "__main__":
