@@ -26,7 +26,7 @@ from .._core import (
     is_arn,
     parse_stream_arn,
 )
-from ._schema_puts import cached_record, registry_of
+from ._schema_puts import cached_record, registry_of, stream_spec
 from ._states import OPEN, closed_error
 
 if TYPE_CHECKING:
@@ -142,12 +142,16 @@ class BatchPuts:
         ``SchemaMismatchError`` naming its index, and nothing is accepted), then
         :meth:`put_many`'s rules."""
         registry = registry_of(self._schema_registry)
-        if registry.cached_version(schema.spec) is None:
-            await registry.version_for(schema.spec)
+        if schema.needs_stream:
+            spec = stream_spec(schema, stream_arn or stream_name or self._default_stream)
+        else:
+            spec = schema.spec
+        if registry.cached_version(spec) is None:
+            await registry.version_for(spec)
         records: list[BatchRecord] = []
         for i, item in enumerate(objects):
             try:
-                records.append((cached_record(registry, schema, item[0]), *item[1:]))
+                records.append((cached_record(registry, schema, spec, item[0]), *item[1:]))
             except (TypeError, ValueError) as exc:  # SchemaMismatchError, not a tuple
                 raise at_index(i, exc) from exc
         return await self.put_many(records, stream_name=stream_name, stream_arn=stream_arn)

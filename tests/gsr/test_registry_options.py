@@ -238,6 +238,36 @@ async def test_a_producer_names_schemas_by_the_stream_put_to() -> None:
             assert {str(d.version_id) for d in decoded} == {version.version_id}
 
 
+@pytest.mark.anyio
+async def test_put_objects_names_a_schema_by_the_stream_put_to() -> None:
+    fake = new_fake()
+    registry = GlueSchemaRegistry(recording(fake), auto_register=True)
+    schema = AvroSchema(BY_STREAM, AVRO_V1)
+    producer = Producer(
+        "alpha",
+        region_name="us-east-1",
+        endpoint_url="http://fake.local",
+        credentials=CREDS,
+        transport=fake.transport(),
+        schema_registry=registry,
+    )
+    async with registry, producer:
+        outcomes = await producer.put_objects(
+            [({"id": 1}, "k"), ({"id": 2}, "k")], schema=schema, stream_name="beta"
+        )
+        await producer.flush()
+        assert all([(await o.wait()).ok for o in outcomes])
+        (version,) = fake.glue.versions("beta")  # named after the stream put to
+        assert fake.glue.versions("alpha") == []
+        decoder = Decoder(registry)
+        records = [
+            u.data for r in fake.records("beta") for u in deaggregate(r.data, r.partition_key or "")
+        ]
+        decoded = [await decoder.decode(data) for data in records]
+        assert [d.value for d in decoded] == [{"id": 1}, {"id": 2}]
+        assert {str(d.version_id) for d in decoded} == {version.version_id}
+
+
 def test_a_sync_producer_names_schemas_by_its_default_stream() -> None:
     fake = new_fake()
     glue = recording(fake)
