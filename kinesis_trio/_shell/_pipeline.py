@@ -19,7 +19,9 @@ retry. A shard worker waits only on its channel: the timer (at a deadline), a fl
 shard's retirement wakes it with a ``None`` in the channel. At a steady rate every shard's
 containers seal at the same grid instant, and one timer wake-up and a message per due
 shard cost half what a deadline per shard worker did (a deadline's wake-up goes through a
-cancellation).
+cancellation). A flush runs the timer's pass itself, in its own step: what it seals is in
+the collector's channel before anything else runs (a Lambda invocation's records are on
+the wire two loop steps after its flush, not after the timer's wake-up too).
 """
 
 from __future__ import annotations
@@ -309,13 +311,19 @@ class Pipeline:
         await event.wait()
 
     def poke_all(self) -> None:
-        """Wake every worker, linger timer and collector (a flush): the timers' pass
-        seals or wakes the shards that hold records, those without a worker too."""
+        """A flush: run each stream's timer pass here and now (it seals the shards that
+        hold records, or wakes their workers), so the sealed batches reach the collector's
+        channel in this step, not after a wake-up of the timer (a cancellation); then wake
+        every worker, and each collector that got nothing to wake it."""
+        for stream, tasks in self._tasks.items():
+            # the timer keeps its deadline: a ``Wake`` the pass leaves moves it earlier; a
+            # deadline past what is still open costs it one pass that finds nothing due
+            _, sent = _timer_pass(self, stream, tasks)
+            self.apply()
+            if not sent:
+                _poke(tasks.coll_scope, -_INF)
         for worker in self._workers.values():
             worker.nudge()
-        for tasks in self._tasks.values():
-            _poke(tasks.timer_scope, -_INF)
-            _poke(tasks.coll_scope, -_INF)
 
     # -- streams --------------------------------------------------------------------------
 
@@ -410,32 +418,8 @@ class Pipeline:
         wake-up of each worker (at 32 shards and 10,000 records/s, the last worker sealed 3
         ms after the window's end), and in one message to the collector, if it has room.
         The others' workers are woken to do it."""
-        out = self.out
-        workers = self._workers
-        coll = tasks.coll_send
         while True:
-            now = self.now()
-            # the shards that hold records, not every shard of the stream
-            due, wake = out.due_shards(stream, now)
-            if due:
-                # what the pass seals goes to the collector in one message, if it has room
-                room = coll.statistics()
-                sealed: list[KRecord] | None = (
-                    [] if room.current_buffer_used < room.max_buffer_size else None
-                )
-                # a shard whose worker has something in hand (or a wake-up queued) is its
-                # worker's to seal; so is one the pass leaves (``out.seal_due``)
-                here: list[ShardBuffer] = []
-                for shard in due:
-                    worker = workers.get(shard)
-                    if worker is None or (worker.idle and not worker.nudged):
-                        here.append(shard)
-                    else:
-                        worker.nudge()
-                for shard in out.seal_due(stream, here, now, sealed):
-                    (workers.get(shard) or self._crew.start(shard)).nudge()
-                if sealed:
-                    coll.send_nowait(sealed)
+            wake, _ = _timer_pass(self, stream, tasks)
             # No checkpoint between the scan and the scope, and the pass's own effects are
             # carried out once the scope waits: a ``Wake`` cannot fall between them and be
             # lost (one the pass left, a shard it made due, moves this very scope).
@@ -634,3 +618,36 @@ class Pipeline:
             await self.client.credentials.force_refresh()
         except KinesisTrioError as exc:
             _log.warning("credentials_refresh_failed", error=str(exc))
+
+
+def _timer_pass(pipeline: Pipeline, stream: StreamState, tasks: _Tasks) -> tuple[float, bool]:
+    """The linger timer's pass over the stream's shards that hold records (no checkpoint;
+    the timer's, or a flush's in its own step; its effects are left for the caller to
+    carry out): seal each due one here, or wake its worker to. Returns when the next one
+    is due, and whether a batch went to the collector."""
+    out = pipeline.out
+    workers = pipeline._workers
+    coll = tasks.coll_send
+    now = pipeline.now()
+    # the shards that hold records, not every shard of the stream
+    due, wake = out.due_shards(stream, now)
+    if not due:
+        return wake, False
+    # what the pass seals goes to the collector in one message, if it has room
+    room = coll.statistics()
+    sealed: list[KRecord] | None = [] if room.current_buffer_used < room.max_buffer_size else None
+    # a shard whose worker has something in hand (or a wake-up queued) is its worker's to
+    # seal; so is one the pass leaves (``out.seal_due``)
+    here: list[ShardBuffer] = []
+    for shard in due:
+        worker = workers.get(shard)
+        if worker is None or (worker.idle and not worker.nudged):
+            here.append(shard)
+        else:
+            worker.nudge()
+    for shard in out.seal_due(stream, here, now, sealed):
+        (workers.get(shard) or pipeline._crew.start(shard)).nudge()
+    if sealed:
+        coll.send_nowait(sealed)
+        return wake, True
+    return wake, False

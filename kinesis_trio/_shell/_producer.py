@@ -9,7 +9,7 @@ pipeline and names the module that owns each decision.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -471,16 +471,17 @@ class Producer(ProducerViews, SchemaPuts, BatchPuts):
         assert stream is not None
         return stream
 
-    async def _flush_all(self) -> None:
+    def _flush_all(self) -> Coroutine[Any, Any, None]:
+        """Begin a flush here (no checkpoint); what it returns waits for the outcomes."""
         engine, pipeline = self._engine, self._pipeline
         assert engine is not None and pipeline is not None
         target = engine.flush_started()
         try:
             pipeline.poke_all()
-            while engine.pending_through(target):
-                await self._wait_progress()
-        finally:
+        except BaseException:
             engine.flush_ended()
+            raise
+        return _flush_rest(self, engine, target)
 
     # -- progress notification -------------------------------------------------------------
 
@@ -543,3 +544,13 @@ class Producer(ProducerViews, SchemaPuts, BatchPuts):
         ref = self._require_default() if stream_name is None else stream_name
         check_stream_name(ref)
         await _dry_run(self.client, *name_and_arn(ref, self.client.region_name))
+
+
+async def _flush_rest(producer: Producer, engine: Engine[Outcome], target: int) -> None:
+    """A flush begun (``Producer._flush_all``): until every outcome of ``target`` or
+    before is resolved; then it ends."""
+    try:
+        while engine.pending_through(target):
+            await producer._wait_progress()
+    finally:
+        engine.flush_ended()

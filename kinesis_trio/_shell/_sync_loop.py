@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import collections
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -245,7 +246,9 @@ class Loop:
             if item is FLUSH:
                 tg = self._tg
                 assert tg is not None
-                tg.start_soon(producer.flush)
+                # begun in this step (what is buffered is sealed and on its way now), its
+                # wait for the outcomes left to a task
+                tg.start_soon(_awaited, producer._flush_all())
                 continue
             data = item.data
             if data is None:  # wait_durable's mark: the records before it are in
@@ -474,6 +477,10 @@ class Loop:
                     )
                 )
         line.release(leftovers)
+
+
+async def _awaited(coroutine: Coroutine[Any, Any, None]) -> None:
+    await coroutine
 
 
 class _CallbackThread:
