@@ -96,7 +96,10 @@ def test_a_freeze_longer_than_record_ttl_expires_nothing(jumps: Jumps) -> None:
     assert user_data(fake).count(b"frozen") == 1 or result.possible_duplicate
 
 
-def test_the_same_wait_inside_an_invocation_expires_the_record(jumps: Jumps) -> None:
+@pytest.mark.parametrize("warm", [0, 2], ids=["first", "after-2-without-records"])
+def test_the_same_wait_inside_an_invocation_expires_the_record(jumps: Jumps, warm: int) -> None:
+    # ``warm``: invocations that put nothing come first, so a pause is open when this one
+    # starts: it must end before the record is accepted, or the wait would not count
     gate = Gate()
     fake = FakeKinesis(gate)
     fake.create_stream("s", shard_count=1)
@@ -104,6 +107,8 @@ def test_the_same_wait_inside_an_invocation_expires_the_record(jumps: Jumps) -> 
 
     @kinesis.handler
     def handler(event: Any, context: Any, records: Invocation) -> str:
+        if event.get("idle"):
+            return "idle"
         future = records.put(b"slow", partition_key="k")
         records.send()  # hand it over now: the handler waits for it below
         wait_until(lambda: gate.held == 1, timeout=30, what="a request held at the gate")
@@ -112,6 +117,8 @@ def test_the_same_wait_inside_an_invocation_expires_the_record(jumps: Jumps) -> 
         return "done"
 
     try:
+        for _ in range(warm):
+            assert handler({"idle": True}, Context()) == "idle"
         with pytest.raises(RecordsFailedError) as caught:
             handler({}, Context())
     finally:
