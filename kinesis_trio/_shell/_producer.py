@@ -9,7 +9,7 @@ pipeline and names the module that owns each decision.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -471,17 +471,8 @@ class Producer(ProducerViews, SchemaPuts, BatchPuts):
         assert stream is not None
         return stream
 
-    def _flush_all(self) -> Coroutine[Any, Any, None]:
-        """Begin a flush here (no checkpoint); what it returns waits for the outcomes."""
-        engine, pipeline = self._engine, self._pipeline
-        assert engine is not None and pipeline is not None
-        target = engine.flush_started()
-        try:
-            pipeline.poke_all()
-        except BaseException:
-            engine.flush_ended()
-            raise
-        return _flush_rest(self, engine, target)
+    async def _flush_all(self) -> None:
+        await _flush_rest(self, _flush_begin(self))
 
     # -- progress notification -------------------------------------------------------------
 
@@ -546,9 +537,25 @@ class Producer(ProducerViews, SchemaPuts, BatchPuts):
         await _dry_run(self.client, *name_and_arn(ref, self.client.region_name))
 
 
-async def _flush_rest(producer: Producer, engine: Engine[Outcome], target: int) -> None:
-    """A flush begun (``Producer._flush_all``): until every outcome of ``target`` or
+def _flush_begin(producer: Producer) -> int:
+    """Begin a flush here (no checkpoint): what is held is sealed and on its way now.
+    The flush's target, for ``_flush_rest`` (which ends it)."""
+    engine, pipeline = producer._engine, producer._pipeline
+    assert engine is not None and pipeline is not None
+    target = engine.flush_started()
+    try:
+        pipeline.poke_all()
+    except BaseException:
+        engine.flush_ended()
+        raise
+    return target
+
+
+async def _flush_rest(producer: Producer, target: int) -> None:
+    """A flush begun (``Producer._flush_begin``): until every outcome of ``target`` or
     before is resolved; then it ends."""
+    engine = producer._engine
+    assert engine is not None
     try:
         while engine.pending_through(target):
             await producer._wait_progress()

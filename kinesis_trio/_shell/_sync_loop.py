@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import anyio
 import anyio.abc
@@ -19,7 +18,7 @@ from .._core import Row, kept_note, spool_note, unkept_note
 from .._dead_letters import FailedRecord
 from .._logging import get_logger
 from .._results import ABORTED, CLOSE_TIMEOUT, RecordResult
-from ._producer import Producer
+from ._producer import Producer, _flush_begin, _flush_rest
 from ._sync_handoff import CLOSED, FLUSH, OPEN, Item, Line, is_mark
 
 __all__ = ["Loop", "SyncProducerAbort"]
@@ -248,7 +247,7 @@ class Loop:
                 assert tg is not None
                 # begun in this step (what is buffered is sealed and on its way now), its
                 # wait for the outcomes left to a task
-                tg.start_soon(_awaited, producer._flush_all())
+                tg.start_soon(_flush_rest, producer, _flush_begin(producer))
                 continue
             data = item.data
             if data is None:  # wait_durable's mark: the records before it are in
@@ -477,10 +476,6 @@ class Loop:
                     )
                 )
         line.release(leftovers)
-
-
-async def _awaited(coroutine: Coroutine[Any, Any, None]) -> None:
-    await coroutine
 
 
 class _CallbackThread:
