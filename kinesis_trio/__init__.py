@@ -15,6 +15,7 @@ from ._errors import AuthenticationError as AuthenticationError
 from ._errors import ConnectError as ConnectError
 from ._errors import ConnectionLostError as ConnectionLostError
 from ._errors import CredentialsError as CredentialsError
+from ._errors import EndpointError as EndpointError
 from ._errors import ExpiredTokenError as ExpiredTokenError
 from ._errors import KinesisError as KinesisError
 from ._errors import KinesisTrioError as KinesisTrioError
@@ -47,6 +48,7 @@ __all__ = [
     "ConnectError",
     "ConnectionLostError",
     "CredentialsError",
+    "EndpointError",
     "ExpiredTokenError",
     "FailedRecord",
     "KMSError",

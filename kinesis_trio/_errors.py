@@ -57,6 +57,7 @@ __all__ = [
     "ConnectError",
     "ConnectionLostError",
     "CredentialsError",
+    "EndpointError",
     "ExpiredTokenError",
     "KMSError",
     "KinesisError",
@@ -287,6 +288,13 @@ class ConnectionLostError(TransportError):
 
 class CredentialsError(KinesisTrioError):
     """No AWS credentials could be found, or refreshing them failed."""
+
+
+class EndpointError(KinesisTrioError, ValueError):
+    """No endpoint for a call with these settings: botocore's endpoint rules refuse them
+    (FIPS or dual-stack where the partition has none, an ARN of another partition), the
+    region is in none of the AWS partitions, or an ARN names another region than the
+    client's. The message gives the reason and the setting to change."""
 
 
 class ProducerClosedError(KinesisTrioError):

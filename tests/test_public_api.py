@@ -25,6 +25,7 @@ def test_exported_names() -> None:
         "ConnectError",
         "ConnectionLostError",
         "CredentialsError",
+        "EndpointError",
         "ExpiredTokenError",
         "FailedRecord",
         "KMSError",

@@ -30,7 +30,7 @@ from ._credentials import (
     CredentialProvider,
     StaticCredentials,
 )
-from ._service import AnswerReader, JsonService, service_error, ssl_verify, user_agent
+from ._service import AnswerReader, JsonService, Where, service_error, ssl_verify, user_agent
 
 __all__ = ["KinesisClient", "read_answer"]
 
@@ -60,6 +60,11 @@ NO_OUTPUT = frozenset(
         "UpdateStreamRecordDistributionStrategy",
     }
 )
+
+
+#: The request members that are endpoint context parameters of some Kinesis operation
+#: (botocore's service model: ``contextParam``); the rules take those of each operation.
+_CONTEXT = ("StreamARN", "ConsumerARN", "ResourceARN", "ChannelARN", "StreamId")
 
 
 def _json_default(value: Any) -> Any:
@@ -150,7 +155,10 @@ class KinesisClient(JsonService):
 
     Region: ``region_name``, else ``AWS_REGION``, ``AWS_DEFAULT_REGION``, the profile's
     region. Endpoint: ``endpoint_url``, else ``AWS_ENDPOINT_URL_KINESIS``,
-    ``AWS_ENDPOINT_URL``, ``https://kinesis.{region}.amazonaws.com``. Credentials:
+    ``AWS_ENDPOINT_URL``, else each call's endpoint by botocore's rules (the region,
+    ``AWS_USE_FIPS_ENDPOINT``, ``AWS_USE_DUALSTACK_ENDPOINT``, the account id endpoint mode,
+    the call's kind and ``StreamARN``: ``docs/endpoints.md``); settings the rules refuse
+    raise :class:`EndpointError` at creation or at a call's first use. Credentials:
     ``credentials`` (a :class:`StaticCredentials` or a ready ``CredentialProvider``), else
     botocore's standard chain for ``profile_name``. ``transport`` replaces the network: an
     ``httpx.AsyncBaseTransport`` (``httpx.MockTransport``) is called through httpx's
@@ -166,6 +174,7 @@ class KinesisClient(JsonService):
     region_name: str
     endpoint_url: str
     _target_prefix = "Kinesis_20131202."
+    _probe_operation = "DescribeStreamSummary"
 
     def __init__(
         self,
@@ -206,7 +215,8 @@ class KinesisClient(JsonService):
 
     async def call(self, operation: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """Call a Kinesis operation with a JSON body (bytes values are base64-encoded)."""
-        return await self.call_raw(operation, _encode(body))
+        where = tuple((key, body[key]) for key in _CONTEXT if type(body.get(key)) is str)
+        return await self.call_raw(operation, _encode(body), where=where)
 
     async def call_raw(
         self,
@@ -215,8 +225,13 @@ class KinesisClient(JsonService):
         *,
         within: float | None = None,
         entries: int | None = None,
+        stream_arn: str | None = None,
+        where: Where = (),
     ) -> dict[str, Any]:
         """Call a Kinesis operation with an already JSON-encoded body; return the response.
+
+        ``stream_arn``: the body's ``StreamARN`` (or ``where``: its endpoint context
+        parameters, ``(("StreamARN", arn),)``), which picks the endpoint with the operation.
 
         The whole call (hashing the body, getting credentials, the exchange and a retry
         after an expired token) has one deadline: ``within`` seconds, or by default one
@@ -240,8 +255,10 @@ class KinesisClient(JsonService):
             read = _put_records_reader(entries)
         answer = BUILT_FIRST.get(operation, 0)
         limit = answer_limit(operation, entries or 0)
+        if stream_arn is not None:
+            where = (("StreamARN", stream_arn),)
         return await self._call(
-            operation, body, headers, read, within=within, answer=answer, limit=limit
+            operation, body, headers, read, within=within, answer=answer, limit=limit, where=where
         )
 
     # -- operations -------------------------------------------------------------------------
@@ -256,7 +273,7 @@ class KinesisClient(JsonService):
         """PutRecords with entries already in wire form (``Data`` base64)."""
         body = _stream_ref(stream_name, stream_arn)
         body["Records"] = records
-        return await self.call_raw("PutRecords", _encode(body))
+        return await self.call_raw("PutRecords", _encode(body), stream_arn=stream_arn)
 
     async def list_shards(
         self,

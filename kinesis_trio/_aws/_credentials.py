@@ -1,4 +1,4 @@
-"""AWS credentials, region and endpoint resolution.
+"""AWS credentials and region resolution, and the SigV4 signer.
 
 botocore's credential chain is used as is; the only thing added is that nothing blocking
 ever runs on the event loop: resolving the chain and refreshing temporary credentials happen
@@ -29,7 +29,6 @@ from .._logging import get_logger
 __all__ = [
     "CredentialProvider",
     "StaticCredentials",
-    "resolve_endpoint",
     "resolve_region",
 ]
 
@@ -293,32 +292,6 @@ def resolve_region(region_name: str | None = None, session: Any = None) -> str:
     if not _REGION_RE.fullmatch(region):
         raise ValueError(f"invalid region name {region!r}")
     return region
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def resolve_endpoint(
-    endpoint_url: str | None, region: str, service: str = "kinesis", env_suffix: str = "KINESIS"
-) -> str:
-    """Pick the endpoint: argument, ``AWS_ENDPOINT_URL_<SERVICE>``, ``AWS_ENDPOINT_URL``, default.
-
-    The environment variables are skipped when ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`` is
-    true, as in botocore. The default is ``https://{service}.{region}.amazonaws.com``. The
-    result has no trailing slash.
-    """
-    url = endpoint_url
-    if not url and not _env_flag("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"):
-        url = os.environ.get(f"AWS_ENDPOINT_URL_{env_suffix}") or os.environ.get("AWS_ENDPOINT_URL")
-    if not url:
-        suffix = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
-        return f"https://{service}.{region}.{suffix}"
-    url = url.strip().rstrip("/")
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme.lower() not in ("http", "https") or not rest:
-        raise ValueError(f"invalid endpoint URL {url!r}: expected http(s)://host[:port]")
-    return url
 
 
 _PAYLOAD_HASH = "kinesis_trio_payload_sha256"

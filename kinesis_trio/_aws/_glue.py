@@ -2,7 +2,9 @@
 SigV4 service ``glue``) on the package's one signed HTTP stack (:class:`SignedService`).
 
 Credentials, region and endpoint resolve as for :class:`KinesisClient` (``endpoint_url``,
-else ``AWS_ENDPOINT_URL_GLUE``, ``AWS_ENDPOINT_URL``, ``https://glue.{region}.amazonaws.com``).
+else ``AWS_ENDPOINT_URL_GLUE``, ``AWS_ENDPOINT_URL``, else botocore's rules for Glue:
+``https://glue.{region}.amazonaws.com`` in the commercial partition, FIPS and dual-stack
+as the settings ask).
 Throttling, internal failures, 5xx and network failures are tried again
 (``max_attempts``, full-jitter backoff); an expired token once after a refresh
 (``SignedService``). What Glue refuses is raised as the registry's typed errors
@@ -105,6 +107,8 @@ class GlueClient(JsonService):
     ``ResourceNumberLimitExceededException``), or after the last try, the transport's
     error class name (the :class:`TransportError` chained as its cause).
     """
+
+    _probe_operation = "GetRegistry"
 
     _target_prefix = "AWSGlue."
 

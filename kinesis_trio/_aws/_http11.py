@@ -178,13 +178,20 @@ class Http11Pool(httpx.AsyncBaseTransport):
         self._verify = verify
         self._ssl: ssl.SSLContext | None = None
         self._slots = anyio.Semaphore(max_connections)
-        self._idle: list[_Connection] = []
+        #: the idle connections of each origin (a pool per host: the endpoint rules may
+        #: send one client's calls to several), at most ``max_connections`` each
+        self._idle_at: dict[Origin, list[_Connection]] = {}
         self._max_idle = max_connections
         self._connect_timeout = connect_timeout
         self._pool_timeout = pool_timeout
         self._opener = opener
         self._max_body = max_body
         self._closed = False
+
+    @property
+    def _idle(self) -> list[_Connection]:
+        """Every idle connection, of every origin."""
+        return [conn for conns in self._idle_at.values() for conn in conns]
 
     def _ssl_context(self) -> ssl.SSLContext:
         context = self._ssl
@@ -240,17 +247,20 @@ class Http11Pool(httpx.AsyncBaseTransport):
             except BaseException:
                 await anyio.aclose_forcefully(conn.stream)
                 raise
-            if self._reusable(conn):
-                self._idle.append(conn)
+            idle = self._idle_at.get(origin)
+            if idle is None:
+                idle = self._idle_at[origin] = []
+            if self._reusable(conn, idle):
+                idle.append(conn)
             else:
                 await anyio.aclose_forcefully(conn.stream)
             return result
         finally:
             self._slots.release()
 
-    def _reusable(self, conn: _Connection) -> bool:
+    def _reusable(self, conn: _Connection, idle: list[_Connection]) -> bool:
         state = conn.h11
-        if self._closed or len(self._idle) >= self._max_idle:
+        if self._closed or len(idle) >= self._max_idle:
             return False
         if state.our_state is not h11.DONE or state.their_state is not h11.DONE:
             return False  # an answer that asked to close, or a body read to the close
@@ -259,15 +269,10 @@ class Http11Pool(httpx.AsyncBaseTransport):
         return not state.trailing_data[0]
 
     async def _take(self, origin: Origin) -> _Connection:
-        idle = self._idle
+        idle = self._idle_at.get(origin)
         while idle:
             # the most recently used first: the likeliest to be warm and alive
-            for index in range(len(idle) - 1, -1, -1):
-                if idle[index].origin == origin:
-                    conn = idle.pop(index)
-                    break
-            else:
-                break
+            conn = idle.pop()
             if conn.stale():
                 await anyio.aclose_forcefully(conn.stream)
                 continue
@@ -432,8 +437,8 @@ class Http11Pool(httpx.AsyncBaseTransport):
     async def aclose(self) -> None:
         """Close every idle connection; later requests fail."""
         self._closed = True
-        idle, self._idle = self._idle, []
-        for conn in idle:
+        idle, self._idle_at = self._idle_at, {}
+        for conn in [conn for conns in idle.values() for conn in conns]:
             await anyio.aclose_forcefully(conn.stream)
 
     def __repr__(self) -> str:

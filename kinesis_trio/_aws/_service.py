@@ -44,12 +44,14 @@ from ._credentials import (
     CredentialProvider,
     RequestSigner,
     StaticCredentials,
-    resolve_endpoint,
     resolve_region,
 )
-from ._http11 import Http11Pool, StreamOpener, origin_of, too_long
+from ._endpoints import Endpoint, Rules, configured_endpoint, endpoint_settings
+from ._http11 import Http11Pool, Origin, StreamOpener, origin_of, too_long
 
 _S = TypeVar("_S", bound="SignedService")
+#: A call's endpoint context parameters (``(("StreamARN", arn),)``): part of its route's key.
+Where = tuple[tuple[str, str], ...]
 _T = TypeVar("_T")
 
 _log = get_logger("kinesis_trio.client")
@@ -173,6 +175,18 @@ class _Watch:
         self.scope.deadline = self.clock.received(anyio.current_time(), nbytes)
 
 
+class _Route:
+    """One endpoint's URL, its origin in the pool and its signer."""
+
+    __slots__ = ("origin", "signer", "url")
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.url = endpoint.url + "/"
+        host = httpx.URL(self.url).netloc.decode("ascii")
+        self.origin: Origin = origin_of(self.url)
+        self.signer = RequestSigner(endpoint.signing_name, endpoint.signing_region, self.url, host)
+
+
 class SignedService:
     """An AWS endpoint reached with SigV4-signed POSTs through one connection pool.
 
@@ -183,7 +197,11 @@ class SignedService:
     """
 
     region_name: str
+    #: the endpoint of calls without an ARN (an account-id endpoint aside): the explicit
+    #: one, or the rules' for :attr:`_probe_operation`
     endpoint_url: str
+    #: the operation whose endpoint :attr:`endpoint_url` is, resolved at creation
+    _probe_operation = ""
 
     def __init__(
         self,
@@ -200,6 +218,7 @@ class SignedService:
         connect_timeout: float = 6.0,
         verify: bool | ssl.SSLContext = True,
         user_agent: str = "kinesis-trio",
+        model: str | None = None,
     ) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
@@ -207,23 +226,34 @@ class SignedService:
         if credentials is None or profile_name is not None:
             session = Chain(profile_name)
         self.region_name = resolve_region(region_name, session)
-        self.endpoint_url = resolve_endpoint(endpoint_url, self.region_name, service, env_suffix)
         if isinstance(credentials, CredentialProvider):
             self._credentials = credentials
         else:
             self._credentials = CredentialProvider(
                 credentials if credentials is not None else session
             )
-        self._url = self.endpoint_url + "/"
-        self._host = httpx.URL(self._url).netloc.decode("ascii")
-        self._signer = RequestSigner(service, self.region_name, self._url, self._host)
+        #: the rules of each call's endpoint; None with an explicit endpoint (``_fixed``)
+        self._rules: Rules | None = None
+        self._fixed: _Route | None = None
+        #: each call's route by (operation, context parameters, account id), and each
+        #: route by its endpoint: one signer and one origin per endpoint
+        self._routes: dict[tuple[str, Where, str | None], _Route] = {}
+        self._by_endpoint: dict[Endpoint, _Route] = {}
+        explicit = configured_endpoint(endpoint_url, env_suffix)
+        if explicit is not None:
+            self._fixed = _Route(Endpoint(explicit, service, self.region_name))
+            self.endpoint_url = explicit
+        else:
+            self._rules = Rules(model or service, self.region_name, endpoint_settings(session))
+            # the endpoint of a call without an ARN (and no account id): refused now if
+            # the rules refuse the region or the settings
+            self.endpoint_url = self._rules.resolve(self._probe_operation, {}, probe=True).url
         self._closed = False
         self._user_agent = user_agent
         #: the debug event each call logs
         self._event = f"{service}.call"
         #: a call's deadline follows its bytes (``_core._deadline``)
         self._limits = (request_timeout, connect_timeout)
-        self._origin = origin_of(self._url)
         # The client owns the transport's lifetime.
         self._transport: httpx.AsyncBaseTransport | None = None
         self._pool: Http11Pool | None = None
@@ -280,6 +310,7 @@ class SignedService:
         within: float | None = None,
         answer: int = 0,
         limit: int | None = None,
+        where: Where = (),
     ) -> _T:
         """Sign and send ``body``; what ``read`` makes of the answer.
 
@@ -294,10 +325,10 @@ class SignedService:
         out while it moved); ``answer``: bytes of answer the bound has from the start (an
         answer the endpoint builds before its first byte); ``limit``: the most bytes the
         answer may hold (``_core._deadline.answer_limit``: past it, a ``TransportError``,
-        sent). An error ``read`` returns is
-        raised; one with an expired-token
-        code first refreshes the credentials and sends once more (an auth rejection means
-        nothing was processed).
+        sent); ``where``: the call's endpoint context parameters (its ARN), which with the
+        operation pick its endpoint (:meth:`route`). An error ``read`` returns is raised;
+        one with an expired-token code first refreshes the credentials and sends once more
+        (an auth rejection means nothing was processed).
         """
         self._check_open()
         now = anyio.current_time()
@@ -314,8 +345,9 @@ class SignedService:
             else:
                 digest = _sha256_hex(body)
             creds = await self._credentials.get()
+            route = self._fixed or self._route(operation, where, getattr(creds, "account_id", None))
             result = await self._send_once(
-                operation, body, digest, creds, headers, read, watch, limit
+                route, operation, body, digest, creds, headers, read, watch, limit
             )
             if isinstance(result, Exception):
                 if getattr(result, "code", None) in EXPIRED_TOKEN_CODES:
@@ -324,8 +356,10 @@ class SignedService:
                         _log.debug("expired_token_retry", operation=operation)
                         if watch is not None:
                             watch.begin()
+                        account = getattr(fresh, "account_id", None)
+                        route = self._fixed or self._route(operation, where, account)
                         result = await self._send_once(
-                            operation, body, digest, fresh, headers, read, watch, limit
+                            route, operation, body, digest, fresh, headers, read, watch, limit
                         )
                 if isinstance(result, Exception):
                     raise result
@@ -342,8 +376,32 @@ class SignedService:
             stalled=clock.stalled(),
         )
 
+    def _route(self, operation: str, where: Where, account_id: str | None) -> _Route:
+        """The route of ``operation`` with ``where``: resolved by the rules on first use,
+        then kept (the rules do not change while the client lives)."""
+        key = (operation, where, account_id)
+        route = self._routes.get(key)
+        if route is None:
+            assert self._rules is not None
+            endpoint = self._rules.resolve(operation, dict(where), account_id)
+            route = self._by_endpoint.get(endpoint)
+            if route is None:
+                route = self._by_endpoint[endpoint] = _Route(endpoint)
+            self._routes[key] = route
+        return route
+
+    async def endpoint_for(self, operation: str, where: Where = ()) -> str:
+        """The URL ``operation`` with ``where`` goes to (the credentials are resolved for
+        their account id); :class:`EndpointError` if the rules refuse it. A producer asks
+        this of its streams when it loads them, so that a refusal comes at open."""
+        if self._fixed is not None:
+            return self._fixed.url.rstrip("/")
+        creds = await self._credentials.get()
+        return self._route(operation, where, getattr(creds, "account_id", None)).url.rstrip("/")
+
     async def _send_once(
         self,
+        route: _Route,
         operation: str,
         body: bytes,
         digest: str,
@@ -353,7 +411,7 @@ class SignedService:
         watch: _Watch | None = None,
         limit: int | None = None,
     ) -> _T | Exception:
-        signed = self._signer.sign(body, digest, creds, headers)
+        signed = route.signer.sign(body, digest, creds, headers)
         signed["User-Agent"] = self._user_agent
         start = time.perf_counter()
         status = 0
@@ -366,14 +424,14 @@ class SignedService:
         try:
             pool = self._pool
             if pool is not None:
-                result = await pool.post(self._origin, "/", signed, body, framed, watch, limit)
+                result = await pool.post(route.origin, "/", signed, body, framed, watch, limit)
             else:
                 assert self._transport is not None
                 if watch is not None:  # what the transport does is not seen: sent at once
                     watch.sent(len(body), True)
                 request = httpx.Request(
                     "POST",
-                    self._url,
+                    route.url,
                     content=body,
                     headers=signed,
                     extensions={"timeout": self._timeouts},

@@ -332,9 +332,11 @@ class Pipeline:
 
         A denied DescribeStreamSummary (a policy that allows only PutRecords and ListShards)
         is not fatal: the facts of a stream of before 2025 are assumed, and said in a
-        WARNING when the stream is loaded.
+        WARNING when the stream is loaded. The stream's PutRecords endpoint is resolved
+        first (kept by the client): settings the endpoint rules refuse fail the load.
         """
         ref = None if arn else name
+        await self.client.endpoint_for("PutRecords", (("StreamARN", arn),) if arn else ())
         try:
             summary = await self.client.describe_stream_summary(ref, stream_arn=arn)
         except AccessDeniedError:
@@ -588,7 +590,9 @@ class Pipeline:
             # the call's deadline follows its bytes (_core._deadline); past it, the client
             # raises RequestTimeoutError
             try:
-                response = await self.client.call_raw("PutRecords", data, entries=len(krecs))
+                response = await self.client.call_raw(
+                    "PutRecords", data, entries=len(krecs), stream_arn=stream.arn
+                )
             except KinesisTrioError as exc:
                 engine.apply_error(stream, krecs, exc, start, self.now(), size)
             except Exception as exc:  # a bug reading an answer: the records may be written

@@ -71,7 +71,7 @@ _ABORT_METRICS_TIMEOUT = 1.0
 async def _dry_run(client: KinesisClient, name: str, arn: str | None) -> None:
     """``Producer.check_access``'s request: a PutRecords with ``DryRun``."""
     try:
-        await client.call_raw("PutRecords", dry_run_body(name, arn))
+        await client.call_raw("PutRecords", dry_run_body(name, arn), stream_arn=arn)
     except KinesisError as exc:
         if exc.code == "DryRunOperationException":
             _log.debug("access_checked", stream=name)

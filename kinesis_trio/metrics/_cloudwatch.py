@@ -149,14 +149,16 @@ class CloudWatchSink(SignedService):
     :class:`CloudWatchError` if any batch finally failed (after trying every batch); the
     :class:`Metrics` recorder logs and counts that. Nothing secret is ever logged.
 
-    Region, endpoint (``AWS_ENDPOINT_URL_CLOUDWATCH``, ``AWS_ENDPOINT_URL``, else
-    ``https://monitoring.{region}.amazonaws.com``) and credentials resolve like
+    Region, endpoint (``AWS_ENDPOINT_URL_CLOUDWATCH``, ``AWS_ENDPOINT_URL``, else botocore's
+    rules for CloudWatch: ``https://monitoring.{region}.amazonaws.com`` in the commercial
+    partition, FIPS and dual-stack as the settings ask) and credentials resolve like
     :class:`KinesisClient`'s; pass ``credentials=client.credentials`` to share a provider.
     ``namespace=None`` adopts the :class:`Metrics` namespace (default
     ``KinesisProducerLibrary``).
     """
 
     name = "cloudwatch"
+    _probe_operation = "PutMetricData"
 
     def __init__(
         self,
@@ -191,6 +193,7 @@ class CloudWatchSink(SignedService):
             request_timeout=request_timeout,
             connect_timeout=request_timeout,
             user_agent="kinesis-trio-metrics",
+            model="cloudwatch",
         )
         self.namespace = namespace
         self._max_attempts = max_attempts

@@ -25,9 +25,9 @@ from kinesis_trio._aws._client import KinesisClient
 from kinesis_trio._aws._credentials import (
     CredentialProvider,
     StaticCredentials,
-    resolve_endpoint,
     resolve_region,
 )
+from kinesis_trio._aws._endpoints import configured_endpoint
 from kinesis_trio._errors import (
     AccessDeniedError,
     AuthenticationError,
@@ -625,17 +625,19 @@ def test_no_region_is_a_clear_error() -> None:
 
 @pytest.mark.usefixtures("aws_env")
 def test_endpoint_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert resolve_endpoint(None, "us-east-1") == "https://kinesis.us-east-1.amazonaws.com"
-    assert resolve_endpoint(None, "cn-north-1") == "https://kinesis.cn-north-1.amazonaws.com.cn"
+    """An explicit endpoint: the argument, AWS_ENDPOINT_URL_KINESIS, AWS_ENDPOINT_URL; None
+    leaves it to botocore's rules (tests/aws/test_endpoints.py)."""
+    assert configured_endpoint(None, "KINESIS") is None
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://global:1/")
-    assert resolve_endpoint(None, "us-east-1") == "http://global:1"
+    assert configured_endpoint(None, "KINESIS") == "http://global:1"
     monkeypatch.setenv("AWS_ENDPOINT_URL_KINESIS", "http://kinesis-only:2")
-    assert resolve_endpoint(None, "us-east-1") == "http://kinesis-only:2"
-    assert resolve_endpoint("http://explicit:3/", "us-east-1") == "http://explicit:3"
+    assert configured_endpoint(None, "KINESIS") == "http://kinesis-only:2"
+    assert configured_endpoint(None, "GLUE") == "http://global:1"
+    assert configured_endpoint("http://explicit:3/", "KINESIS") == "http://explicit:3"
     monkeypatch.setenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true")
-    assert resolve_endpoint(None, "us-east-1") == "https://kinesis.us-east-1.amazonaws.com"
+    assert configured_endpoint(None, "KINESIS") is None
     with pytest.raises(ValueError):
-        resolve_endpoint("localhost:4567", "us-east-1")
+        configured_endpoint("localhost:4567", "KINESIS")
 
 
 @pytest.mark.usefixtures("aws_env")
