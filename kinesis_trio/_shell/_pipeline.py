@@ -332,11 +332,9 @@ class Pipeline:
 
         A denied DescribeStreamSummary (a policy that allows only PutRecords and ListShards)
         is not fatal: the facts of a stream of before 2025 are assumed, and said in a
-        WARNING when the stream is loaded. The stream's PutRecords endpoint is resolved
-        first (kept by the client): settings the endpoint rules refuse fail the load.
+        WARNING when the stream is loaded.
         """
         ref = None if arn else name
-        await self.client.endpoint_for("PutRecords", (("StreamARN", arn),) if arn else ())
         try:
             summary = await self.client.describe_stream_summary(ref, stream_arn=arn)
         except AccessDeniedError:
@@ -587,8 +585,7 @@ class Pipeline:
         try:
             data = self.out.body(stream, krecs)
             start = self.now()
-            # the call's deadline follows its bytes (_core._deadline); past it, the client
-            # raises RequestTimeoutError
+            # a deadline that follows its bytes (_core._deadline): past it, RequestTimeoutError
             try:
                 response = await self.client.call_raw(
                     "PutRecords", data, entries=len(krecs), stream_arn=stream.arn
@@ -602,8 +599,7 @@ class Pipeline:
                 )
                 engine.apply_error(stream, krecs, lost, start, self.now(), size)
             except anyio.get_cancelled_exc_class():
-                # The producer is closing (close timeout, exit by exception or
-                # cancellation) while the request is out: it may have written them.
+                # closing (close timeout, exception, cancel) with the request out: maybe written
                 engine.mark_in_flight(krecs, in_flight(start, self.now()))
                 raise
             else:

@@ -503,6 +503,7 @@ class Producer(ProducerViews, SchemaPuts, BatchPuts):
             if self._state != _OPEN:
                 raise ProducerClosedError("the producer is closed")
             try:
+                await self.client.endpoint_for("PutRecords", (("StreamARN", arn),) if arn else ())
                 facts, shard_map = await pipeline.load(name, arn)
                 why = engine.refusal(facts)  # per-key ordering on an AUTO stream
                 if why is not None:
