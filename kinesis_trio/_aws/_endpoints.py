@@ -135,6 +135,14 @@ def _service_data(service: str) -> tuple[Any, Any, Any]:
     return model, ruleset, loader.load_data("partitions")
 
 
+@functools.cache
+def _endpoints_data() -> Any:
+    """botocore's ``endpoints.json`` (1.2 MB: read only when FIPS or dual-stack is asked)."""
+    import botocore.loaders
+
+    return botocore.loaders.create_loader().load_data("endpoints")
+
+
 def partition_of(region: str, partitions: Mapping[str, Any]) -> str | None:
     """The partition whose region list or ``regionRegex`` holds ``region``; None when none
     does (botocore's rules would fall back to ``aws`` for it: a typo, most likely)."""
@@ -200,6 +208,8 @@ class Rules:
                 "region) to a region of your partition, or pass endpoint_url=..."
             )
         self._model = model
+        if settings.use_fips or settings.use_dualstack:
+            self._check_variants()
         emitter = botocore.hooks.HierarchicalEmitter()
         # the credentials' account id of each resolution, as botocore's deferred builtin
         emitter.register(f"before-endpoint-resolution.{model.service_id.hyphenize()}", _set_account)
@@ -257,6 +267,29 @@ class Rules:
             name = signing.get("signing_name", name)
             region = signing.get("region", region)
         return Endpoint(found.url.rstrip("/"), str(name), str(region))
+
+    def _check_variants(self) -> None:
+        """A botocore client is refused FIPS or dual-stack where its ``endpoints.json``
+        models no such endpoint for the service and region (``ClientEndpointBridge.resolve``,
+        botocore/client.py, at client creation, before the rules): so is ours."""
+        import botocore.exceptions
+        from botocore.regions import EndpointResolver
+
+        prefix = self._model.endpoint_prefix
+        resolver = EndpointResolver(_endpoints_data(), uses_builtin_data=True)
+        variants = {
+            "use_dualstack_endpoint": self.settings.use_dualstack,
+            "use_fips_endpoint": self.settings.use_fips,
+        }
+        try:
+            if not resolver.construct_endpoint(prefix, self.region, **variants):
+                resolver.construct_endpoint(prefix, self.region, partition_name="aws", **variants)
+        except botocore.exceptions.EndpointVariantError as exc:
+            reason = f"{str(exc).rstrip(': ')}: {exc.kwargs.get('error_msg')}"
+            raise EndpointError(
+                f"no {self.service} endpoint in {self.region}: {reason} "
+                f"({_hint(reason + ' fips dualstack', self.settings, None)})"
+            ) from None
 
     def _check_region(self, arn: str) -> None:
         parts = arn.split(":", 5)
