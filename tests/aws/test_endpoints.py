@@ -270,6 +270,30 @@ async def test_kinesis_calls_go_where_botocore_sends_them(
     assert len(seen.origins) == len(set(seen.origins)) == len({h for h, _ in seen.requests})
 
 
+async def test_a_client_keeps_idle_connections_per_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calls by name and by ARN go to two hosts: each keeps its connection, even with one
+    connection allowed at a time (one host's idle connection does not push out the
+    other's)."""
+    fake = FakeKinesis()
+    fake.create_stream("s")
+    seen = Seen(fake, monkeypatch)
+    arn = _arn("us-east-1")
+    async with KinesisClient(
+        region_name="us-east-1", credentials=CREDS, transport=seen.transport, max_connections=1
+    ) as client:
+        for _ in range(3):
+            await client.list_shards("s")
+            with contextlib.suppress(KinesisTrioError):
+                await client.list_shards(stream_arn=arn)
+    hosts = [host for host, _ in seen.requests]
+    assert (
+        hosts
+        == ["kinesis.us-east-1.amazonaws.com", f"{ACCOUNT}.control-kinesis.us-east-1.amazonaws.com"]
+        * 3
+    )
+    assert sorted(origin[1] for origin in seen.origins) == sorted(set(hosts))
+
+
 @pytest.mark.parametrize("region", REGIONS)
 @pytest.mark.parametrize(("fips", "dual"), SWITCHES)
 async def test_glue_and_cloudwatch_calls_go_where_botocore_sends_them(
