@@ -14,6 +14,9 @@ MkDocs hooks:
     already shows that PNG, and becomes a note when the PNG is missing.
 
   So ``mkdocs build --strict`` passes whichever results exist.
+* ``on_page_markdown``, on ``endpoints.md``: the line ``<!-- endpoint table -->`` becomes
+  the table of where each call goes, made by the package's resolver (botocore's endpoint
+  rules) when the site is built, not typed.
 * ``on_page_markdown``, on every page: a ``::: IDENTIFIER`` block (mkdocstrings) whose
   identifier is in ``PENDING_API`` and is not (yet) in the package is replaced by a note.
   Identifiers that exist render as usual.
@@ -111,9 +114,77 @@ def on_files(files: Any, config: Any) -> Any:
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     """Tolerate missing results and PNGs; hold back API entries not in the package yet."""
     markdown = _pending_api(markdown)
+    if page.file.src_uri == "endpoints.md":
+        markdown = markdown.replace(ENDPOINT_TABLE, _endpoint_table())
     if page.file.src_uri.startswith(f"{IMAGE_DIR}/"):
         markdown = _benchmark_page(markdown, page.title or "Benchmark")
     return markdown
+
+
+ENDPOINT_TABLE = "<!-- endpoint table -->"
+_ARN = "arn:{partition}:kinesis:{region}:123456789012:stream/orders"
+#: (service, operation, region, FIPS, dual-stack, by ARN, the credentials' account id)
+_ENDPOINT_CASES: list[tuple[str, str, str, bool, bool, bool, str | None]] = [
+    ("kinesis", "PutRecords", "us-east-1", False, False, False, None),
+    ("kinesis", "PutRecords", "us-east-1", False, False, True, None),
+    ("kinesis", "ListShards", "us-east-1", False, False, True, None),
+    ("kinesis", "DescribeStreamSummary", "us-east-1", False, False, True, None),
+    ("kinesis", "PutRecords", "us-east-1", False, False, False, "111122223333"),
+    ("kinesis", "PutRecords", "us-east-1", True, False, False, None),
+    ("kinesis", "PutRecords", "us-east-1", True, False, True, None),
+    ("kinesis", "PutRecords", "us-east-1", False, True, False, None),
+    ("kinesis", "PutRecords", "us-gov-west-1", True, False, False, None),
+    ("kinesis", "PutRecords", "cn-north-1", False, False, False, None),
+    ("kinesis", "PutRecords", "cn-north-1", False, False, True, None),
+    ("kinesis", "PutRecords", "us-iso-east-1", False, False, False, None),
+    ("kinesis", "PutRecords", "us-isob-east-1", False, False, False, None),
+    ("kinesis", "PutRecords", "eu-isoe-west-1", False, True, False, None),
+    ("kinesis", "PutRecords", "eusc-de-east-1", False, False, False, None),
+    ("glue", "GetSchemaVersion", "us-east-1", False, False, False, None),
+    ("glue", "GetSchemaVersion", "us-east-1", True, False, False, None),
+    ("cloudwatch", "PutMetricData", "us-east-1", False, False, False, None),
+    ("cloudwatch", "PutMetricData", "us-gov-west-1", True, True, False, None),
+]
+
+
+def _endpoint_table() -> str:
+    """Where each call goes, by the package's own resolver (botocore's rules)."""
+    from kinesis_trio import EndpointError
+    from kinesis_trio._aws._endpoints import EndpointSettings, Rules, _service_data, partition_of
+
+    partitions = _service_data("kinesis")[2]
+    rows = [
+        "| call | region | settings | endpoint | signed for |",
+        "|---|---|---|---|---|",
+    ]
+    for service, operation, region, fips, dual, by_arn, account in _ENDPOINT_CASES:
+        settings = [
+            name
+            for name, on in (
+                ("FIPS", fips),
+                ("dual-stack", dual),
+                ("`StreamARN`", by_arn),
+                (f"account id {account}", account),
+            )
+            if on
+        ]
+        context = {}
+        if by_arn:
+            partition = partition_of(region, partitions)
+            context["StreamARN"] = _ARN.format(partition=partition, region=region)
+        try:
+            rules = Rules(service, region, EndpointSettings(fips, dual))
+            found = rules.resolve(operation, context, account)
+            where = f"`{found.url}`"
+            signed = f"`{found.signing_name}` in `{found.signing_region}`"
+        except EndpointError as exc:
+            reason = str(exc).split(": ", 1)[-1].split(" (", 1)[0]
+            where, signed = f"refused: {reason}", ""
+        rows.append(
+            f"| {service} {operation} | `{region}` | {', '.join(settings) or '-'} "
+            f"| {where} | {signed} |"
+        )
+    return "\n".join(rows)
 
 
 def _pending_api(markdown: str) -> str:
