@@ -73,7 +73,7 @@ async def test_the_burst_putters_keep_each_outcome_in_record_order() -> None:
 
     keys = [f"k{i}" for i in range(7)]
     for tasks in (0, 4):
-        args = argparse.Namespace(put_tasks=tasks)
+        args = argparse.Namespace(put_tasks=tasks, put_many=0)
         got = await runner._put_all(args, cast(Producer, Stub()), b"x", keys, 20)
         assert cast(list[str], got) == [keys[i % 7] for i in range(20)]
 
