@@ -146,9 +146,20 @@ class BatchPuts:
             spec = stream_spec(schema, stream_arn or stream_name or self._default_stream)
         else:
             spec = schema.spec
-        if registry.cached_version(spec) is None:
-            await registry.version_for(spec)
         records: list[BatchRecord] = []
+        if registry.cached_version(spec) is None:
+            # every object checked before the registry is asked (or a version registered)
+            items = list(objects)
+            payloads: list[bytes] = []
+            for i, item in enumerate(items):
+                try:
+                    payloads.append(schema.payload(item[0]))
+                except (TypeError, ValueError) as exc:  # SchemaMismatchError, not a tuple
+                    raise at_index(i, exc) from exc
+            version = await registry.version_for(spec)
+            for item, payload in zip(items, payloads, strict=True):
+                records.append((schema._frame(payload, version), *item[1:]))
+            return await self.put_many(records, stream_name=stream_name, stream_arn=stream_arn)
         for i, item in enumerate(objects):
             try:
                 records.append((cached_record(registry, schema, spec, item[0]), *item[1:]))

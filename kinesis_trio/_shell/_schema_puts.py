@@ -117,8 +117,11 @@ class SchemaPuts:
             spec = schema.spec
         version = registry.cached_version(spec)
         if version is None:
-            version = await registry.version_for(spec)
-        data = schema.encode(obj, version)
+            # a mismatch is refused before the registry is asked (or a version registered)
+            payload = schema.payload(obj)
+            data = schema._frame(payload, await registry.version_for(spec))
+        else:
+            data = schema.encode(obj, version)
         return await self.put(
             data, partition_key, explicit_hash_key, stream_name=stream_name, stream_arn=stream_arn
         )
@@ -183,8 +186,11 @@ class SyncSchemaPuts:
             spec = schema.spec
         version = registry.cached_version(spec)
         if version is None:
-            version = self._version_on_loop(registry, spec)
-        data = schema.encode(obj, version)
+            # a mismatch is refused before the registry is asked (or a version registered)
+            payload = schema.payload(obj)
+            data = schema._frame(payload, self._version_on_loop(registry, spec))
+        else:
+            data = schema.encode(obj, version)
         return self.put(
             data, partition_key, explicit_hash_key, stream_name=stream_name, timeout=timeout
         )

@@ -124,6 +124,11 @@ class Schema:
         """The GSR record of ``obj`` (compressed if the schema says so); see :func:`encode`."""
         return encode_frame(self._codec.encode(obj), version_id, compress=self.compress)
 
+    def _frame(self, payload: bytes, version_id: uuid.UUID) -> bytes:
+        """The GSR record of a payload from :meth:`payload` (``encode`` in two steps: the
+        object checked before the registry is asked for its version id)."""
+        return encode_frame(payload, version_id, compress=self.compress)
+
     def __repr__(self) -> str:
         name = self._spec.name if self._spec is not None else self._naming
         return f"{type(self).__name__}({name!r}, registry={self._template.registry!r})"

@@ -142,6 +142,43 @@ async def test_a_mismatch_raises_at_put_and_nothing_else_is_affected() -> None:
 
 
 @pytest.mark.anyio
+async def test_a_first_put_that_does_not_fit_asks_the_registry_nothing() -> None:
+    """Checked before the version id is looked up: a wrong object registers no schema, and
+    the error is the mismatch (not the registry's answer to a schema never meant)."""
+    fake = new_fake()
+    registry = GlueSchemaRegistry(client_of(fake), auto_register=True)
+    async with registry, producer_of(fake, registry) as producer:
+        with pytest.raises(SchemaMismatchError):
+            await producer.put_object({"id": "not an int"}, "k", schema=ORDER)
+        with pytest.raises(SchemaMismatchError, match=r"^records\[1\]: "):
+            await producer.put_objects([({"id": 1}, "k"), ({"nope": 1}, "k")], schema=ORDER)
+        assert glue_calls(fake) == []
+        assert producer.outstanding_records == 0
+        await producer.put_object({"id": 2}, "k", schema=ORDER)
+        await producer.flush()
+    assert "CreateSchema" in glue_calls(fake)
+    assert len(user_records(fake)) == 1
+
+
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
+def test_a_sync_first_put_that_does_not_fit_asks_the_registry_nothing(backend: str) -> None:
+    fake = new_fake()
+    registry = GlueSchemaRegistry(client_of(fake), auto_register=True)
+    with SyncProducer(
+        "s",
+        region_name="us-east-1",
+        endpoint_url="http://fake.local",
+        credentials=CREDS,
+        transport=fake.transport(),
+        backend=backend,
+        schema_registry=registry,
+    ) as producer:
+        with pytest.raises(SchemaMismatchError):
+            producer.put_object({"id": "not an int"}, "k", schema=ORDER)
+        assert glue_calls(fake) == []
+
+
+@pytest.mark.anyio
 async def test_the_size_limit_applies_to_the_encoded_record() -> None:
     fake = new_fake()
     registry = GlueSchemaRegistry(client_of(fake), auto_register=True)
