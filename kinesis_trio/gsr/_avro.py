@@ -28,7 +28,11 @@ class AvroCodec:
         self._validation = require("fastavro.validation", "gsr")
         self._schema = self._parse(definition)
         self._reader = None if reader is None else self._parse(reader)
-        self.name = str(self._schema.get("name", self._schema.get("type", "")))
+        schema = self._schema  # a dict, or a primitive's name, or a union's list
+        if isinstance(schema, dict):
+            self.name = str(schema.get("name", schema.get("type", "")))
+        else:
+            self.name = schema if isinstance(schema, str) else "union"
         self._exact = exactness(self._schema)
 
     def _parse(self, definition: str) -> Any:

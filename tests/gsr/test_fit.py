@@ -205,3 +205,16 @@ def test_a_json_cycle_is_a_mismatch() -> None:
         JsonSchema("j", "{}").payload(cycle)
     with pytest.raises(SchemaMismatchError, match="nested more than 500 deep"):
         JsonSchema("j", '{"items": {"$ref": "#"}}').payload(cycle)
+
+
+@pytest.mark.parametrize(
+    ("definition", "value", "misfit"),
+    [('"string"', "hi", 5), ('["null", "long"]', 5, 2**63), ('"double"', 1.5, 2**53 + 1)],
+)
+def test_a_schema_of_a_primitive_or_a_union_writes_and_refuses_as_a_record_does(
+    definition: str, value: object, misfit: object
+) -> None:
+    schema = AvroSchema("s", definition)
+    assert reader_for("AVRO", definition).decode(schema.payload(value)) == value
+    with pytest.raises(SchemaMismatchError):
+        schema.payload(misfit)
