@@ -59,9 +59,11 @@ def stream_spec(schema: Schema, stream: str | None) -> SchemaSpec:
 
 def cached_record(registry: SchemaRegistry, schema: Schema, spec: SchemaSpec, obj: object) -> bytes:
     """``obj`` as a GSR record if the spec's version id is known (no I/O), else
-    :class:`SchemaNotCached`; :class:`SchemaMismatchError` if ``obj`` does not match."""
+    :class:`SchemaNotCached`; :class:`SchemaMismatchError` if ``obj`` does not match
+    (known or not)."""
     version = registry.cached_version(spec)
     if version is None:
+        schema.payload(obj)  # an object that does not fit: that error first
         raise SchemaNotCached(
             f"schema {spec.name!r}: its version id is not known yet "
             "(await put_object() looks it up)"

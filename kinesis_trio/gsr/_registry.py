@@ -204,11 +204,13 @@ class GlueSchemaRegistry:
         self.client = client
         self.auto_register = auto_register
         #: CreateSchema's ``Compatibility`` for a spec without its own
-        self.compatibility = check_compatibility(compatibility)
+        self.compatibility: str = check_compatibility(compatibility)
         #: CreateSchema's ``Description`` for a spec without its own
-        self.description = None if description is None else check_description(description)
+        self.description: str | None = (
+            None if description is None else check_description(description)
+        )
         #: CreateSchema's ``Tags``, the spec's added
-        self.tags = check_tags(tags or {})
+        self.tags: dict[str, str] = check_tags(tags or {})
         self.poll_interval = poll_interval
         self._versions: BoundedCache[tuple[str, str, str, str], uuid.UUID] = BoundedCache(
             cache_size, time_to_live

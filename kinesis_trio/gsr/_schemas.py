@@ -12,7 +12,7 @@ import json
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, overload
+from typing import Any
 
 from google.protobuf import message
 
@@ -26,22 +26,6 @@ from ._types import DEFAULT_REGISTRY, DataFormat, SchemaError, SchemaSpec
 from ._wire import encode_frame
 
 
-class _NoSpec:
-    """``Schema.spec`` where the instance has none (a schema named by the stream): a clear
-    error. Not a data descriptor: a schema's own ``spec`` (its ``__dict__``) comes first."""
-
-    @overload
-    def __get__(self, instance: None, owner: type) -> _NoSpec: ...
-    @overload
-    def __get__(self, instance: Schema, owner: type) -> SchemaSpec: ...
-    def __get__(self, instance: Schema | None, owner: type) -> SchemaSpec | _NoSpec:
-        if instance is None:
-            return self
-        raise SchemaError(
-            f"the schema's name comes from the stream ({instance._naming}): use spec_for(stream)"
-        )
-
-
 class Schema:
     """A schema to write records with: its registry spec and its validating encoder.
 
@@ -53,9 +37,6 @@ class Schema:
     """
 
     data_format: DataFormat
-    #: what the registry is asked about (a schema named by the stream has none:
-    #: :meth:`spec_for`); a plain attribute, read on every ``put_object``
-    spec = _NoSpec()
 
     def __init__(
         self,
@@ -76,7 +57,7 @@ class Schema:
         self._codec = codec
         self._naming = name if isinstance(name, SchemaNaming) else None
         #: the name comes from the stream: :meth:`spec_for` a stream (``spec`` raises)
-        self.needs_stream = self._naming is not None and self._naming.needs_stream
+        self.needs_stream: bool = self._naming is not None and self._naming.needs_stream
         self._by_stream: dict[str, SchemaSpec] = {}
         # the spec's own checks, now, whatever the name will be
         self._template = SchemaSpec(
@@ -95,8 +76,17 @@ class Schema:
             self._spec = None
             if not self.needs_stream:
                 self._spec = replace(self._template, name=self._naming.name(record_type))
-        if self._spec is not None:
-            self.spec = self._spec
+
+    @property
+    def spec(self) -> SchemaSpec:
+        """What the registry is asked about (a schema named by the stream has none:
+        :meth:`spec_for`)."""
+        spec = self._spec
+        if spec is None:
+            raise SchemaError(
+                f"the schema's name comes from the stream ({self._naming}): use spec_for(stream)"
+            )
+        return spec
 
     def spec_for(self, stream: str | None) -> SchemaSpec:
         """The spec of records put to ``stream`` (a stream's name): ``spec``, unless the

@@ -65,7 +65,7 @@ class FakeGlue:
         self.registries: dict[str, dict[str, Any]] = {}
         self._schemas: dict[tuple[str, str], GlueSchema] = {}
         self._versions: dict[str, GlueVersion] = {}
-        self.tags = GlueTags()
+        self.tags: GlueTags = GlueTags()
         self.pending_reads = 0
         self._admin = GlueAdmin(self)
 
