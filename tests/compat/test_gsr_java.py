@@ -5,7 +5,6 @@ records written now where Java and Maven are present."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ from google.protobuf import json_format, message
 from kinesis_trio.gsr import Decoder, encode
 from kinesis_trio.gsr._wire import decode_frame
 from tests.support.gsr import (
-    GSR_DIR,
     VECTORS,
     InMemorySchemaRegistry,
     case_schema,
@@ -25,7 +23,7 @@ from tests.support.gsr import (
     message_class,
     python_vectors,
     read_jsonl,
-    write_jsonl,
+    read_with_java,
 )
 
 
@@ -104,21 +102,4 @@ def test_records_we_wrote_decode_with_the_java_serde_committed() -> None:
 )
 def test_records_we_write_now_decode_with_the_java_serde(tmp_path: Path) -> None:
     written = python_vectors()
-    write_jsonl(written, tmp_path / "ours.jsonl")
-    out = subprocess.run(
-        [
-            "mvn",
-            "-q",
-            "-B",
-            "compile",
-            "exec:java",
-            f"-Dexec.args=read {tmp_path / 'ours.jsonl'} {tmp_path / 'read.jsonl'}",
-        ],
-        cwd=GSR_DIR.parent / "gsr-java",
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    check_java_read(written, read_jsonl(tmp_path / "read.jsonl"))
+    check_java_read(written, read_with_java(written, tmp_path))

@@ -9,7 +9,6 @@ import json
 import math
 import shutil
 import struct
-import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from hypothesis import strategies as st
 
 from kinesis_trio.gsr import AvroSchema, SchemaMismatchError, encode
 from tests.gsr.test_fit_property import avro_schemas, values
-from tests.support.gsr import GSR_DIR, read_jsonl, write_jsonl
+from tests.support.gsr import read_with_java
 
 SAMPLE = 60
 
@@ -148,24 +147,7 @@ def test_the_sample_has_cases_of_each_kind() -> None:
 )
 def test_the_java_serde_reads_the_accepted_objects_as_put(tmp_path: Path) -> None:
     rows = accepted_sample()
-    write_jsonl(rows, tmp_path / "ours.jsonl")
-    out = subprocess.run(
-        [
-            "mvn",
-            "-q",
-            "-B",
-            "compile",
-            "exec:java",
-            f"-Dexec.args=read {tmp_path / 'ours.jsonl'} {tmp_path / 'read.jsonl'}",
-        ],
-        cwd=GSR_DIR.parent / "gsr-java",
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    read = read_jsonl(tmp_path / "read.jsonl")
+    read = read_with_java(rows, tmp_path)
     assert len(read) == len(rows)
     for ours, java in zip(rows, read, strict=True):
         assert java["version_id"] == ours["version_id"]

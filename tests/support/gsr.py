@@ -8,6 +8,7 @@ vectors' cases (``tests/compat/gsr``).
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import uuid
 from collections import Counter
@@ -139,3 +140,26 @@ if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] != "write":
         sys.exit("usage: python -m tests.support.gsr write OUT")
     write_jsonl(python_vectors(), Path(sys.argv[2]))
+
+
+def read_with_java(rows: list[dict[str, Any]], tmp_path: Path) -> list[dict[str, Any]]:
+    """What the AWS Java serde (``tests/compat/gsr-java``, ``read``) makes of ``rows``'
+    records; asserts the Maven run succeeded."""
+    write_jsonl(rows, tmp_path / "ours.jsonl")
+    out = subprocess.run(
+        [
+            "mvn",
+            "-q",
+            "-B",
+            "compile",
+            "exec:java",
+            f"-Dexec.args=read {tmp_path / 'ours.jsonl'} {tmp_path / 'read.jsonl'}",
+        ],
+        cwd=GSR_DIR.parent / "gsr-java",
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    return read_jsonl(tmp_path / "read.jsonl")
