@@ -197,13 +197,22 @@ class ShardLimiter:
             return 1
         return 0
 
-    def wait_time(self, sizes: list[int], now: float, quantum: float = 0.1) -> float:
+    def wait_time(
+        self, sizes: list[int], now: float, quantum: float = 0.1, spread: float = 0.0
+    ) -> float:
         """Seconds until the next records are worth sending: as many of ``sizes`` (in order)
         as ``quantum`` seconds of refill pay for, at least the first.
 
         Waiting for a quantum, not for each token, keeps requests few and full when a shard
         is at its limit. Rounded up by a microsecond so that after sleeping this long the
         refill has surely happened (float rounding must not leave it a hair short).
+
+        While throttling holds the limiter below its full rate, the wait grows by
+        ``spread`` (a uniform draw in [0, 1)) of a quantum: producers whose limiters run at
+        the same pace send at the same period, and without a random part each keeps its
+        place in the shard's second for good, the one just after another's entry throttled
+        every time (the synchronization of periodic timers: Floyd and Jacobson, 1994). The
+        rate is the same (the bucket keeps refilling while it waits).
         """
         records, size_bucket = self._records, self._bytes
         max_count = max(1.0, records.rate * quantum)
@@ -221,6 +230,8 @@ class ShardLimiter:
             records.wait_time(min(float(count), records.capacity), now),
             size_bucket.wait_time(need, now),
         )
+        if self.multiplier < 1.0:
+            wait += spread * quantum
         return wait + 1e-6
 
     def reserve(self, records: int, size: int, now: float) -> float:

@@ -222,10 +222,12 @@ class Outgoing:
             return shard.limiter.admit_one(batch[0].size, now)
         return shard.limiter.admit([k.size for k in batch], now)
 
-    @staticmethod
-    def wait_time(shard: ShardBuffer, batch: list[KRecord], now: float) -> float:
-        """How long until the shard's rate limiter lets ``batch``'s first record go."""
-        return shard.limiter.wait_time([k.size for k in batch], now)
+    def wait_time(self, shard: ShardBuffer, batch: list[KRecord], now: float) -> float:
+        """How long until the shard's rate limiter lets ``batch``'s first record go (spread
+        at random while throttling slows it: :meth:`ShardLimiter.wait_time`)."""
+        limiter = shard.limiter
+        spread = self.rand.random() if limiter.multiplier < 1.0 else 0.0
+        return limiter.wait_time([k.size for k in batch], now, spread=spread)
 
     def slot_wanted(self, waiting: bool) -> None:
         """A request waits for a slot of the gate (``True``), or no longer does."""

@@ -237,3 +237,32 @@ def test_the_stream_setting_applies_to_every_shard_and_to_new_ones() -> None:
     stream.shards[1].limiter.on_throttled(5.0)
     stream.shards[1].paced(stream.agg_max_size)
     assert [s.agg_max for s in stream.shards] == [20_000, 10_000, 20_000, 20_000]
+
+
+def test_a_throttled_limiter_spreads_its_waits_and_keeps_its_rate() -> None:
+    # Limiters at one pace send at one period; the spread keeps a producer from holding the
+    # same place in the shard's second (just after another's entry) for good.
+    limiter = ShardLimiter(100, now=0.0)
+    limiter.admit([1000] * 1000, 0.0)  # the bucket emptied
+    plain = limiter.wait_time([1000], 0.0)
+    assert limiter.wait_time([1000], 0.0, spread=0.9) == plain  # full rate: no spread
+    limiter.on_throttled(0.0)
+    plain = limiter.wait_time([1000], 0.0)
+    assert abs(limiter.wait_time([1000], 0.0, spread=0.5) - (plain + 0.05)) < 1e-12
+    # following spread waits, the long-run rate is still the limiter's (500 records/s)
+    now, sent, draws = 0.0, 0, iter([0.0, 0.99, 0.5, 0.25] * 2_500)
+    while sent < 10_000:
+        now += limiter.wait_time([10] * 50, now, spread=next(draws))
+        sent += limiter.admit([10] * 50, now)
+    assert 19.9 <= now <= 20.1
+
+
+def test_the_engine_draws_a_spread_only_for_a_throttled_shard() -> None:
+    eng, _shell, stream = engine(shards=2)
+    quiet, busy = stream.shards
+    state = eng.out.rand.getstate()
+    eng.out.wait_time(quiet, [], 0.0)
+    assert eng.out.rand.getstate() == state  # unthrottled: nothing random, nothing drawn
+    busy.limiter.on_throttled(0.0)
+    waits = {eng.out.wait_time(busy, [], 0.0) for _ in range(20)}
+    assert eng.out.rand.getstate() != state and len(waits) > 1
