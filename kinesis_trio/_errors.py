@@ -51,31 +51,6 @@ from typing import Any
 
 from ._error_codes import IDENTITY_CODES, INTERNAL_CODES
 
-__all__ = [
-    "AccessDeniedError",
-    "AuthenticationError",
-    "ConnectError",
-    "ConnectionLostError",
-    "CredentialsError",
-    "EndpointError",
-    "ExpiredTokenError",
-    "KMSError",
-    "KinesisError",
-    "KinesisTrioError",
-    "LimitExceededError",
-    "ProducerClosedError",
-    "ProvisionedThroughputExceededError",
-    "RequestTimeoutError",
-    "ResourceInUseError",
-    "ResourceNotFoundError",
-    "ServiceError",
-    "TransportError",
-    "ValidationError",
-    "error_from_response",
-    "malformed_answer",
-    "parse_json",
-]
-
 _MAX_MESSAGE = 512
 
 
