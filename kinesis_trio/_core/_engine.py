@@ -37,6 +37,7 @@ from ._metric_window import MetricWindow
 from ._ordering import KeyOrder, refusal
 from ._outgoing import Outgoing
 from ._pipeline_data import KRecord, StreamState
+from ._placing import Parts
 from ._record import Record
 from ._reshard import ShardMaps
 from ._retry_schedule import Retries
@@ -196,13 +197,12 @@ class Engine(Generic[R]):
             timeout=config.request_timeout,
         )
         #: retries: backoff, the retry budget, when each is due
-        self._retries = Retries(config, self._acc, self._place, self._endings, outbox, self._rand)
+        parts = Parts(config, self._acc, self._place, self._endings, outbox)
+        self._retries = Retries(parts, self._rand)
         #: admission by time: each shard's lane of it says whether ``put`` may add a record
         self._admission = Admission(config.record_ttl, config.admission_ttl_share)
         #: shard maps, resharding and the KCL rule for aggregates that landed elsewhere
-        self._maps = ShardMaps(
-            config, self._acc, self._place, self._endings, outbox, self._admission
-        )
+        self._maps = ShardMaps(parts, self._admission)
         #: what answers and failed requests do to their records
         self._answers = Answers(
             config,

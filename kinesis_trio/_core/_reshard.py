@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import random
 
-from .._config import ProducerConfig
 from .._logging import get_logger
 from .._results import R_SHARD_ID, Resolution, resolution_attempt
-from ._accumulator import Accumulator, unpack
+from ._accumulator import unpack
 from ._admission import OFF, Admission
-from ._effects import Outbox, Refresh, RetireShard, StartShard
-from ._endings import Endings
+from ._effects import Refresh, RetireShard, StartShard
 from ._interpret import kcl_delivers, outside_range, unknown_range
 from ._limiter import SHARD_BYTES_PER_SECOND, SHARD_RECORDS_PER_SECOND, ShardLimiter
-from ._ordering import KeyOrder, refusal
+from ._ordering import refusal
 from ._pipeline_data import KRecord, ShardBuffer, StreamState, Unverified
+from ._placing import Parts, Placing
 from ._shards import MAX_HASH_KEY, Shard, ShardMap, hash_key_for
 from ._stream_policy import AUTO_SHARD_ID, StreamFacts, policy_for
 
@@ -33,28 +32,14 @@ _log = get_logger("kinesis_trio.producer")
 AUTO_MAP = ShardMap([Shard(AUTO_SHARD_ID, 0, MAX_HASH_KEY)])
 
 
-class ShardMaps:
+class ShardMaps(Placing):
     """The streams' shard maps as the engine sees them, and what a change of map means for
     the records buffered, in flight, or written where no map predicted."""
 
-    def __init__(
-        self,
-        config: ProducerConfig,
-        acc: Accumulator,
-        place: Accumulator | KeyOrder,
-        endings: Endings,
-        outbox: Outbox,
-        admission: Admission = OFF,
-    ) -> None:
-        self.config = config
+    def __init__(self, parts: Parts, admission: Admission = OFF) -> None:
+        super().__init__(parts)
         #: admission by time: each new shard buffer gets a lane of it
         self.admission = admission
-        self.ttl = config.record_ttl
-        self.acc = acc
-        #: where records are placed anew (the accumulator, or per-key ordering around it)
-        self.place = place
-        self.endings = endings
-        self.outbox = outbox
 
     # -- stream facts ---------------------------------------------------------------------
 

@@ -30,15 +30,13 @@ import math
 import random
 
 from .._backoff import backoff_delay
-from .._config import ProducerConfig
 from .._error_codes import THROTTLING_CODES
 from .._results import Attempt
-from ._accumulator import Accumulator, prune
+from ._accumulator import prune
 from ._congestion import RetryBudget
-from ._effects import Outbox, RetryAt
-from ._endings import Endings
-from ._ordering import KeyOrder
+from ._effects import RetryAt
 from ._pipeline_data import KRecord, ShardBuffer, StreamState
+from ._placing import Parts, Placing
 
 __all__ = ["Retries"]
 
@@ -47,28 +45,14 @@ _INF = math.inf
 _Entry = tuple[float, int, list[KRecord], float, float | None]
 
 
-class Retries:
+class Retries(Placing):
     """The producer's retry schedule and budget."""
 
-    def __init__(
-        self,
-        config: ProducerConfig,
-        acc: Accumulator,
-        place: Accumulator | KeyOrder,
-        endings: Endings,
-        outbox: Outbox,
-        rand: random.Random,
-    ) -> None:
-        self.config = config
-        self.ttl = config.record_ttl
-        self.acc = acc
-        #: where records are placed anew (the accumulator, or per-key ordering around it)
-        self.place = place
-        self.endings = endings
-        self.outbox = outbox
+    def __init__(self, parts: Parts, rand: random.Random) -> None:
+        super().__init__(parts)
         self.rand = rand
         #: per-key ordering: what is left of an aggregate stays one Kinesis record
-        self.together = config.ordering == "per_key"
+        self.together = parts.config.ordering == "per_key"
         #: what retries after timeouts and server errors may spend
         self.budget = RetryBudget()
         self._held: set[StreamState] = set()  # streams with retries waiting for the budget

@@ -13,6 +13,7 @@ from kinesis_trio._core._accumulator import Accumulator, key_length
 from kinesis_trio._core._endings import Endings
 from kinesis_trio._core._ledger import Ledger
 from kinesis_trio._core._pipeline_data import KRecord
+from kinesis_trio._core._placing import Parts
 from kinesis_trio._core._record import Record
 from kinesis_trio._core._reshard import ShardMaps
 from kinesis_trio._core._shards import Shard, ShardMap
@@ -53,7 +54,7 @@ class Harness:
         config = ProducerConfig(record_ttl=TTL)
         self.endings = _Expiries(self.ledger, metrics_for(config), TTL, None)
         self.expired = self.endings.expired
-        self.maps = ShardMaps(config, self.acc, self.acc, self.endings, outbox)
+        self.maps = ShardMaps(Parts(config, self.acc, self.acc, self.endings, outbox))
         self.stream = stream_of(self.shell, shards)
 
     def aggregate(self, hash_keys: list[int], now: float = 0.0) -> tuple[KRecord, list[Outcome]]:
