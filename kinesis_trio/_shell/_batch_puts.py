@@ -26,7 +26,7 @@ from .._core import (
     is_arn,
     parse_stream_arn,
 )
-from ._schema_puts import cached_record, registry_of, stream_spec
+from ._schema_puts import cached_record, registry_and_spec
 from ._states import OPEN, closed_error
 
 if TYPE_CHECKING:
@@ -141,11 +141,9 @@ class BatchPuts:
         with ``schema``: each encoded (an object that does not match raises
         ``SchemaMismatchError`` naming its index, and nothing is accepted), then
         :meth:`put_many`'s rules."""
-        registry = registry_of(self._schema_registry)
-        if schema.needs_stream:
-            spec = stream_spec(schema, stream_arn or stream_name or self._default_stream)
-        else:
-            spec = schema.spec
+        registry, spec = registry_and_spec(
+            self._schema_registry, schema, stream_arn or stream_name or self._default_stream
+        )
         records: list[BatchRecord] = []
         if registry.cached_version(spec) is None:
             # every object checked before the registry is asked (or a version registered)

@@ -38,23 +38,23 @@ class SchemaNotCached(anyio.WouldBlock):
     (``await put_object()`` looks it up, or registers it)."""
 
 
-def registry_of(registry: SchemaRegistry | None) -> SchemaRegistry:
-    """The producer's registry, or a clear error when it was given none."""
+def registry_and_spec(
+    registry: SchemaRegistry | None, schema: Schema, stream: str | None
+) -> tuple[SchemaRegistry, SchemaSpec]:
+    """The producer's registry (a clear error when it was given none) and the spec of
+    ``schema`` for a put to ``stream`` (a name or an ARN; the put's, else the producer's
+    default): ``schema.spec``, unless the schema is named by the stream
+    (``schema.needs_stream``)."""
     if registry is None:
         raise ValueError(
             "put_object needs a schema registry: Producer(..., schema_registry="
             "GlueSchemaRegistry.connect(...)) (kinesis_trio.gsr)"
         )
-    return registry
-
-
-def stream_spec(schema: Schema, stream: str | None) -> SchemaSpec:
-    """The spec of a ``schema`` named by the stream for a put to ``stream`` (a name or an
-    ARN; the put's, else the producer's default). The put path asks it only when
-    ``schema.needs_stream``: else ``schema.spec``."""
+    if not schema.needs_stream:
+        return registry, schema.spec
     if stream is None:
         raise ValueError("no stream_name given and the producer has no default stream")
-    return schema.spec_for(parse_stream_arn(stream).name if is_arn(stream) else stream)
+    return registry, schema.spec_for(parse_stream_arn(stream).name if is_arn(stream) else stream)
 
 
 def cached_record(registry: SchemaRegistry, schema: Schema, spec: SchemaSpec, obj: object) -> bytes:
@@ -112,11 +112,9 @@ class SchemaPuts:
         the schema, and what ``put`` raises, the size limit checked on the encoded record.
         Cancelled while the registry is asked: nothing was accepted.
         """
-        registry = registry_of(self._schema_registry)
-        if schema.needs_stream:
-            spec = stream_spec(schema, stream_arn or stream_name or self._default_stream)
-        else:
-            spec = schema.spec
+        registry, spec = registry_and_spec(
+            self._schema_registry, schema, stream_arn or stream_name or self._default_stream
+        )
         version = registry.cached_version(spec)
         if version is None:
             # a mismatch is refused before the registry is asked (or a version registered)
@@ -141,11 +139,9 @@ class SchemaPuts:
         """``put_object`` without waiting: raises ``anyio.WouldBlock`` when the producer is
         full, the stream not loaded, or the schema's version id not cached yet (one
         ``await put_object()`` with the schema caches it)."""
-        registry = registry_of(self._schema_registry)
-        if schema.needs_stream:
-            spec = stream_spec(schema, stream_arn or stream_name or self._default_stream)
-        else:
-            spec = schema.spec
+        registry, spec = registry_and_spec(
+            self._schema_registry, schema, stream_arn or stream_name or self._default_stream
+        )
         data = cached_record(registry, schema, spec, obj)
         return self.put_nowait(
             data, partition_key, explicit_hash_key, stream_name=stream_name, stream_arn=stream_arn
@@ -181,11 +177,9 @@ class SyncSchemaPuts:
         ``Producer.put_object`` does: ``SchemaMismatchError``, the registry's typed errors,
         and what ``put`` raises.
         """
-        registry = registry_of(self._producer_args["schema_registry"])
-        if schema.needs_stream:
-            spec = stream_spec(schema, stream_name or self._default_stream)
-        else:
-            spec = schema.spec
+        registry, spec = registry_and_spec(
+            self._producer_args["schema_registry"], schema, stream_name or self._default_stream
+        )
         version = registry.cached_version(spec)
         if version is None:
             # a mismatch is refused before the registry is asked (or a version registered)
