@@ -310,35 +310,37 @@ def _config(args: argparse.Namespace) -> ProducerConfig:
         raise _UsageError(str(exc)) from None
 
 
+#: the value of the option itself (not a flag's)
+_GIVEN = object()
+#: (option, the ProducerConfig field it sets, the value a flag sets or ``_GIVEN``), in the
+#: order ``load --json-report`` writes them in (a later one may set a field again)
+_FIELDS: tuple[tuple[str, str, object], ...] = (
+    ("linger", "record_max_buffered_time", _GIVEN),
+    ("no_aggregation", "aggregation_enabled", False),
+    ("max_connections", "max_connections", _GIVEN),
+    ("rate_limit", "rate_limit", _GIVEN),
+    ("record_ttl", "record_ttl", _GIVEN),
+    ("admission_ttl_share", "admission_ttl_share", _GIVEN),
+    ("no_admission_by_time", "admission_ttl_share", None),
+    ("max_outstanding_records", "max_outstanding_records", _GIVEN),
+    ("max_outstanding_bytes", "max_outstanding_bytes", _GIVEN),
+    ("max_record_size", "max_record_size", _GIVEN),
+    ("check_access", "check_access", True),
+    ("fail_if_throttled", "fail_if_throttled", True),
+    ("ordering", "ordering", _GIVEN),
+)
+
+
 def _config_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The ProducerConfig fields the options set (the others keep their defaults)."""
     fields: dict[str, Any] = {}
-    if args.linger is not None:
-        fields["record_max_buffered_time"] = args.linger
-    if args.no_aggregation:
-        fields["aggregation_enabled"] = False
-    if args.max_connections is not None:
-        fields["max_connections"] = args.max_connections
-    if args.rate_limit is not None:
-        fields["rate_limit"] = args.rate_limit
-    if args.record_ttl is not None:
-        fields["record_ttl"] = args.record_ttl
-    if args.admission_ttl_share is not None:
-        fields["admission_ttl_share"] = args.admission_ttl_share
-    if args.no_admission_by_time:
-        fields["admission_ttl_share"] = None
-    if args.max_outstanding_records is not None:
-        fields["max_outstanding_records"] = args.max_outstanding_records
-    if args.max_outstanding_bytes is not None:
-        fields["max_outstanding_bytes"] = args.max_outstanding_bytes
-    if args.max_record_size is not None:
-        fields["max_record_size"] = args.max_record_size
-    if args.check_access:
-        fields["check_access"] = True
-    if args.fail_if_throttled:
-        fields["fail_if_throttled"] = True
-    if args.ordering is not None:
-        fields["ordering"] = args.ordering
+    for option, field, value in _FIELDS:
+        got = getattr(args, option)
+        if value is _GIVEN:
+            if got is not None:
+                fields[field] = got
+        elif got:
+            fields[field] = value
     return fields
 
 
