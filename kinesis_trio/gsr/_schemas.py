@@ -37,24 +37,27 @@ class Schema:
     """
 
     data_format: DataFormat
+    #: the format's validating encoder, built from the definition (:meth:`_encoder`)
+    _codec_type: Callable[[str], PayloadEncoder]
 
     def __init__(
         self,
         name: str | SchemaNaming,
         definition: str,
-        codec: PayloadEncoder,
         *,
-        registry: str,
-        compatibility: str | None,
-        metadata: Mapping[str, str] | None,
+        registry: str = DEFAULT_REGISTRY,
+        compatibility: str | None = None,
+        metadata: Mapping[str, str] | None = None,
         compress: bool = False,
         description: str | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> None:
+        #: the definition registered (its text)
+        self.definition = definition
         #: records are written zlib-compressed (header byte 1 = 5), as the Java serde's
         #: ``compression`` setting ``ZLIB`` does
         self.compress = compress
-        self._codec = codec
+        self._codec = self._encoder(definition)
         self._naming = name if isinstance(name, SchemaNaming) else None
         #: the name comes from the stream: :meth:`spec_for` a stream (``spec`` raises)
         self.needs_stream: bool = self._naming is not None and self._naming.needs_stream
@@ -106,6 +109,10 @@ class Schema:
         """The record type's full name (``{record_type}`` in a :class:`SchemaNaming`)."""
         raise SchemaError(f"a {type(self).__name__} has no record type to be named by")
 
+    def _encoder(self, definition: str) -> PayloadEncoder:
+        """The validating encoder of payloads, built once from the definition."""
+        return type(self)._codec_type(definition)
+
     def payload(self, obj: object) -> bytes:
         """The validated payload of ``obj`` (no header); :class:`SchemaMismatchError` if not."""
         return self._codec.encode(obj)
@@ -124,39 +131,7 @@ class Schema:
         return f"{type(self).__name__}({name!r}, registry={self._template.registry!r})"
 
 
-class _TextSchema(Schema):
-    """A schema whose encoder is built from its definition's text alone."""
-
-    #: the format's codec, built from the definition
-    _codec_type: Callable[[str], PayloadEncoder]
-
-    def __init__(
-        self,
-        name: str | SchemaNaming,
-        definition: str,
-        *,
-        registry: str = DEFAULT_REGISTRY,
-        compatibility: str | None = None,
-        metadata: Mapping[str, str] | None = None,
-        compress: bool = False,
-        description: str | None = None,
-        tags: Mapping[str, str] | None = None,
-    ) -> None:
-        self.definition = definition
-        super().__init__(
-            name,
-            definition,
-            type(self)._codec_type(definition),
-            registry=registry,
-            compatibility=compatibility,
-            metadata=metadata,
-            compress=compress,
-            description=description,
-            tags=tags,
-        )
-
-
-class AvroSchema(_TextSchema):
+class AvroSchema(Schema):
     """An Avro schema (its JSON text); records are dicts, written with fastavro."""
 
     data_format: DataFormat = "AVRO"
@@ -164,15 +139,14 @@ class AvroSchema(_TextSchema):
 
     def record_type(self) -> str:
         """The named type's full name (``namespace.name``)."""
-        parsed: Any = json.loads(self.definition)
-        name = parsed.get("name") if isinstance(parsed, dict) else None
+        parsed, name = _top_member(self.definition, "name")
         if not isinstance(name, str):
             raise SchemaError("an Avro schema without a named type has no record type")
         namespace = parsed.get("namespace")
         return f"{namespace}.{name}" if namespace and "." not in name else name
 
 
-class JsonSchema(_TextSchema):
+class JsonSchema(Schema):
     """A JSON Schema (its text); records are JSON values, validated with jsonschema."""
 
     data_format: DataFormat = "JSON"
@@ -180,8 +154,7 @@ class JsonSchema(_TextSchema):
 
     def record_type(self) -> str:
         """The schema's ``title``."""
-        parsed: Any = json.loads(self.definition)
-        title = parsed.get("title") if isinstance(parsed, dict) else None
+        _, title = _top_member(self.definition, "title")
         if not isinstance(title, str) or not title:
             raise SchemaError("a JSON Schema without a title has no record type")
         return title
@@ -215,7 +188,7 @@ class ProtobufSchema(Schema):
         description: str | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> None:
-        writer = ProtobufWriter(message_type)
+        self._writer = writer = ProtobufWriter(message_type)
         self._message_name: str = writer.descriptor.full_name
         if definition is None:
             definition = class_definition(message_type)
@@ -224,7 +197,6 @@ class ProtobufSchema(Schema):
         super().__init__(
             name,
             definition,
-            writer,
             registry=registry,
             compatibility=compatibility,
             metadata=metadata,
@@ -236,6 +208,18 @@ class ProtobufSchema(Schema):
     def record_type(self) -> str:
         """The message's full name."""
         return self._message_name
+
+    def _encoder(self, definition: str) -> PayloadEncoder:
+        return self._writer
+
+
+def _top_member(definition: str, key: str) -> tuple[dict[str, Any], Any]:
+    """A JSON definition's top object and its ``key`` member (``None`` when the definition
+    is not an object or has no such member)."""
+    parsed: Any = json.loads(definition)
+    if not isinstance(parsed, dict):
+        return {}, None
+    return parsed, parsed.get(key)
 
 
 def encode(
