@@ -305,6 +305,36 @@ def _json_report(
     }
 
 
+def _perf_rows(
+    args: argparse.Namespace,
+    records: int,
+    elapsed: float,
+    per_second: float,
+    mb_per_second: float,
+    latency: list[tuple[str, str]],
+    cpu_us: float | None,
+) -> list[tuple[str, str]]:
+    """``perf``'s summary rows of records, rates, latency and CPU per record (``None``:
+    no record), for one process or the sum of several."""
+    rows = [
+        ("records", f"{records:,}"),
+        ("elapsed", f"{elapsed:,.2f} s"),
+        ("records/s", f"{per_second:,.0f}"),
+        ("MB/s", f"{mb_per_second:,.2f}"),
+    ]
+    if args.rate:
+        rows.append(("target rate", f"{args.rate:,.6g} records/s"))
+    rows += latency
+    rows += [
+        (
+            "latency from",
+            "each record's scheduled time (t0 + i/rate)" if args.rate else "each put() call",
+        ),
+        ("CPU us/record", "n/a" if cpu_us is None else f"{cpu_us:,.1f}"),
+    ]
+    return rows
+
+
 def _write_json(path: str, data: dict[str, Any]) -> None:
     Path(path).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
@@ -381,21 +411,16 @@ def _perf_in(
             await failed.flush()
         t = result.tracker
         n = t.accepted
-        rows = [
-            ("records", f"{n:,}"),
-            ("elapsed", f"{result.elapsed:,.2f} s"),
-            ("records/s", f"{n / result.elapsed:,.0f}"),
-            ("MB/s", f"{t.accepted_bytes / result.elapsed / 1e6:,.2f}"),
-        ]
-        if args.rate:
-            rows.append(("target rate", f"{args.rate:,.6g} records/s"))
-        rows += _latency_rows(t.latencies)
+        rows = _perf_rows(
+            args,
+            n,
+            result.elapsed,
+            n / result.elapsed,
+            t.accepted_bytes / result.elapsed / 1e6,
+            _latency_rows(t.latencies),
+            result.cpu / n * 1e6 if n else None,
+        )
         rows += [
-            (
-                "latency from",
-                "each record's scheduled time (t0 + i/rate)" if args.rate else "each put() call",
-            ),
-            ("CPU us/record", f"{result.cpu / n * 1e6:,.1f}" if n else "n/a"),
             ("throttles", f"{t.throttled_attempts:,} attempts ({t.throttled_records:,} records)"),
             ("failed", f"{t.failed:,}"),
             ("peak RSS", f"{_rss_mib():,.0f} MiB"),

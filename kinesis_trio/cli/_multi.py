@@ -37,6 +37,7 @@ from ._load import (
     _json_report,
     _perf_header,
     _perf_plan,
+    _perf_rows,
     _perf_stream,
     _Phase,
     _process_result,
@@ -527,25 +528,17 @@ def _report(
         first_start = total.started
         tracker.add_failures(total.failed, total.codes, total.messages)
         reported = f"{n}" if len(results) == n else f"{n} ({n - len(results)} without a result)"
-        rows = [
-            ("processes", reported),
-            ("records", f"{total.accepted:,}"),
-            ("elapsed", f"{total.elapsed:,.2f} s"),
-            ("records/s", f"{total.records_per_s:,.0f}"),
-            ("MB/s", f"{total.mb_per_s:,.2f}"),
-        ]
-        if args.rate:
-            rows.append(("target rate", f"{args.rate:,.6g} records/s"))
-        rows += _latency_rows(total)
+        rows = [("processes", reported)]
+        rows += _perf_rows(
+            args,
+            total.accepted,
+            total.elapsed,
+            total.records_per_s,
+            total.mb_per_s,
+            _latency_rows(total),
+            total.cpu_us_per_record if total.accepted else None,
+        )
         rows += [
-            (
-                "latency from",
-                "each record's scheduled time (t0 + i/rate)" if args.rate else "each put() call",
-            ),
-            (
-                "CPU us/record",
-                f"{total.cpu_us_per_record:,.1f}" if total.accepted else "n/a",
-            ),
             ("CPU", f"{total.cpu:,.2f} s ({total.cpu / total.elapsed:,.2f} cores)"),
             (
                 "throttles",
