@@ -40,6 +40,7 @@ from ._output import (
     _Interrupts,
     _latency_rows,
     _percentile,
+    _perf_rows,
     _print_summary,
     _Progress,
     _tick,
@@ -305,36 +306,6 @@ def _json_report(
     }
 
 
-def _perf_rows(
-    args: argparse.Namespace,
-    records: int,
-    elapsed: float,
-    per_second: float,
-    mb_per_second: float,
-    latency: list[tuple[str, str]],
-    cpu_us: float | None,
-) -> list[tuple[str, str]]:
-    """``perf``'s summary rows of records, rates, latency and CPU per record (``None``:
-    no record), for one process or the sum of several."""
-    rows = [
-        ("records", f"{records:,}"),
-        ("elapsed", f"{elapsed:,.2f} s"),
-        ("records/s", f"{per_second:,.0f}"),
-        ("MB/s", f"{mb_per_second:,.2f}"),
-    ]
-    if args.rate:
-        rows.append(("target rate", f"{args.rate:,.6g} records/s"))
-    rows += latency
-    rows += [
-        (
-            "latency from",
-            "each record's scheduled time (t0 + i/rate)" if args.rate else "each put() call",
-        ),
-        ("CPU us/record", "n/a" if cpu_us is None else f"{cpu_us:,.1f}"),
-    ]
-    return rows
-
-
 def _write_json(path: str, data: dict[str, Any]) -> None:
     Path(path).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
@@ -412,7 +383,7 @@ def _perf_in(
         t = result.tracker
         n = t.accepted
         rows = _perf_rows(
-            args,
+            args.rate,
             n,
             result.elapsed,
             n / result.elapsed,

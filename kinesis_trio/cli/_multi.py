@@ -37,7 +37,6 @@ from ._load import (
     _json_report,
     _perf_header,
     _perf_plan,
-    _perf_rows,
     _perf_stream,
     _Phase,
     _process_result,
@@ -57,6 +56,7 @@ from ._output import (
     _exit_code,
     _Interrupts,
     _ms,
+    _perf_rows,
     _print_summary,
     _Progress,
     _Tracker,
@@ -530,7 +530,7 @@ def _report(
         reported = f"{n}" if len(results) == n else f"{n} ({n - len(results)} without a result)"
         rows = [("processes", reported)]
         rows += _perf_rows(
-            args,
+            args.rate,
             total.accepted,
             total.elapsed,
             total.records_per_s,

@@ -296,6 +296,36 @@ def _latency_rows(latencies: array.array[float]) -> list[tuple[str, str]]:
     ]
 
 
+def _perf_rows(
+    rate: float | None,
+    records: int,
+    elapsed: float,
+    per_second: float,
+    mb_per_second: float,
+    latency: list[tuple[str, str]],
+    cpu_us: float | None,
+) -> list[tuple[str, str]]:
+    """``perf``'s summary rows of records, rates, latency and CPU per record (``None``:
+    no record), for one process or the sum of several; ``rate``: the target rate asked."""
+    rows = [
+        ("records", f"{records:,}"),
+        ("elapsed", f"{elapsed:,.2f} s"),
+        ("records/s", f"{per_second:,.0f}"),
+        ("MB/s", f"{mb_per_second:,.2f}"),
+    ]
+    if rate:
+        rows.append(("target rate", f"{rate:,.6g} records/s"))
+    rows += latency
+    rows += [
+        (
+            "latency from",
+            "each record's scheduled time (t0 + i/rate)" if rate else "each put() call",
+        ),
+        ("CPU us/record", "n/a" if cpu_us is None else f"{cpu_us:,.1f}"),
+    ]
+    return rows
+
+
 # -- signals -------------------------------------------------------------------------------
 
 
