@@ -17,7 +17,9 @@ is open nothing expires (the time stands still at its start).
 :meth:`Pauses.ttl_now` is the whole of it: every check of the form
 ``since + ttl <= now`` in the engine compares with ``ttl_now(now)`` instead, the time
 ``now`` would be if the pauses since had not happened for a record that is exactly
-``ttl`` old in running time. With no pause it is ``now`` itself (one comparison).
+``ttl`` old in running time. With no pause it is ``now`` itself (one comparison); after
+pauses, two comparisons in the usual cases (see :meth:`Pauses.ttl_now`): a warm Lambda
+function calls it a few times per invocation with up to ``_KEPT`` pauses kept.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ _KEPT = 64
 class Pauses:
     """The pauses of one producer (``record_ttl`` seconds of running time: see the module)."""
 
-    __slots__ = ("_open", "_spans", "ttl")
+    __slots__ = ("_open", "_spans", "_sums", "ttl")
 
     def __init__(self, ttl: float) -> None:
         self.ttl = ttl
@@ -41,6 +43,9 @@ class Pauses:
         self._open: float | None = None
         #: the pauses that ended, oldest first: (start, end), end > start
         self._spans: list[tuple[float, float]] = []
+        #: the kept pauses in order (each after the one before): the last one's end, the
+        #: first one's start and their seconds in all; None when not in order
+        self._sums: tuple[float, float, float] | None = None
 
     @property
     def paused(self) -> bool:
@@ -58,9 +63,13 @@ class Pauses:
         if start is None or now <= start:
             return 0.0
         spans = self._spans
+        ordered = not spans or (self._sums is not None and spans[-1][1] <= start)
         spans.append((start, now))
         if len(spans) > _KEPT:
             del spans[0]
+        self._sums = None
+        if ordered:
+            self._sums = (now, spans[0][0], sum([e - s for s, e in spans]))
         return now - start
 
     def ttl_now(self, now: float) -> float:
@@ -70,6 +79,13 @@ class Pauses:
         if start is None and not spans:
             return now
         t = now if start is None or start > now else start
+        sums = self._sums
+        if sums is not None and t >= sums[0]:  # every pause kept ended by t
+            last_end, first_start, paused = sums
+            if t - last_end >= self.ttl:  # a ttl of running time since the last one
+                return t
+            if t - first_start - paused < self.ttl:  # less since the first one: all count
+                return t - paused
         left = self.ttl
         i = len(spans)
         while i:

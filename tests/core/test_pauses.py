@@ -75,3 +75,53 @@ def test_expired_exactly_when_the_running_time_reaches_the_ttl(
         running = now - since - paused
         if abs(running - ttl) > 1e-6:
             assert expired(p, since, now) == (running >= ttl), (now, running)
+
+
+@given(
+    gaps=st.lists(
+        st.tuples(st.floats(0, 0.05, allow_nan=False), st.floats(0, 20, allow_nan=False)),
+        min_size=1,
+        max_size=64,
+    ),
+    since=st.floats(0, 400, allow_nan=False),
+    ttl=st.floats(0.5, 100, allow_nan=False),
+    later=st.floats(0, 200, allow_nan=False),
+    open_pause=st.booleans(),
+)
+def test_many_short_runs_between_pauses(
+    gaps: list[tuple[float, float]], since: float, ttl: float, later: float, open_pause: bool
+) -> None:
+    """A warm Lambda function: many pauses kept, little running time between them (the
+    answer without walking the pauses one by one), against the same direct count."""
+    p = Pauses(ttl)
+    t = 0.0
+    spans = []
+    for run, pause in gaps:
+        t += run
+        p.begin(t)
+        p.end(t + pause)
+        if pause > 0:
+            spans.append((t, t + pause))
+        t += pause
+    now = t + later
+    if open_pause:  # paused at t + later / 2 and not ended yet: time stands still there
+        p.begin(t + later / 2)
+        spans.append((t + later / 2, now))
+    if now < since:
+        return
+    paused = sum(max(0.0, min(e, now) - max(s, since)) for s, e in spans)
+    running = now - since - paused
+    if abs(running - ttl) > 1e-6:
+        assert expired(p, since, now) == (running >= ttl), (now, running)
+
+
+def test_pauses_out_of_order_are_walked_one_by_one() -> None:
+    """A pause that begins before the last one ended (a clock that went back) is not in
+    order: the answer is the walk over the pauses kept, as it was for every pause."""
+    p = Pauses(10.0)
+    p.begin(100.0)
+    p.end(200.0)
+    assert p.ttl_now(205.0) == 105.0  # 5 s of running time since 200: all of it counts
+    p.begin(50.0)
+    p.end(60.0)
+    assert p.ttl_now(205.0) == 205.0  # the walk: 145 s of running time since 60
