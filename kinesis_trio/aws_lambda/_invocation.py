@@ -339,32 +339,39 @@ class Invocation:
                 self._failed(str(entry["itemIdentifier"]), failure, "the handler's answer")
         entries: list[tuple[RecordResult | BaseException | None, str | None, str | None]] = []
         for future, item, stream in self._futures:
-            outcome: RecordResult | BaseException | None = None
-            if future.done():
-                exc = future.exception()
-                outcome = exc if exc is not None else future.result()
+            try:  # one look at the future (done() and result() take its lock each)
+                outcome: RecordResult | BaseException | None = future.result(0)
+            except BaseException as exc:
+                outcome = _ended_in(future, exc)
             entries.append((outcome, item, stream))
         for record, item, stream in self._outcomes:
             entries.append((record.result() if record.done() else None, item, stream))
-        failed = tuple(o for o, _, _ in entries if isinstance(o, RecordResult) and not o.ok)
-        self._loose = tuple(
-            o for o, i, _ in entries if isinstance(o, RecordResult) and not o.ok and i is None
-        )
-        loose = [o for o, item, _ in entries if isinstance(o, BaseException) and item is None]
-        if loose:
-            raise loose[0]
+        # one pass over the records (a warm invocation may have thousands)
+        failed: list[RecordResult] = []
+        failed_loose: list[RecordResult] = []
+        raised: BaseException | None = None
         per_item: dict[str, list[RecordResult | BaseException | None]] = {}
         unconfirmed_items = set()
         confirmed = unconfirmed = 0
         for outcome, item, _ in entries:
             if outcome is None:
                 unconfirmed += 1
-            elif isinstance(outcome, RecordResult) and outcome.ok:
-                confirmed += 1
+            elif isinstance(outcome, RecordResult):
+                if outcome.ok:
+                    confirmed += 1
+                else:
+                    failed.append(outcome)
+                    if item is None:
+                        failed_loose.append(outcome)
+            elif item is None and raised is None:
+                raised = outcome
             if item is not None:
                 per_item.setdefault(item, []).append(outcome)
                 if outcome is None:
                     unconfirmed_items.add(item)
+        self._loose = tuple(failed_loose)
+        if raised is not None:
+            raise raised
         each = {
             item: _batch.verdict(per_item.get(item, ()), (e for e, _ in self._raised.get(item, ())))
             for item in {*per_item, *self._raised}
@@ -378,7 +385,7 @@ class Invocation:
                 self._log_failed(item, per_item.get(item, []), entries)
         self.report = InvocationReport(
             confirmed,
-            failed,
+            tuple(failed),
             unconfirmed,
             frozenset(failed_items),
             frozenset(unconfirmed_items),
@@ -419,6 +426,19 @@ class Invocation:
             records_failed=len(bad),
             exc_info=exc_info,
         )
+
+
+def _ended_in(
+    future: concurrent.futures.Future[RecordResult], raised: BaseException
+) -> BaseException | None:
+    """What ``future.result(0)`` raised says: not resolved (None), or the exception the
+    record ended in (anything else raised meanwhile goes on)."""
+    if not future.done():
+        return None
+    ended = future.exception(0)
+    if ended is not raised:
+        raise raised
+    return ended
 
 
 def _failure(outcome: RecordResult | BaseException) -> bool:
