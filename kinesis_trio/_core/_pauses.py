@@ -24,6 +24,8 @@ function calls it a few times per invocation with up to ``_KEPT`` pauses kept.
 
 from __future__ import annotations
 
+import itertools
+
 __all__ = ["Pauses"]
 
 #: the pauses remembered: a record outstanding through more of them than this has the
@@ -63,13 +65,17 @@ class Pauses:
         if start is None or now <= start:
             return 0.0
         spans = self._spans
-        ordered = not spans or (self._sums is not None and spans[-1][1] <= start)
+        was = self._sums is not None or not spans
         spans.append((start, now))
         if len(spans) > _KEPT:
             del spans[0]
-        self._sums = None
-        if ordered:
-            self._sums = (now, spans[0][0], sum([e - s for s, e in spans]))
+        # in order: each pause after the one before (a clock that went back breaks it,
+        # until the pause out of order is no longer kept)
+        if was and (len(spans) < 2 or spans[-2][1] <= start):
+            ordered = True
+        else:
+            ordered = all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+        self._sums = (now, spans[0][0], sum([e - s for s, e in spans])) if ordered else None
         return now - start
 
     def ttl_now(self, now: float) -> float:

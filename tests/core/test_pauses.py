@@ -125,3 +125,9 @@ def test_pauses_out_of_order_are_walked_one_by_one() -> None:
     p.begin(50.0)
     p.end(60.0)
     assert p.ttl_now(205.0) == 205.0  # the walk: 145 s of running time since 60
+    for i in range(64):  # the pause out of order leaves the kept ones: sums again
+        p.begin(300.0 + i)
+        p.end(300.5 + i)
+    assert p._sums == (363.5, 300.0, 32.0)
+    assert not expired(p, 354.0, 364.0)  # 5 s of running time, 5 s of pauses
+    assert expired(p, 340.0, 364.0)  # 12 s of running time
