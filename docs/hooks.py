@@ -150,7 +150,8 @@ _ENDPOINT_CASES: list[tuple[str, str, str, bool, bool, bool, str | None]] = [
 def _endpoint_table() -> str:
     """Where each call goes, by the package's own resolver (botocore's rules)."""
     from kinesis_trio import EndpointError
-    from kinesis_trio._aws._endpoints import EndpointSettings, Rules, _service_data, partition_of
+    from kinesis_trio._aws._endpoints import EndpointSettings
+    from kinesis_trio._aws._rules import Rules, _service_data, partition_of
 
     partitions = _service_data("kinesis")[2]
     rows = [

@@ -22,7 +22,7 @@ import ssl
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -46,8 +46,11 @@ from ._credentials import (
     StaticCredentials,
     resolve_region,
 )
-from ._endpoints import Endpoint, Rules, configured_endpoint, endpoint_settings
+from ._endpoints import Endpoint, configured_endpoint, endpoint_settings
 from ._http11 import Http11Pool, Origin, StreamOpener, origin_of, too_long
+
+if TYPE_CHECKING:
+    from ._rules import Rules
 
 _S = TypeVar("_S", bound="SignedService")
 #: A call's endpoint context parameters (``(("StreamARN", arn),)``): part of its route's key.
@@ -244,6 +247,8 @@ class SignedService:
             self._fixed = _Route(Endpoint(explicit, service, self.region_name))
             self.endpoint_url = explicit
         else:
+            from ._rules import Rules  # with botocore's rules: not for an explicit endpoint
+
             self._rules = Rules(model or service, self.region_name, endpoint_settings(session))
             # the endpoint of a call without an ARN (and no account id): refused now if
             # the rules refuse the region or the settings

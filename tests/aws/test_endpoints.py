@@ -23,11 +23,12 @@ import pytest
 from botocore.config import Config
 
 from kinesis_trio import EndpointError, KinesisTrioError, Producer, StaticCredentials
-from kinesis_trio._aws import _endpoints
+from kinesis_trio._aws import _rules
 from kinesis_trio._aws._client import KinesisClient
 from kinesis_trio._aws._credentials import Chain, CredentialProvider
-from kinesis_trio._aws._endpoints import EndpointSettings, Rules, endpoint_settings
+from kinesis_trio._aws._endpoints import EndpointSettings, endpoint_settings
 from kinesis_trio._aws._glue import GlueClient
+from kinesis_trio._aws._rules import Rules
 from kinesis_trio._metric_names import MetricDatum
 from kinesis_trio.metrics import CloudWatchSink
 from kinesis_trio.testing import FakeKinesis
@@ -488,12 +489,12 @@ def test_fips_where_the_partition_has_none_is_refused_with_botocores_reason(
     resolver reads (ours and botocore's own provider alike)."""
     from botocore.endpoint_provider import EndpointProvider
 
-    model, ruleset, partitions = _endpoints._service_data("kinesis")
+    model, ruleset, partitions = _rules._service_data("kinesis")
     altered = json.loads(json.dumps(partitions))
     for partition in altered["partitions"]:
         if partition["id"] == "aws-iso-b":
             partition["outputs"]["supportsFIPS"] = False
-    monkeypatch.setattr(_endpoints, "_service_data", lambda service: (model, ruleset, altered))
+    monkeypatch.setattr(_rules, "_service_data", lambda service: (model, ruleset, altered))
     provider = EndpointProvider(ruleset, altered)
     with pytest.raises(_botocore_endpoint_error()) as theirs:
         provider.resolve_endpoint(Region="us-isob-east-1", UseFIPS=True, UseDualStack=False)
@@ -511,3 +512,34 @@ def _botocore_endpoint_error() -> type[Exception]:
 
     found: type[Exception] = EndpointResolutionError
     return found
+
+
+_IMPORTED = """
+import sys
+from kinesis_trio import KinesisClient, StaticCredentials
+KinesisClient(region_name="us-east-1", endpoint_url=sys.argv[1] or None,
+              credentials=StaticCredentials("a", "b"))
+print(" ".join(m for m in sys.modules if m in sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("explicit", [True, False])
+def test_a_client_of_an_explicit_endpoint_imports_no_rules(explicit: bool) -> None:
+    """The rules' modules (ours, botocore's resolver, loader and the jmespath it imports)
+    are imported by a client whose calls need them, not by one with an explicit endpoint (a
+    Lambda function against a local engine, a VPC endpoint): a fresh interpreter's."""
+    import os
+    import subprocess
+    import sys
+
+    rules = ["kinesis_trio._aws._rules", "botocore.regions", "botocore.loaders", "jmespath"]
+    url = "http://127.0.0.1:9" if explicit else ""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
+    out = subprocess.run(
+        [sys.executable, "-c", _IMPORTED, url, *rules],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert sorted(out.stdout.split()) == ([] if explicit else sorted(rules))
