@@ -34,6 +34,7 @@ tests run this same pool and framing.
 from __future__ import annotations
 
 import contextlib
+import os
 import select
 import socket
 import ssl
@@ -157,16 +158,18 @@ def _describe(exc: BaseException) -> str:
 class Http11Pool(httpx.AsyncBaseTransport):
     """Kept-alive HTTP/1.1 connections, at most ``max_connections`` exchanges at a time.
 
-    ``verify`` is an ``ssl.SSLContext`` for ``https`` origins, ``True`` for the default
-    verification or ``False`` for none. A connection takes at most ``connect_timeout``
-    seconds to open (TLS included); waiting for a free connection, at most ``pool_timeout``.
+    ``verify`` is an ``ssl.SSLContext`` for ``https`` origins, a CA bundle's path (a file or
+    a folder), ``True`` for the default verification or ``False`` for none; a context is made
+    at the first TLS connection (a pool of ``http`` origins never loads certificates). A
+    connection takes at most ``connect_timeout`` seconds to open (TLS included); waiting for
+    a free connection, at most ``pool_timeout``.
     ``opener`` opens the connections instead of TCP. The caller bounds the whole exchange.
     """
 
     def __init__(
         self,
         *,
-        verify: bool | ssl.SSLContext = True,
+        verify: bool | str | ssl.SSLContext = True,
         max_connections: int = 24,
         connect_timeout: float = 6.0,
         pool_timeout: float = 6.0,
@@ -198,6 +201,11 @@ class Http11Pool(httpx.AsyncBaseTransport):
         if context is None:
             if isinstance(self._verify, ssl.SSLContext):
                 context = self._verify
+            elif isinstance(self._verify, str):
+                folder = os.path.isdir(self._verify)
+                context = ssl.create_default_context(
+                    cafile=None if folder else self._verify, capath=self._verify if folder else None
+                )
             else:
                 context = httpx.create_ssl_context(verify=self._verify)
             self._ssl = context

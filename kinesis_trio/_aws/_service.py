@@ -219,7 +219,7 @@ class SignedService:
         max_connections: int = 24,
         request_timeout: float = 6.0,
         connect_timeout: float = 6.0,
-        verify: bool | ssl.SSLContext = True,
+        verify: bool | str | ssl.SSLContext = True,
         user_agent: str = "kinesis-trio",
         model: str | None = None,
     ) -> None:
@@ -477,26 +477,25 @@ JSON_11 = "application/x-amz-json-1.1"
 
 
 def user_agent() -> str:
-    """The ``User-Agent`` of the JSON clients: the package's version and httpx's."""
-    try:
-        from importlib.metadata import version
+    """The ``User-Agent`` of the JSON clients: the package's version and httpx's (the
+    package's own ``__version__``: a distribution lookup scans every folder on ``sys.path``
+    at each client's creation)."""
+    from .._version import __version__
 
-        return f"kinesis-trio/{version('kinesis-trio')} httpx/{httpx.__version__}"
-    except Exception:
-        return f"kinesis-trio httpx/{httpx.__version__}"
+    return f"kinesis-trio/{__version__} httpx/{httpx.__version__}"
 
 
-def ssl_verify(verify: bool | str | ssl.SSLContext) -> bool | ssl.SSLContext:
-    """A client's ``verify`` for the pool: a CA bundle's path (a file, or a folder of
-    them) as a context; ``True`` with ``AWS_CA_BUNDLE`` set, that bundle's."""
-    if isinstance(verify, str):
-        if os.path.isdir(verify):
-            return ssl.create_default_context(capath=verify)
-        return ssl.create_default_context(cafile=verify)
+def ssl_verify(verify: bool | str | ssl.SSLContext) -> bool | str | ssl.SSLContext:
+    """A client's ``verify`` for the pool: ``True`` with ``AWS_CA_BUNDLE`` set, that bundle's
+    path. A CA bundle's path (a file, or a folder of them) is loaded by the pool at its first
+    TLS connection, as botocore's does (a client of an ``http`` endpoint never reads it: tens
+    of milliseconds of a cold start); one that does not exist is refused here."""
     if verify is True:
-        bundle = os.environ.get("AWS_CA_BUNDLE")
-        if bundle:
-            return ssl.create_default_context(cafile=bundle)
+        verify = os.environ.get("AWS_CA_BUNDLE") or True
+    if isinstance(verify, str) and not os.path.exists(verify):
+        raise FileNotFoundError(
+            f"CA bundle {verify!r} (verify=... or AWS_CA_BUNDLE) does not exist"
+        )
     return verify
 
 

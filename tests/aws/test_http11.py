@@ -387,3 +387,48 @@ async def test_an_answer_read_to_close_is_bounded() -> None:
     async with serve(lambda i, j: answer) as server, Http11Pool(max_body=10) as pool:
         with pytest.raises(httpx.RemoteProtocolError, match="more than 10 bytes"):
             await post(pool, server.origin, {}, b"")
+
+
+async def test_a_ca_bundle_is_read_at_the_first_tls_connection_not_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``verify=PATH`` and ``AWS_CA_BUNDLE`` are loaded by the pool when it first opens a TLS
+    connection, as botocore's are: a client of an ``http`` endpoint never reads them (a
+    bundle of the system's CAs costs tens of milliseconds of a cold start)."""
+    from kinesis_trio import KinesisClient, StaticCredentials
+    from kinesis_trio.testing import FakeKinesis
+    from kinesis_trio.testing._http import self_signed_context
+    from kinesis_trio.testing._http import serve as serve_fake
+
+    fake = FakeKinesis()
+    fake.create_stream("s")
+    _, cert = self_signed_context(tmp_path)
+    creds = StaticCredentials("a", "b")
+    async with serve_fake(fake) as local:
+        for env in (False, True):
+            if env:
+                monkeypatch.setenv("AWS_CA_BUNDLE", str(cert))
+            verify = True if env else str(cert)
+            async with KinesisClient(
+                region_name="us-east-1",
+                endpoint_url=local.endpoint_url,
+                credentials=creds,
+                verify=verify,
+            ) as client:
+                assert len(await client.list_shards("s")) == 1
+                assert client._pool is not None and client._pool._ssl is None
+
+
+def test_a_ca_bundle_that_does_not_exist_is_refused_at_creation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kinesis_trio import KinesisClient, StaticCredentials
+
+    missing = str(tmp_path / "missing.pem")
+    creds = StaticCredentials("a", "b")
+    url = "http://127.0.0.1:9"
+    with pytest.raises(FileNotFoundError, match=r"CA bundle .*missing\.pem.* does not exist"):
+        KinesisClient(region_name="us-east-1", endpoint_url=url, credentials=creds, verify=missing)
+    monkeypatch.setenv("AWS_CA_BUNDLE", missing)
+    with pytest.raises(FileNotFoundError, match="AWS_CA_BUNDLE"):
+        KinesisClient(region_name="us-east-1", endpoint_url=url, credentials=creds)
