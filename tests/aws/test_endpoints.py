@@ -512,34 +512,3 @@ def _botocore_endpoint_error() -> type[Exception]:
 
     found: type[Exception] = EndpointResolutionError
     return found
-
-
-_IMPORTED = """
-import sys
-from kinesis_trio import KinesisClient, StaticCredentials
-KinesisClient(region_name="us-east-1", endpoint_url=sys.argv[1] or None,
-              credentials=StaticCredentials("a", "b"))
-print(" ".join(m for m in sys.modules if m in sys.argv[2:]))
-"""
-
-
-@pytest.mark.parametrize("explicit", [True, False])
-def test_a_client_of_an_explicit_endpoint_imports_no_rules(explicit: bool) -> None:
-    """The rules' modules (ours, botocore's resolver, loader and the jmespath it imports)
-    are imported by a client whose calls need them, not by one with an explicit endpoint (a
-    Lambda function against a local engine, a VPC endpoint): a fresh interpreter's."""
-    import os
-    import subprocess
-    import sys
-
-    rules = ["kinesis_trio._aws._rules", "botocore.regions", "botocore.loaders", "jmespath"]
-    url = "http://127.0.0.1:9" if explicit else ""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
-    out = subprocess.run(
-        [sys.executable, "-c", _IMPORTED, url, *rules],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    )
-    assert sorted(out.stdout.split()) == ([] if explicit else sorted(rules))

@@ -1,0 +1,51 @@
+"""What a cold start imports: a client or producer of an explicit endpoint (a Lambda
+function against a local engine, a VPC endpoint) without metrics sinks compiles neither
+botocore's endpoint rules (ours, its resolver, loader and the jmespath it imports) nor the
+sinks' modules; each is imported when first needed. Checked in a fresh interpreter."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+RULES = ["kinesis_trio._aws._rules", "botocore.regions", "botocore.loaders", "jmespath"]
+SINKS = ["kinesis_trio.metrics._cloudwatch", "kinesis_trio.metrics._otel"]
+SINKS += ["kinesis_trio.metrics._prometheus", "kinesis_trio.metrics._export"]
+
+_SCRIPT = """
+import sys
+from kinesis_trio import KinesisClient, Producer, StaticCredentials
+from kinesis_trio.aws_lambda import LambdaProducer
+creds = StaticCredentials("a", "b")
+url = sys.argv[1] or None
+KinesisClient(region_name="us-east-1", endpoint_url=url, credentials=creds)
+Producer("s", region_name="us-east-1", endpoint_url=url, credentials=creds)
+LambdaProducer("s", region_name="us-east-1", endpoint_url=url, credentials=creds)
+if sys.argv[2] == "sink":
+    from kinesis_trio.metrics import CloudWatchSink, OpenTelemetrySink, PrometheusSink
+print(" ".join(m for m in sys.modules if m in sys.argv[3:]))
+"""
+
+
+def _imported(url: str, sink: bool) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
+    out = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, url, "sink" if sink else "", *RULES, *SINKS],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    return sorted(out.stdout.split())
+
+
+def test_an_explicit_endpoint_without_sinks_imports_neither_rules_nor_sinks() -> None:
+    assert _imported("http://127.0.0.1:9", sink=False) == []
+
+
+@pytest.mark.parametrize("sink", [False, True])
+def test_the_rules_and_the_sinks_are_imported_when_needed(sink: bool) -> None:
+    assert _imported("", sink) == sorted(RULES + (SINKS if sink else []))
