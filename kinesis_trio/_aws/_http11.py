@@ -159,8 +159,8 @@ class Http11Pool(httpx.AsyncBaseTransport):
     """Kept-alive HTTP/1.1 connections, at most ``max_connections`` exchanges at a time.
 
     ``verify`` is an ``ssl.SSLContext`` for ``https`` origins, a CA bundle's path (a file or
-    a folder), ``True`` for the default verification or ``False`` for none; a context is made
-    at the first TLS connection (a pool of ``http`` origins never loads certificates). A
+    a folder), ``True`` for the default verification or ``False`` for none; the context is
+    made at the first TLS connection or :meth:`ssl_context` (``http`` origins need none). A
     connection takes at most ``connect_timeout`` seconds to open (TLS included); waiting for
     a free connection, at most ``pool_timeout``.
     ``opener`` opens the connections instead of TCP. The caller bounds the whole exchange.
@@ -196,7 +196,8 @@ class Http11Pool(httpx.AsyncBaseTransport):
         """Every idle connection, of every origin."""
         return [conn for conns in self._idle_at.values() for conn in conns]
 
-    def _ssl_context(self) -> ssl.SSLContext:
+    def ssl_context(self) -> ssl.SSLContext:
+        """The context of this pool's TLS connections, made on first use."""
         context = self._ssl
         if context is None:
             if isinstance(self._verify, ssl.SSLContext):
@@ -297,7 +298,7 @@ class Http11Pool(httpx.AsyncBaseTransport):
                     stream = await anyio.connect_tcp(
                         host,
                         port,
-                        ssl_context=self._ssl_context(),
+                        ssl_context=self.ssl_context(),
                         tls_hostname=host,
                         tls_standard_compatible=False,
                     )

@@ -270,6 +270,11 @@ class SignedService:
                 pool_timeout=request_timeout,
                 opener=transport,
             )
+            tls = self._fixed is None or self._fixed.origin[0] == "https"  # the rules': https
+            if isinstance(verify, str) and transport is None and tls:
+                # calls over TLS need the bundle at once: a bad one is refused here (over
+                # http, as to a local engine, it is never read)
+                self._pool.ssl_context()
         else:
             self._transport = transport
         self._timeouts = {
@@ -487,9 +492,10 @@ def user_agent() -> str:
 
 def ssl_verify(verify: bool | str | ssl.SSLContext) -> bool | str | ssl.SSLContext:
     """A client's ``verify`` for the pool: ``True`` with ``AWS_CA_BUNDLE`` set, that bundle's
-    path. A CA bundle's path (a file, or a folder of them) is loaded by the pool at its first
-    TLS connection, as botocore's does (a client of an ``http`` endpoint never reads it: tens
-    of milliseconds of a cold start); one that does not exist is refused here."""
+    path. A CA bundle's path (a file, or a folder of them) is loaded by the pool: when the
+    client is made if its calls go over TLS (a bad bundle is refused there), never for an
+    ``http`` endpoint (a local engine: a system bundle is tens of milliseconds of a cold
+    start); one that does not exist is refused here."""
     if verify is True:
         verify = os.environ.get("AWS_CA_BUNDLE") or True
     if isinstance(verify, str) and not os.path.exists(verify):

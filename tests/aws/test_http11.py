@@ -389,12 +389,12 @@ async def test_an_answer_read_to_close_is_bounded() -> None:
             await post(pool, server.origin, {}, b"")
 
 
-async def test_a_ca_bundle_is_read_at_the_first_tls_connection_not_before(
+async def test_a_ca_bundle_is_not_read_for_an_http_endpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``verify=PATH`` and ``AWS_CA_BUNDLE`` are loaded by the pool when it first opens a TLS
-    connection, as botocore's are: a client of an ``http`` endpoint never reads them (a
-    bundle of the system's CAs costs tens of milliseconds of a cold start)."""
+    """``verify=PATH`` and ``AWS_CA_BUNDLE`` are not read by a client of an ``http`` endpoint
+    (a local engine), which never opens a TLS connection (a bundle of the system's CAs costs
+    tens of milliseconds of a cold start)."""
     from kinesis_trio import KinesisClient, StaticCredentials
     from kinesis_trio.testing import FakeKinesis
     from kinesis_trio.testing._http import self_signed_context
@@ -432,3 +432,32 @@ def test_a_ca_bundle_that_does_not_exist_is_refused_at_creation(
     monkeypatch.setenv("AWS_CA_BUNDLE", missing)
     with pytest.raises(FileNotFoundError, match="AWS_CA_BUNDLE"):
         KinesisClient(region_name="us-east-1", endpoint_url=url, credentials=creds)
+
+
+def test_a_bad_ca_bundle_is_refused_at_creation_for_calls_over_tls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client whose calls go over TLS (an ``https`` endpoint, botocore's rules) reads its
+    bundle when it is made, so a file that holds no certificate fails there, not at each
+    call; a client of an ``http`` endpoint does not read it."""
+    import ssl
+
+    from kinesis_trio import KinesisClient, StaticCredentials
+
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_KINESIS", raising=False)
+    bad = tmp_path / "bad.pem"
+    bad.write_text("not a certificate\n")
+    creds = StaticCredentials("a", "b")
+    for url in ("https://127.0.0.1:9", None):
+        with pytest.raises(ssl.SSLError):
+            KinesisClient(
+                region_name="us-east-1", endpoint_url=url, credentials=creds, verify=str(bad)
+            )
+    client = KinesisClient(
+        region_name="us-east-1",
+        endpoint_url="http://127.0.0.1:9",
+        credentials=creds,
+        verify=str(bad),
+    )
+    assert client._pool is not None and client._pool._ssl is None
