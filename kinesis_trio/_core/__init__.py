@@ -31,7 +31,7 @@ from ._interpret import in_flight
 from ._limiter import SHARD_BYTES_PER_SECOND, SHARD_RECORDS_PER_SECOND
 from ._metric_window import MetricWindow, Stats
 from ._pipeline_data import KRecord, ShardBuffer, StreamState
-from ._record import Record
+from ._record import Record, Waker
 from ._requests import dry_run_body
 from ._shards import Shard, ShardMap, hash_key_for, parse_explicit_hash_key
 from ._spool import (
@@ -90,6 +90,7 @@ __all__ = [
     "StreamState",
     "UserRecord",
     "Wake",
+    "Waker",
     "answer_limit",
     "arn_ref",
     "at_index",

@@ -4,38 +4,97 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable
-from typing import Protocol
+from typing import Any
 
 import sniffio
 
-from .._core import Record
+from .._core import Record, Waker
 from .._results import R_ERROR_CODE, R_OK, RecordResult
 
 __all__ = ["Outcome"]
 
 
-class _Event(Protocol):
-    def set(self) -> None: ...
+class _Parked:
+    """One trio task waiting for a record: woken by the record's resolution
+    (:meth:`set`), or gone if cancelled first (:meth:`abort`).
 
-    def wait(self) -> Awaitable[object]: ...
-
-
-def _loop_event() -> _Event:
-    """The running event loop's own event (``trio.Event`` or ``asyncio.Event``).
-
-    ``anyio.Event`` wraps exactly these; the wrapper is one more object per waiting record,
-    alive while it waits, for the garbage collector to walk, and a backend lookup more per
-    wait (measured in benchmarks/results/gc.md). Both are cancel-safe the same way: a
-    cancelled waiter leaves the event and the other waiters as they were. Trio is running
-    here, so imported: it is looked up rather than imported with this module, so that an
-    asyncio application does not load it (about 5,000 objects more for every full collection
-    once the rest of the package is imported).
+    A ``trio.Event`` per waiting record was the event, its set of tasks, its ``wait``
+    coroutine and an abort closure with two cells: each of them one more object for the
+    garbage collector to walk and promote while the record is in flight, and with a task
+    per record (a web handler's shape) the collector's passes follow the objects made per
+    record. This is one object; ``abort`` is its bound method.
     """
-    if sniffio.current_async_library() == "trio":
-        event: _Event = sys.modules["trio"].Event()
-        return event
-    return asyncio.Event()
+
+    __slots__ = ("record", "task")
+
+    def __init__(self, record: Record, task: Any) -> None:
+        self.record = record
+        self.task = task
+
+    def set(self) -> None:
+        task = self.task
+        if task is not None:
+            self.task = None
+            _trio_reschedule(task)
+
+    def abort(self, _raise_cancel: object) -> Any:
+        """Cancelled while parked: leave the record as it was before this waiter."""
+        self.task = None
+        record = self.record
+        if record.waker is self:
+            record.waker = None
+        return _trio_abort_succeeded
+
+
+class _Future(asyncio.Future[None]):
+    """One asyncio waiter: its own future (cancelling a waiter cancels only its own),
+    resolved by the record's resolution. An ``asyncio.Event`` was the event, its deque,
+    this future and its ``wait`` coroutine."""
+
+    __slots__ = ()
+
+    def set(self) -> None:
+        if not self.done():
+            self.set_result(None)
+
+
+class _Fan(list[Waker]):
+    """Several waiters on one record (rare): each is woken."""
+
+    __slots__ = ()
+
+    def set(self) -> None:
+        for waker in self:
+            waker.set()
+
+
+def _leave(record: Record, waker: Waker) -> None:
+    """Leave ``waker`` on ``record``, beside any waiter already there."""
+    present = record.waker
+    if present is None:
+        record.wake_with(waker)
+    elif isinstance(present, _Fan):
+        present.append(waker)
+    else:
+        record.wake_with(_Fan((present, waker)))
+
+
+_trio_reschedule: Any = None
+_trio_abort_succeeded: Any = None
+_trio_wait: Any = None
+_trio_current_task: Any = None
+
+
+def _trio_parts() -> None:
+    """Trio is running here, so imported: its parts are looked up rather than imported
+    with this module, so that an asyncio application does not load it (about 5,000
+    objects more for every full collection once the rest of the package is imported)."""
+    global _trio_reschedule, _trio_abort_succeeded, _trio_wait, _trio_current_task
+    lowlevel = sys.modules["trio"].lowlevel
+    _trio_reschedule = lowlevel.reschedule
+    _trio_abort_succeeded = lowlevel.Abort.SUCCEEDED
+    _trio_wait = lowlevel.wait_task_rescheduled
+    _trio_current_task = lowlevel.current_task
 
 
 class Outcome(Record):
@@ -71,11 +130,21 @@ class Outcome(Record):
         """
         res = self.resolution
         if res is None:
-            event = self.waker
-            if event is None:
-                event = _loop_event()
-                self.wake_with(event)
-            await event.wait()  # type: ignore[attr-defined]
+            if sniffio.current_async_library() == "trio":
+                if _trio_wait is None:
+                    _trio_parts()
+                parked = _Parked(self, _trio_current_task())
+                _leave(self, parked)
+                await _trio_wait(parked.abort)
+            else:
+                future = _Future()
+                _leave(self, future)
+                try:
+                    await future
+                except BaseException:
+                    if self.waker is future:
+                        self.waker = None
+                    raise
             res = self.resolution
             assert res is not None
         return self.result_for(res)
