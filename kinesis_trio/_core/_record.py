@@ -167,6 +167,12 @@ class Record:
         """A waiter waits: ``waker`` is set when the record is resolved."""
         self.waker = waker
 
+    def unwake(self, waker: Waker) -> None:
+        """A waiter left (cancelled) before the resolution: forget ``waker`` if it is the
+        one the record holds (one of several stays, and is set to no effect)."""
+        if self.waker is waker:
+            self.waker = None
+
     def resolve(self, resolution: Resolution, sub: int = 0) -> bool:
         """Resolve once (and wake the waiter); returns False, changing nothing, if it was
         resolved already."""

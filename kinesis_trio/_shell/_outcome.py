@@ -40,9 +40,7 @@ class _Parked:
     def abort(self, _raise_cancel: object) -> Any:
         """Cancelled while parked: leave the record as it was before this waiter."""
         self.task = None
-        record = self.record
-        if record.waker is self:
-            record.waker = None
+        self.record.unwake(self)
         return _trio_abort_succeeded
 
 
@@ -142,8 +140,7 @@ class Outcome(Record):
                 try:
                     await future
                 except BaseException:
-                    if self.waker is future:
-                        self.waker = None
+                    self.unwake(future)
                     raise
             res = self.resolution
             assert res is not None
