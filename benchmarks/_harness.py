@@ -52,13 +52,23 @@ class Job:
     awaiter: str = "drain"
     #: the arrival loop's tick in seconds (steady cpu: one record's interval at low rates)
     tick: float = TICK
+    #: also return every record's latency (``latencies_s``, in seconds), for quantiles
+    #: taken the same way as another runner's (``benchmarks kpl``)
+    keep_latencies: bool = False
+
+
+class _Ok:
+    ok = True
+    error_code = None
 
 
 class _Resolved:
-    """The null producer's outcome: already resolved."""
+    """The null producer's outcome: already resolved, put."""
 
-    async def wait(self) -> None:
-        return None
+    _result = _Ok()
+
+    async def wait(self) -> _Ok:
+        return self._result
 
     def done(self) -> bool:
         return True
@@ -86,6 +96,8 @@ async def _drive(job: Job, producer: Any) -> dict[str, Any]:
     keys = [f"key-{i}" for i in range(KEYS)]
     send, recv = anyio.create_memory_object_stream[tuple[float, Any]](math.inf)
     latencies: list[float] = []
+    # outcomes that resolved not put, by error code (their latency counts all the same)
+    codes: dict[str, int] = {}
     now = anyio.current_time
 
     async def awaiter() -> None:
@@ -105,12 +117,16 @@ async def _drive(job: Job, producer: Any) -> dict[str, Any]:
                     scheduled, outcome = await _next(recv)
                 if outcome is None:
                     return
-                await outcome.wait()
+                result = await outcome.wait()
+                if not result.ok:
+                    _failed(codes, result)
                 latencies.append(now() - scheduled)
 
     async def handler(tg: Any, index: int, scheduled: float) -> None:
         outcome = await producer.put(payload, keys[index % KEYS])
-        await outcome.wait()
+        result = await outcome.wait()
+        if not result.ok:
+            _failed(codes, result)
         latencies.append(now() - scheduled)
 
     pauses = _GcPauses.start(job)
@@ -142,7 +158,16 @@ async def _drive(job: Job, producer: Any) -> dict[str, Any]:
                 i = job.count
             else:
                 await anyio.sleep(job.duration)
-    return _summary(i, time.process_time() - cpu0, now() - t0, latencies, pauses)
+    result = _summary(i, time.process_time() - cpu0, now() - t0, latencies, pauses, job)
+    result["failed"] = sum(codes.values())
+    result["error_codes"] = codes
+    return result
+
+
+def _failed(codes: dict[str, int], result: Any) -> None:
+    """Count a record that resolved not put, by its error code."""
+    code = str(result.error_code or "?")
+    codes[code] = codes.get(code, 0) + 1
 
 
 async def _drive_polled(job: Job, producer: Any) -> dict[str, Any]:
@@ -185,11 +210,16 @@ async def _drive_polled(job: Job, producer: Any) -> dict[str, Any]:
         scheduled, outcome = pending.popleft()
         await outcome.wait()
         latencies.append(now() - scheduled)
-    return _summary(i, time.process_time() - cpu0, now() - t0, latencies, pauses)
+    return _summary(i, time.process_time() - cpu0, now() - t0, latencies, pauses, job)
 
 
 def _summary(
-    records: int, cpu: float, wall: float, latencies: list[float], pauses: _GcPauses
+    records: int,
+    cpu: float,
+    wall: float,
+    latencies: list[float],
+    pauses: _GcPauses,
+    job: Job,
 ) -> dict[str, Any]:
     """A run's figures: its CPU and wall time, latency quantiles, the collector's time."""
     gc.callbacks.remove(pauses)
@@ -198,7 +228,7 @@ def _summary(
     def q(p: float) -> float:
         return latencies[min(len(latencies) - 1, int(p * len(latencies)))] if latencies else 0.0
 
-    return {
+    out: dict[str, Any] = {
         "records": records,
         "cpu_s": cpu,
         "wall_s": wall,
@@ -208,6 +238,9 @@ def _summary(
         "gc_full": pauses.full,
         "gc_full_max_s": pauses.full_max,
     }
+    if job.keep_latencies:
+        out["latencies_s"] = [round(x, 6) for x in latencies]
+    return out
 
 
 class _GcPauses:
@@ -243,13 +276,16 @@ class _GcPauses:
 async def _child(job: Job) -> dict[str, Any]:
     if job.mode == "null":
         return await _drive(job, _NullProducer())
-    from kinesis_trio import Producer, StaticCredentials
+    from benchmarks._emulator import verify_for
+    from kinesis_trio import Producer, ProducerConfig, StaticCredentials
 
     async with Producer(
         job.stream,
         region_name="us-east-1",
         endpoint_url=job.endpoint,
         credentials=StaticCredentials(*CREDENTIALS),
+        # the emulators' own self-signed certificate (an https endpoint) is not checked
+        config=ProducerConfig(verify=verify_for(job.endpoint)),
     ) as producer:
         client = producer.client
         calls = {"PutRecords": 0}

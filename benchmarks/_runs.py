@@ -197,12 +197,13 @@ class Session:
 
 
 @contextlib.contextmanager
-def emulator_session() -> Iterator[Session]:
-    """Describe the machine (logged), then run one kinesalite for the block; time it."""
+def emulator_session(*, tls: bool = False) -> Iterator[Session]:
+    """Describe the machine (logged), then run one kinesalite for the block (over HTTPS
+    with ``tls``); time it."""
     info = machine_info()
     log(f"machine: {machine_line(info)}")
     started = time.perf_counter()
-    session = Session(info, start_emulator(shard_limit=1000))
+    session = Session(info, start_emulator(shard_limit=1000, tls=tls))
     try:
         yield session
     finally:

@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 import boto3
+import urllib3
 from aws_kinesis_agg.aggregator import RecordAggregator
 
 from benchmarks._emulator import ACCESS_KEY, REGION, SECRET_KEY
@@ -82,6 +83,9 @@ class Shipper:
 
 
 def _client(endpoint: str) -> Any:
+    # an https endpoint is an emulator's, its self-signed certificate not checked: without
+    # this, urllib3 warns on every call
+    urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
     return boto3.client(
         "kinesis",
         endpoint_url=endpoint,

@@ -37,7 +37,7 @@ import time
 
 import anyio
 
-from benchmarks._emulator import ACCESS_KEY, REGION, SECRET_KEY
+from benchmarks._emulator import ACCESS_KEY, REGION, SECRET_KEY, verify_for
 from benchmarks._runner import (
     Measurement,
     Paced,
@@ -63,6 +63,8 @@ def _config(args: argparse.Namespace) -> ProducerConfig:
         "aggregation_enabled": args.aggregation == "on",
         "max_connections": args.max_connections,
         "adaptive_concurrency": not args.fixed_connections,
+        # an https endpoint is an emulator's with its own self-signed certificate
+        "verify": verify_for(args.endpoint),
     }
     if args.ordering != "none":
         changes["ordering"] = args.ordering

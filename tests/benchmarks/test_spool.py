@@ -98,6 +98,7 @@ def test_ratios_are_taken_against_no_spool_in_the_same_round() -> None:
 
 def _runner_args(**more: object) -> argparse.Namespace:
     base: dict[str, object] = {
+        "endpoint": "http://127.0.0.1:4567",
         "linger": 0.05,
         "aggregation": "on",
         "max_connections": 24,
