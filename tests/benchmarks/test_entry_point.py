@@ -42,7 +42,7 @@ def test_the_entry_point_lists_every_headline_command_and_tool() -> None:
     ).stdout
     for name in [*entry.COMMANDS, *entry.TOOLS]:
         assert f"\n  {name} " in out
-    assert len(entry.COMMANDS) <= 13
+    assert len(entry.COMMANDS) <= 14
 
 
 def test_an_unknown_command_or_part_is_refused_by_name() -> None:
