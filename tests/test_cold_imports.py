@@ -49,3 +49,51 @@ def test_an_explicit_endpoint_without_sinks_imports_neither_rules_nor_sinks() ->
 @pytest.mark.parametrize("sink", [False, True])
 def test_the_rules_and_the_sinks_are_imported_when_needed(sink: bool) -> None:
     assert _imported("", sink) == sorted(RULES + (SINKS if sink else []))
+
+
+#: what a Lambda function's first invocation (a sync handler, no spool, no typed records)
+#: does not use: the typed records and the spool slots
+LAMBDA = ["kinesis_trio.aws_lambda._records", "kinesis_trio.aws_lambda._slots"]
+
+_INVOCATION = """
+import sys
+from kinesis_trio.aws_lambda import LambdaProducer
+from kinesis_trio.testing import FakeKinesis
+from tests.aws_lambda.support import Context
+from tests.support.helpers import CREDS
+fake = FakeKinesis()
+fake.create_stream("s", 2)
+kinesis = LambdaProducer(
+    "s", region_name="us-east-1", endpoint_url="http://fake.local", credentials=CREDS,
+    transport=fake.transport(),
+)
+
+@kinesis.handler
+def handler(event, context, records):
+    records.put(b"x", partition_key="k")
+    return "ok"
+
+assert handler({}, Context()) == "ok"
+kinesis.close()
+print(" ".join(m for m in sys.modules if m in sys.argv[2:]))
+if sys.argv[1] == "typed":
+    from kinesis_trio.aws_lambda import KinesisRecord, typed
+    print(" ".join(m for m in sys.modules if m in sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_a_lambda_functions_first_invocation_imports_neither_typed_records_nor_slots(
+    typed: bool,
+) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _INVOCATION, "typed" if typed else "", *LAMBDA],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
+    lines = out.stdout.splitlines()
+    assert lines[0] == ""
+    if typed:  # named: imported then
+        assert lines[1] == LAMBDA[0]

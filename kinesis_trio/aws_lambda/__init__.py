@@ -24,6 +24,8 @@ Powertools' decorators::
         records.process(lambda m: records.put(m.body.encode(), partition_key=m.item), typed=True)
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ._batch import batch_response as batch_response
 from ._batch import items as items
 from ._handler import LambdaProducer as LambdaProducer
@@ -33,11 +35,17 @@ from ._invocation import ItemSkippedError as ItemSkippedError
 from ._invocation import RecordsFailedError as RecordsFailedError
 from ._invocation import RecordsNotConfirmedError as RecordsNotConfirmedError
 from ._invocation import current_records as current_records
-from ._records import DynamoDBRecord as DynamoDBRecord
-from ._records import KinesisRecord as KinesisRecord
-from ._records import Record as Record
-from ._records import SqsMessage as SqsMessage
-from ._records import typed as typed
+
+if TYPE_CHECKING:
+    from ._records import DynamoDBRecord as DynamoDBRecord
+    from ._records import KinesisRecord as KinesisRecord
+    from ._records import Record as Record
+    from ._records import SqsMessage as SqsMessage
+    from ._records import typed as typed
+
+#: the typed records (``_records``) are imported when first named: a function that does
+#: not use them does not compile them at its cold start
+_TYPED = ("DynamoDBRecord", "KinesisRecord", "Record", "SqsMessage", "typed")
 
 __all__ = [
     "DynamoDBRecord",
@@ -55,3 +63,17 @@ __all__ = [
     "items",
     "typed",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _TYPED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}._records"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -45,7 +45,7 @@ from .._config import ProducerConfig
 from .._logging import get_logger
 from .._shell._producer import Producer
 from .._shell._sync_producer import SyncProducer
-from . import _batch, _slots
+from . import _batch
 from ._invocation import (
     _CURRENT,
     Context,
@@ -194,6 +194,8 @@ class LambdaProducer:
 
         if self._root is None:
             return open_in(None), None
+        from . import _slots  # the spool slots' module: loaded only with ``spool_dir``
+
         return _slots.claim(self._root, open_in)
 
     def close(self) -> None:
@@ -346,6 +348,8 @@ class LambdaProducer:
             await self._drain_each(root, own)
 
     async def _drain_each(self, root: Path, own: Path) -> None:
+        from . import _slots
+
         for spool in _slots.siblings(root, own):
             config = dataclasses.replace(self._config, spool_dir=spool)
             args = {k: v for k, v in self._args.items() if k not in _SYNC_ONLY}

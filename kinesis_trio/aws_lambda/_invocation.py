@@ -16,11 +16,11 @@ from .._errors import KinesisTrioError
 from .._logging import get_logger
 from .._results import RecordResult
 from .._shell._outcome import Outcome
-from . import _batch, _records
-from ._records import Record
+from . import _batch
 
 if TYPE_CHECKING:
     from .._shell._sync_producer import SyncProducer
+    from ._records import Record
 
 _log = get_logger("kinesis_trio.aws_lambda")
 
@@ -159,6 +159,8 @@ class Invocation:
         dict), in order; made once per invocation, each field parsed at its first read."""
         found = self._typed
         if found is None:
+            from . import _records  # the typed records' module: loaded at their first use
+
             source = _batch.source_of(self.event)
             found = self._typed = [_records.typed(r, source) for _, r in self.items()]
         return list(found)
