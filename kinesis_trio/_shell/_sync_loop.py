@@ -48,6 +48,7 @@ class Loop:
         "_durables",
         "_error",
         "_failure_caller",
+        "_flushes",
         "_handed_event",
         "_handing",
         "_kept",
@@ -93,6 +94,8 @@ class Loop:
         #: the records still queued at the close, handed to the spool (``_keep_queued``),
         #: and how many of them, from the first, it took
         self._kept: tuple[list[Item], int] = ([], 0)
+        #: the flushes the pump began, ended by one task (not a task each)
+        self._flushes = _Flushes()
 
     def stop(self) -> None:
         """From a caller's thread (the close): end the main task."""
@@ -126,6 +129,7 @@ class Loop:
                     pumped = anyio.Event()
                     tg.start_soon(self._resolver)
                     tg.start_soon(self._pump, producer, pumped)
+                    tg.start_soon(self._flushes.run, producer)
                     if self._config.spool_dir is not None:
                         tg.start_soon(self._durability, producer)
                     if self._on_failure is not None:
@@ -243,11 +247,9 @@ class Loop:
                 continue
             item = queue.popleft()
             if item is FLUSH:
-                tg = self._tg
-                assert tg is not None
                 # begun in this step (what is buffered is sealed and on its way now), its
-                # wait for the outcomes left to a task
-                tg.start_soon(_flush_rest, producer, _flush_begin(producer))
+                # wait for the outcomes left to the flusher (no task started per flush)
+                self._flushes.begin(producer)
                 continue
             data = item.data
             if data is None:  # wait_durable's mark: the records before it are in
@@ -538,3 +540,42 @@ class _CallbackThread:
                 self._call_soon(self._finished)
             except RuntimeError:  # the loop is gone (abandoned): nobody waits any more
                 return
+
+
+class _Flushes:
+    """The flushes the pump began (their targets, oldest first), each ended by one task
+    once every outcome it waits for is resolved: no task is started per flush. A later
+    flush's target is no earlier, so none ends later than it would in a task of its own."""
+
+    __slots__ = ("_event", "_targets")
+
+    def __init__(self) -> None:
+        self._targets: collections.deque[int] = collections.deque()
+        self._event: anyio.Event | None = None
+
+    def begin(self, producer: Producer) -> None:
+        """On the loop, in the pump's step: begin a flush (what is buffered is sealed and
+        on its way now); :meth:`run` ends it."""
+        self._targets.append(_flush_begin(producer))
+        event = self._event
+        if event is not None:
+            self._event = None
+            event.set()
+
+    async def run(self, producer: Producer) -> None:
+        """The task that ends the flushes begun. Cancelled (the close), it ends those left."""
+        targets = self._targets
+        try:
+            while True:
+                if not targets:
+                    event = self._event = anyio.Event()
+                    await event.wait()
+                    continue
+                target = targets.popleft()  # ``_flush_rest`` ends it, whatever happens
+                await _flush_rest(producer, target)
+        finally:
+            engine = producer._engine
+            while targets:
+                targets.popleft()
+                if engine is not None:
+                    engine.flush_ended()
