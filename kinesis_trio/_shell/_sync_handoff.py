@@ -105,6 +105,7 @@ class Line:
         "abort_reason",
         "call_soon",
         "cond",
+        "deferred",
         "epoch",
         "epoch_counts",
         "forked_message",
@@ -138,6 +139,9 @@ class Line:
         self.abort_reason = "close(abort=True)"
         #: the event loop's thread and how to run a call on it (set once it runs)
         self.call_soon: Callable[[Callable[[], object]], object] | None = None
+        #: a call for the loop that waits for the next record: the pump makes it before
+        #: it takes that record into the producer (``defer``)
+        self.deferred: Callable[[], object] | None = None
         self.loop_thread = 0
         self.forked_message = ""
 
@@ -261,6 +265,24 @@ class Line:
                 i += 1
             if self.pump_idle:
                 self._wake_pump()
+
+    def defer(self, fn: Callable[[], object]) -> None:
+        """Have the loop call ``fn`` before it takes the next record queued (not at once:
+        it rides on the wake-up that record brings, no hand-off of its own)."""
+        with self.cond:
+            self.deferred = fn
+
+    def take_deferred(self) -> Callable[[], object] | None:
+        """On the loop: the deferred call, now to be made (``None``: there is none)."""
+        with self.cond:
+            fn, self.deferred = self.deferred, None
+        return fn
+
+    def cancel_deferred(self) -> bool:
+        """Withdraw the deferred call; True if it was still to be made."""
+        with self.cond:
+            fn, self.deferred = self.deferred, None
+        return fn is not None
 
     def not_on_loop(self, call: str) -> None:
         """Refuse a wait for the spool on the loop's own thread (it would never end)."""

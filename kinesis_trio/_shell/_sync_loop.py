@@ -246,6 +246,10 @@ class Loop:
                     await event.wait()
                 continue
             item = queue.popleft()
+            if line.deferred is not None:  # (the Lambda helper's resume) before the record
+                deferred = line.take_deferred()
+                if deferred is not None:
+                    deferred()
             if item is FLUSH:
                 # begun in this step (what is buffered is sealed and on its way now), its
                 # wait for the outcomes left to the flusher (no task started per flush)

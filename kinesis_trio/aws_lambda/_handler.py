@@ -168,6 +168,8 @@ class LambdaProducer:
         #: this process's spool (under ``spool_dir``), once open
         self.spool: Path | None = None
         self._drained = False
+        #: a pause began (or begins before the loop takes a record) and has not ended
+        self._paused = False
         #: the drain of the spools no process runs on (see ``_drain``), once begun
         self._draining: anyio.CancelScope | None = None
 
@@ -239,7 +241,7 @@ class LambdaProducer:
 
         def handle(event: Any, context: Context) -> Any:
             sync = self.producer
-            self._resume(sync)
+            self._resume(sync, is_async)
             invocation = Invocation(self, event, context)
             token = _CURRENT.set(invocation)
             try:
@@ -308,12 +310,27 @@ class LambdaProducer:
         order = [i for i, _ in invocation.items()] if report.failed_items else []
         return _batch.batch_response(report.failed_items, order)
 
-    def _resume(self, sync: SyncProducer) -> None:
+    def _resume(self, sync: SyncProducer, is_async: bool) -> None:
         """The invocation starts: the pause ``record_ttl`` did not count ends. Not waited
-        for: the loop runs it before the invocation's records, handed over after it."""
-        call_soon = sync._line.call_soon
-        if call_soon is not None:
-            call_soon(partial(_end_pause, sync._producer))
+        for: the loop runs it before the invocation's records, handed over after it. With
+        no record in the producer (a sync handler's records all settled, no spool) no
+        record's time runs before the next one arrives: the pause ends as the loop takes
+        that record (``Line.defer``), with no hand-off of its own; with none put it goes
+        on (:meth:`_pause` withdraws the call)."""
+        line = sync._line
+        call_soon = line.call_soon
+        if call_soon is None:
+            return
+        if line.cancel_deferred():  # the pause deferred as the last invocation returned
+            self._paused = False  # never began (no record arrived)
+        if not self._paused:
+            return
+        self._paused = False
+        resume = partial(_end_pause, sync._producer)
+        if is_async or self.spool is not None or line.outstanding_records:
+            call_soon(resume)  # records may be in the producer: their time counts from now
+        else:
+            line.defer(resume)
 
     def _pause(self, sync: SyncProducer, begun: bool = False) -> None:
         """The handler returns: the environment may be frozen from now on (``begun``: the
@@ -321,10 +338,16 @@ class LambdaProducer:
         may be in flight (its expiry depends on when the pause began); not otherwise."""
         producer = sync._producer
         call_soon = sync._line.call_soon
+        self._paused = call_soon is not None
         if begun or call_soon is None:
             pass
+        elif sync._line.cancel_deferred():
+            pass  # the loop never resumed (no record reached it): the pause goes on
         elif self.spool is None and not sync._line.outstanding_records:
-            call_soon(partial(_begin_pause, producer))
+            # no record in the producer for the pause to keep from expiring: it begins
+            # once one arrives (before the loop takes it), with no hand-off of its own;
+            # the next invocation withdraws it if none did
+            sync._line.defer(partial(_begin_pause, producer))
         else:
             self._on_loop(sync, partial(_begin_pause, producer))
         if not self._drained and self._root is not None and self.spool is not None:

@@ -96,10 +96,50 @@ def test_a_freeze_longer_than_record_ttl_expires_nothing(jumps: Jumps) -> None:
     assert user_data(fake).count(b"frozen") == 1 or result.possible_duplicate
 
 
-@pytest.mark.parametrize("warm", [0, 2], ids=["first", "after-2-without-records"])
-def test_the_same_wait_inside_an_invocation_expires_the_record(jumps: Jumps, warm: int) -> None:
-    # ``warm``: invocations that put nothing come first, so a pause is open when this one
-    # starts: it must end before the record is accepted, or the wait would not count
+def test_a_record_put_between_invocations_waits_through_a_freeze_unexpired(
+    jumps: Jumps,
+) -> None:
+    # nothing is outstanding as the first invocation returns: its pause begins only once a
+    # record arrives, before the loop takes it (no hand-off at the return), so this one,
+    # put from another thread after the return, waits through the freeze in the pause
+    gate = Gate()
+    gate.opened.set()
+    fake = FakeKinesis(gate)
+    fake.create_stream("s", shard_count=1)
+    kinesis = lambda_producer(
+        fake, jumps.backend, jumps.options(), unconfirmed="return", margin=0.0, record_ttl=30.0
+    )
+
+    @kinesis.handler
+    def handler(event: Any, context: Any, records: Invocation) -> str:
+        records.put(b"confirmed", partition_key="k")
+        return "done"
+
+    try:
+        assert handler({}, Context()) == "done"
+        gate.opened.clear()
+        future = kinesis.producer.put(b"between", partition_key="k")
+        wait_until(lambda: gate.held == 1, timeout=30, what="a request held at the gate")
+        jumps.jump(600.0)
+        wait_until(
+            lambda: fake.calls.count("PutRecords") >= 3, timeout=30, what="a retried PutRecords"
+        )
+        assert not future.done()  # retried, not expired
+        gate.opened.set()
+        assert handler({}, Context()) == "done"
+        result = future.result(timeout=30)
+    finally:
+        gate.opened.set()
+        kinesis.close()
+    assert result.ok, result
+
+
+@pytest.mark.parametrize("warm", ["first", "after-2-without-records", "after-2-confirmed"])
+def test_the_same_wait_inside_an_invocation_expires_the_record(jumps: Jumps, warm: str) -> None:
+    # ``warm``: invocations that put nothing (a pause is open when this one starts: it
+    # must end before the record is accepted, or the wait would not count), or whose
+    # records were all confirmed (the pause they left waits for a record: it must not
+    # begin with this one's) come first
     gate = Gate()
     fake = FakeKinesis(gate)
     fake.create_stream("s", shard_count=1)
@@ -109,6 +149,9 @@ def test_the_same_wait_inside_an_invocation_expires_the_record(jumps: Jumps, war
     def handler(event: Any, context: Any, records: Invocation) -> str:
         if event.get("idle"):
             return "idle"
+        if event.get("quick"):
+            records.put(b"quick", partition_key="k")
+            return "quick"
         future = records.put(b"slow", partition_key="k")
         records.send()  # hand it over now: the handler waits for it below
         wait_until(lambda: gate.held == 1, timeout=30, what="a request held at the gate")
@@ -117,8 +160,12 @@ def test_the_same_wait_inside_an_invocation_expires_the_record(jumps: Jumps, war
         return "done"
 
     try:
-        for _ in range(warm):
-            assert handler({"idle": True}, Context()) == "idle"
+        if warm != "first":
+            gate.opened.set()
+            kind = "idle" if warm == "after-2-without-records" else "quick"
+            for _ in range(2):
+                assert handler({kind: True}, Context()) == kind
+            gate.opened.clear()
         with pytest.raises(RecordsFailedError) as caught:
             handler({}, Context())
     finally:
