@@ -250,8 +250,18 @@ class Outgoing:
         """The stream's due request, checked (:meth:`check`) and cut to what the path
         carries now: each part with its size in bytes."""
         collector = self.collectors[stream]
-        krecs = self.check(stream, collector.take(), now)
+        taken, size = collector.take_sized()
+        krecs = self.check(stream, taken, now)
         cap = self.gate.request_bytes(collector.max_size)
+        if (
+            krecs is taken
+            and not stream.keyless
+            and len(krecs) <= collector.max_count
+            and size <= cap
+        ):
+            # the common case: nothing checked out and it fits (the size the collector
+            # summed as the records came holds: no record was keyed or dropped)
+            return [(krecs, size)] if krecs else []
         return [
             (chunk, sum(k.size for k in chunk)) for chunk in chunks(krecs, collector.max_count, cap)
         ]
@@ -273,17 +283,20 @@ class Outgoing:
                 return self.order.split(krecs)
         if stream.stale:
             return unaggregate(krecs)
-        if any(k.aggregated and k.shard.retired for k in krecs):
-            # Sealed for a shard that a reshard retired since: it would straddle the new
-            # shards (and KCL consumers would drop it), so its members are placed anew.
-            keep: list[KRecord] = []
-            for krec in krecs:
-                if krec.aggregated and krec.shard.retired:
-                    self.place.reroute(stream, [krec], now)
-                else:
-                    keep.append(krec)
-            return keep
-        return krecs
+        for k in krecs:  # (a loop, not ``any`` over a generator: once per Kinesis record)
+            if k.aggregated and k.shard.retired:
+                break
+        else:
+            return krecs
+        # Sealed for a shard that a reshard retired since: it would straddle the new
+        # shards (and KCL consumers would drop it), so its members are placed anew.
+        keep: list[KRecord] = []
+        for krec in krecs:
+            if krec.aggregated and krec.shard.retired:
+                self.place.reroute(stream, [krec], now)
+            else:
+                keep.append(krec)
+        return keep
 
     @staticmethod
     def body(stream: StreamState, krecs: list[KRecord]) -> bytes:

@@ -60,6 +60,8 @@ class KRecord:
         self.send_by = send_by
         self.aggregated = aggregated
         #: the rest of its PutRecords JSON entry after the data, made when first sent
+        #: (None for a plain record with a key and no explicit hash key: its key's tail is
+        #: shared, ``_requests._ENTRY_TAILS``)
         self.tail: bytes | None = None
         #: the start of the wait its next attempt ends (arrival, or the last attempt's end)
         self.since = members[0].arrival

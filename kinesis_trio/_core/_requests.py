@@ -81,10 +81,15 @@ class RequestCollector:
 
     def take(self) -> list[KRecord]:
         """Remove and return the request in formation."""
+        return self.take_sized()[0]
+
+    def take_sized(self) -> tuple[list[KRecord], int]:
+        """Remove and return the request in formation, with its records' bytes (summed as
+        they came: no second pass over them)."""
         pending, self._pending = self._pending, []
-        self._size = 0
+        size, self._size = self._size, 0
         self._deadline = _INF
-        return pending
+        return pending, size
 
 
 def chunks(krecs: list[KRecord], max_count: int, max_size: int) -> list[list[KRecord]]:
@@ -113,10 +118,17 @@ def body(json_head: bytes, krecs: list[KRecord]) -> bytes:
     parts = [json_head]
     append = parts.append
     opening = b'{"Data":"'
+    tails = _ENTRY_TAILS
     for krec in krecs:
         tail = krec.tail
         if tail is None:
-            tail = krec.keep_tail(json_tail(krec.partition_key, krec.ehk))
+            key = krec.partition_key
+            if key is not None and krec.ehk is None:
+                # a plain record's tail is its key's (shared, not kept on the record: on a
+                # stream of many shards almost every record is plain, sent once)
+                tail = tails.get(key) or _entry_tail(key)
+            else:
+                tail = krec.keep_tail(json_tail(key, krec.ehk))
         append(opening)
         # base64 made for each attempt, not kept: only the raw bytes stay in memory
         append(b2a_base64(krec.data, newline=False))
@@ -137,6 +149,18 @@ def _key_tail(partition_key: str) -> bytes:
     if len(_KEY_TAILS) >= _KEY_TAILS_MAX:
         _KEY_TAILS.clear()
     _KEY_TAILS[partition_key] = tail
+    return tail
+
+
+#: a plain entry's whole tail, ``","PartitionKey":<the key in JSON>}``, of recent keys
+_ENTRY_TAILS: dict[str, bytes] = {}
+
+
+def _entry_tail(partition_key: str) -> bytes:
+    tail = (_KEY_TAILS.get(partition_key) or _key_tail(partition_key)) + b"}"
+    if len(_ENTRY_TAILS) >= _KEY_TAILS_MAX:
+        _ENTRY_TAILS.clear()
+    _ENTRY_TAILS[partition_key] = tail
     return tail
 
 

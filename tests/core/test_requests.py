@@ -100,3 +100,40 @@ def test_an_entrys_tail_is_its_keys_in_json_whether_remembered_or_not(
             assert len(_requests._KEY_TAILS) <= 7
     finally:
         _requests._KEY_TAILS_MAX = saved
+
+
+@given(
+    st.lists(st.tuples(st.text(min_size=1, max_size=12), st.booleans()), min_size=1, max_size=30)
+)
+def test_a_bodys_entries_are_their_keys_whether_their_tails_are_shared_or_kept(
+    entries: list[tuple[str, bool]],
+) -> None:
+    """A plain record's tail is its key's, shared (``_ENTRY_TAILS``, emptied when full) and
+    not kept on the record; one with an explicit hash key keeps its own: the same JSON the
+    first time, again, and after the memory was emptied."""
+    _requests._KEY_TAILS_MAX, saved = 5, _requests._KEY_TAILS_MAX
+    try:
+        records = [krec(2, key=key) for key, _ in entries]
+        for record, (_, with_ehk) in zip(records, entries, strict=True):
+            record.ehk = "7" if with_ehk else None
+        expected = [
+            {"Data": "eHg=", "PartitionKey": key} | ({"ExplicitHashKey": "7"} if ehk else {})
+            for key, ehk in entries
+        ]
+        for _ in range(2):
+            doc = json.loads(body(b'{"StreamName":"s","Records":[', records))
+            assert doc == {"StreamName": "s", "Records": expected}
+            assert len(_requests._ENTRY_TAILS) <= 5
+        assert [r.tail is not None for r in records] == [ehk for _, ehk in entries]
+    finally:
+        _requests._KEY_TAILS_MAX = saved
+
+
+def test_a_taken_request_comes_with_its_bytes() -> None:
+    collector = RequestCollector(2, 5 << 20)
+    collector.offer([krec(3), krec(4), krec(5)])
+    assert collector.decide(0.0, flushing=True, connection_free=True).send
+    taken, size = collector.take_sized()
+    assert (len(taken), size) == (2, 7)
+    assert collector.decide(0.0, flushing=True, connection_free=True).send
+    assert [k.size for k in collector.take()] == [5]
