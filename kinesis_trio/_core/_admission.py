@@ -272,7 +272,8 @@ class Lane:
 
     def drained(self, size: int, ok: bool, now: float) -> None:
         """Records of ``size`` bytes it owed were resolved (``ok``: confirmed written)."""
-        busy = self.busy(now)
+        # :meth:`busy`, inline: once per Kinesis record resolved
+        busy = self._busy + (now - self._since) if self.owed else self._busy
         owed = self.owed - size
         if owed <= 0:
             owed = 0
@@ -323,7 +324,10 @@ class Lane:
         if not policy.on:
             return
         # never below the first allowance; a lane that owes nothing admits one record
-        allow = rate * policy.budget()
+        # (:meth:`Admission.budget`, inline: once per Kinesis record confirmed)
+        horizon = policy.horizon
+        less, least = horizon - policy.rtt, horizon * 0.25
+        allow = rate * (least if least > less else less)
         self.allow = FIRST if allow < FIRST else allow
         if self.owed > self.allow and self.delay(now) > policy.horizon:
             policy.fell(self, now)

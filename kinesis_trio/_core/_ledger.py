@@ -91,6 +91,23 @@ class Ledger:
         the resolved ones are no longer outstanding. Returns ``(records, bytes)`` resolved
         now (members resolved before are left as they are). With dead letters, each member
         failed now goes into the outbox with its data."""
+        if len(members) == 1 and res[R_OK] and self.spool is None:
+            # a Kinesis record of one user record written (on a stream of many shards,
+            # almost every one): the loop below for one member, without its bookkeeping
+            outcome = members[0]
+            if not outcome.resolve(res, 0):
+                return 0, 0
+            size = outcome.size
+            self._unresolved.pop(outcome, None)
+            lane = outcome.lane
+            if lane is not None:
+                lane.drained(size, True, res[R_AT])
+            if outcome.epoch != self.epoch:
+                self._forget_epoch(outcome.epoch, 1)
+            self.records -= 1
+            self.bytes -= size
+            self.outbox.progressed()
+            return 1, size
         failing = None
         if not res[R_OK] and self.dead_letters:
             failing = _with_data(members)
