@@ -181,8 +181,14 @@ class Accumulator:
                 if found is None:
                     pks[partition_key] = key_index
                 sizer.took(grow)
-                if shard.open_deadline == _INF:
-                    self._open(stream, shard, now)
+                if shard.open_deadline == _INF:  # :meth:`_open`, inline (once per aggregate)
+                    linger = self.linger
+                    deadline = (math.floor(now / linger) + 1) * linger if linger > 0 else now
+                    if deadline != stream.window_end:  # the first of a new window
+                        stream.window_end, stream.window_bytes = deadline, 0
+                    shard.open_until(deadline)
+                    if (-_INF if self.flushing else deadline) < stream.wake_told:
+                        self._wake(stream, shard)
                 shard.members.append(outcome)
                 parts = shard.parts
                 if parts is not None:  # the record encoded now: the seal only joins
