@@ -106,15 +106,17 @@ class Answers:
         start: float,
         end: float,
         nbytes: int = 0,
-    ) -> None:
-        """Apply a PutRecords answer (to a request of ``nbytes``) to its records."""
+    ) -> bool:
+        """Apply a PutRecords answer (to a request of ``nbytes``) to its records. Returns
+        whether every record was written where it was sent (each one resolved: none left
+        unconfirmed)."""
         entries = response.get("Records")
         if not isinstance(entries, list) or len(entries) != len(krecs):
             error = ConnectionLostError(
                 "PutRecords answered with a malformed result", operation="PutRecords"
             )
             self.apply_error(stream, krecs, error, start, end, nbytes)
-            return
+            return False
         self._answered(krecs, start, end, nbytes)
         answer = interpret_answer(
             krecs, entries, start, end, fail_if_throttled=self.config.fail_if_throttled
@@ -148,6 +150,7 @@ class Answers:
             measure_answer(self.metrics, stream.name, krecs, entries, start, end)
         if answer.retry:
             self.retries.schedule(stream, answer.retry, end)
+        return len(answer.written) == len(krecs)
 
     def apply_error(
         self,

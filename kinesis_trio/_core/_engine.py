@@ -478,8 +478,12 @@ class Engine(Generic[R]):
     ) -> None:
         """Apply a PutRecords answer (to a request of ``nbytes``) to its records."""
         self._admission.answered(end - start, self._gate.work(nbytes))
-        self._answers.apply_answer(stream, krecs, response, start, end, nbytes)
-        self._admission_news(krecs, end)
+        if self._answers.apply_answer(stream, krecs, response, start, end, nbytes):
+            # every record written where it was sent: no lane left unconfirmed (no pass
+            # over the records to find one)
+            self._admission.unconfirmed((), end)
+        else:
+            self._admission_news(krecs, end)
         if self._measure:
             self.count_received()
             if end - self._sampled >= _SAMPLE_INTERVAL:
