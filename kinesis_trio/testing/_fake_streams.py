@@ -9,7 +9,7 @@ import math
 import sys
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -51,6 +51,10 @@ class _Stream:
     retention_hours: int = 24
     #: when its shards were last trimmed (``anyio.current_time()``): at most once a second
     trimmed_at: float = -math.inf
+    #: :meth:`routing`'s last answer, made again when its open shards change
+    _routing: tuple[list[FakeShard], list[FakeShard], list[int]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def arn(self) -> str:
@@ -67,6 +71,17 @@ class _Stream:
 
     def open_shards(self) -> list[FakeShard]:
         return [s for s in self.shards if not s.closed]
+
+    def routing(self) -> tuple[list[FakeShard], list[FakeShard], list[int]]:
+        """Its open shards, the same in hash key order, and their starting keys: sorted
+        again only when the open shards changed (a sort per request cost a stream of
+        thousands of shards more than its entries)."""
+        open_shards = self.open_shards()
+        routing = self._routing
+        if routing is None or routing[0] != open_shards:  # (compared by identity first)
+            by_start = sorted(open_shards, key=_start)
+            routing = self._routing = (open_shards, by_start, [s.start for s in by_start])
+        return routing
 
     def shard(self, shard_id: str) -> FakeShard:
         for s in self.shards:
@@ -98,6 +113,10 @@ class _Stream:
         self.next_shard += 1
         self.shards.append(shard)
         return shard
+
+
+def _start(shard: FakeShard) -> int:
+    return shard.start
 
 
 @dataclass

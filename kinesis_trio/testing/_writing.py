@@ -22,7 +22,6 @@ from ._model import (
     AMBIGUOUS_FAULTS,
     ENTRY_FAULTS,
     FakeRecord,
-    FakeShard,
     _Fail,
 )
 from ._shapes import check_input
@@ -164,11 +163,9 @@ class _Writing(_Streams, _FaultInjection):
         now = self._now()
         self._expire(stream, now)
         faults, stats, rng = self._faults, self.stats, self.rng
-        open_shards = stream.open_shards()
         # routed by bisection: a linear scan per entry cost the fake more than the producer
         # on streams of thousands of shards
-        by_start = sorted(open_shards, key=_start)
-        starts = [s.start for s in by_start]
+        open_shards, by_start, starts = stream.routing()
         results: list[dict[str, str]] = []
         failed = 0
         for entry in parsed:
@@ -319,7 +316,3 @@ def _astral(text: str) -> int:
 
 def _reset(request: httpx.Request) -> NoReturn:
     raise httpx.ReadError("connection reset by peer", request=request)
-
-
-def _start(shard: FakeShard) -> int:
-    return shard.start
