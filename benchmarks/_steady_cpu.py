@@ -181,7 +181,7 @@ _PIECES = [
     ("kinesis_trio._aws._service", "_sha256_hex", "payload SHA-256"),
     ("kinesis_trio._aws._credentials", "RequestSigner.sign", "SigV4 signature (botocore)"),
     ("h11", "Connection.next_event", "answer framed (h11 events)"),
-    ("kinesis_trio._core._engine", "Engine.apply_answer", "answer applied (all of it)"),
+    ("kinesis_trio._core._apply", "Answers.apply_answer", "answer applied (all of it)"),
     ("kinesis_trio._core._apply", "measure_answer", "  of which: metrics"),
 ]
 

@@ -10,17 +10,20 @@ through the schedule, and what the gate and the retry budget learn. What the she
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 from .._config import ProducerConfig
 from .._errors import ConnectionLostError, RequestTimeoutError
 from .._logging import get_logger
 from .._results import failed
+from ._admission import Admission
 from ._answer_metrics import measure_answer
 from ._congestion import ConcurrencyLimit, Signal
 from ._effects import Outbox, Refresh, RefreshCredentials, SendApart
 from ._endings import Endings
 from ._interpret import (
+    RequestFailure,
     interpret_answer,
     interpret_error,
     resent_in_halves,
@@ -42,6 +45,7 @@ class Answers:
     """Applies requests' answers and failures to their records."""
 
     __slots__ = (
+        "admission",
         "config",
         "endings",
         "gate",
@@ -52,6 +56,7 @@ class Answers:
         "rand",
         "refreshable",
         "retries",
+        "sample",
     )
 
     def __init__(
@@ -62,7 +67,9 @@ class Answers:
         maps: ShardMaps,
         retries: Retries,
         gate: ConcurrencyLimit,
+        admission: Admission,
         metrics: MetricWindow,
+        sample: Callable[[float], None],
         outbox: Outbox,
         rand: random.Random,
         refreshable: bool,
@@ -72,8 +79,13 @@ class Answers:
         self.maps = maps
         self.retries = retries
         self.gate = gate
+        #: admission by time: learns each answer's round trip, and of the records a request
+        #: left unconfirmed
+        self.admission = admission
         self.metrics = metrics
         self.measure = metrics.enabled
+        #: the engine's metrics after each answer, when measuring (given the answer's time)
+        self.sample = sample
         self.outbox = outbox
         self.rand = rand
         #: ExpiredToken refreshes the credentials (False: static ones, which fail at once)
@@ -98,6 +110,13 @@ class Answers:
         self.retries.answered(krecs, end)
         self._log_notices()
 
+    def _unconfirmed(self, krecs: list[KRecord], now: float) -> None:
+        """The lanes of records a request did not confirm (throttled, failed) count its
+        time as busy time that confirmed nothing; the lines of lanes that started or
+        stopped holding ``put`` are logged."""
+        lanes = [k.shard.lane for k in krecs if k.members[-1].resolution is None]
+        self.admission.unconfirmed(lanes, now)
+
     def apply_answer(
         self,
         stream: StreamState,
@@ -106,17 +125,30 @@ class Answers:
         start: float,
         end: float,
         nbytes: int = 0,
-    ) -> bool:
-        """Apply a PutRecords answer (to a request of ``nbytes``) to its records. Returns
-        whether every record was written where it was sent (each one resolved: none left
-        unconfirmed)."""
+    ) -> None:
+        """Apply a PutRecords answer (to a request of ``nbytes``) to its records."""
+        self.admission.answered(end - start, self.gate.work(nbytes))
         entries = response.get("Records")
         if not isinstance(entries, list) or len(entries) != len(krecs):
             error = ConnectionLostError(
                 "PutRecords answered with a malformed result", operation="PutRecords"
             )
             self.apply_error(stream, krecs, error, start, end, nbytes)
-            return False
+        else:
+            self._apply_entries(stream, krecs, entries, start, end, nbytes)
+        if self.measure:
+            self.sample(end)
+
+    def _apply_entries(
+        self,
+        stream: StreamState,
+        krecs: list[KRecord],
+        entries: list[Any],
+        start: float,
+        end: float,
+        nbytes: int,
+    ) -> None:
+        """The answer's entries, one per record of ``krecs``, applied to them."""
         self._answered(krecs, start, end, nbytes)
         answer = interpret_answer(
             krecs, entries, start, end, fail_if_throttled=self.config.fail_if_throttled
@@ -150,7 +182,12 @@ class Answers:
             measure_answer(self.metrics, stream.name, krecs, entries, start, end)
         if answer.retry:
             self.retries.schedule(stream, answer.retry, end)
-        return len(answer.written) == len(krecs)
+        if len(answer.written) == len(krecs):
+            # every record written where it was sent: no lane left unconfirmed (no pass over
+            # the records to find one)
+            self.admission.unconfirmed((), end)
+        else:
+            self._unconfirmed(krecs, end)
 
     def apply_error(
         self,
@@ -193,6 +230,21 @@ class Answers:
         if self.measure:
             self.metrics.request_time(stream.name, end - start)
             self.metrics.errors(stream.name, None, code, len(krecs))
+        self._carry_out(stream, krecs, verdict, end, cost)
+        self._unconfirmed(krecs, end)
+
+    def _carry_out(
+        self,
+        stream: StreamState,
+        krecs: list[KRecord],
+        verdict: RequestFailure,
+        end: float,
+        cost: float,
+    ) -> None:
+        """What the failed request's verdict says to do with its records: the named bad
+        entries fail (the rest sent again), halves go apart, they fail, or are retried."""
+        attempt = verdict.attempt
+        code = attempt.error_code or ""
         if verdict.named is not None:
             rekeyed: set[int] = set()
             for i in verdict.named:

@@ -130,6 +130,8 @@ _FIELDS = (
     "_spool",
     "_streams",
     "_ttl",
+    "apply_answer",
+    "apply_error",
     "out",
     "spooling",
     "stream",
@@ -204,17 +206,23 @@ class Engine(Generic[R]):
         #: shard maps, resharding and the KCL rule for aggregates that landed elsewhere
         self._maps = ShardMaps(parts, self._admission)
         #: what answers and failed requests do to their records
-        self._answers = Answers(
+        self._answers = answers = Answers(
             config,
             endings=self._endings,
             maps=self._maps,
             retries=self._retries,
             gate=self._gate,
+            admission=self._admission,
             metrics=metrics,
+            sample=self._answered,
             outbox=outbox,
             rand=self._rand,
             refreshable=refreshable,
         )
+        #: apply a PutRecords answer, or a request's failure (no usable answer), to its
+        #: records: ``Answers.apply_answer`` and ``apply_error``, handed out as they are
+        self.apply_answer = answers.apply_answer
+        self.apply_error = answers.apply_error
         #: the door of the shell's shard workers, collectors and senders: what leaves the
         #: shard buffers (a shard's batch, each stream's requests, the gate's slots)
         self.out = Outgoing(
@@ -467,47 +475,12 @@ class Engine(Generic[R]):
 
     # -- answers --------------------------------------------------------------------------
 
-    def apply_answer(
-        self,
-        stream: StreamState,
-        krecs: list[KRecord],
-        response: dict[str, Any],
-        start: float,
-        end: float,
-        nbytes: int = 0,
-    ) -> None:
-        """Apply a PutRecords answer (to a request of ``nbytes``) to its records."""
-        self._admission.answered(end - start, self._gate.work(nbytes))
-        if self._answers.apply_answer(stream, krecs, response, start, end, nbytes):
-            # every record written where it was sent: no lane left unconfirmed (no pass
-            # over the records to find one)
-            self._admission.unconfirmed((), end)
-        else:
-            self._admission_news(krecs, end)
-        if self._measure:
-            self.count_received()
-            if end - self._sampled >= _SAMPLE_INTERVAL:
-                self._sample_delays(end)
-
-    def apply_error(
-        self,
-        stream: StreamState,
-        krecs: list[KRecord],
-        error: BaseException,
-        start: float,
-        end: float,
-        nbytes: int = 0,
-    ) -> None:
-        """Apply a request's failure (no usable answer) to its records."""
-        self._answers.apply_error(stream, krecs, error, start, end, nbytes)
-        self._admission_news(krecs, end)
-
-    def _admission_news(self, krecs: list[KRecord], now: float) -> None:
-        """The lanes of records a request did not confirm (throttled, failed) count its
-        time as busy time that confirmed nothing; the lines of lanes that started or
-        stopped holding ``put`` are logged."""
-        lanes = [k.shard.lane for k in krecs if k.members[-1].resolution is None]
-        self._admission.unconfirmed(lanes, now)
+    def _answered(self, now: float) -> None:
+        """An answer was applied (metrics on): the records accepted since are reported, and
+        the delays sampled once a second."""
+        self.count_received()
+        if now - self._sampled >= _SAMPLE_INTERVAL:
+            self._sample_delays(now)
 
     def _sample_delays(self, now: float) -> None:
         """Sample ``OldestRecordAge`` and ``ProjectedDelay`` of every stream."""
