@@ -46,6 +46,24 @@ def test_ending_without_a_pause_and_beginning_twice() -> None:
     assert not p.paused
 
 
+def paused_by(
+    gaps: list[tuple[float, float]], ttl: float
+) -> tuple[Pauses, float, list[tuple[float, float]]]:
+    """Pauses of ``ttl`` that ran and paused by turns (``gaps``: each run, then its pause):
+    them, the time at the end, and the pauses' spans for the direct count."""
+    p = Pauses(ttl)
+    t = 0.0
+    spans = []
+    for run, pause in gaps:
+        t += run
+        p.begin(t)
+        p.end(t + pause)
+        if pause > 0:
+            spans.append((t, t + pause))
+        t += pause
+    return p, t, spans
+
+
 @given(
     gaps=st.lists(
         st.tuples(st.floats(0, 50, allow_nan=False), st.floats(0, 500, allow_nan=False)),
@@ -58,16 +76,7 @@ def test_expired_exactly_when_the_running_time_reaches_the_ttl(
     gaps: list[tuple[float, float]], since: float, ttl: float
 ) -> None:
     """Against a direct count: running seconds in [since, now] with the pauses removed."""
-    p = Pauses(ttl)
-    t = 0.0
-    spans = []
-    for run, pause in gaps:
-        t += run
-        p.begin(t)
-        p.end(t + pause)
-        if pause > 0:
-            spans.append((t, t + pause))
-        t += pause
+    p, t, spans = paused_by(gaps, ttl)
     for now in (t, t + 1.0, t + ttl, since + ttl, since + 2 * ttl + 1):
         if now < since:
             continue
@@ -93,16 +102,7 @@ def test_many_short_runs_between_pauses(
 ) -> None:
     """A warm Lambda function: many pauses kept, little running time between them (the
     answer without walking the pauses one by one), against the same direct count."""
-    p = Pauses(ttl)
-    t = 0.0
-    spans = []
-    for run, pause in gaps:
-        t += run
-        p.begin(t)
-        p.end(t + pause)
-        if pause > 0:
-            spans.append((t, t + pause))
-        t += pause
+    p, t, spans = paused_by(gaps, ttl)
     now = t + later
     if open_pause:  # paused at t + later / 2 and not ended yet: time stands still there
         p.begin(t + later / 2)
