@@ -205,6 +205,21 @@ def test_the_scan_finds_a_second_writer_and_a_cycle(tmp_path: Path) -> None:
     assert ownership.cycles(package) == [["pkg._a", "pkg._b"]]
 
 
+def test_the_scan_reads_a_package_init_relative_to_the_package_itself(tmp_path: Path) -> None:
+    """``from ._y import y`` in ``pkg/sub/__init__.py`` is ``pkg.sub._y``, not ``pkg._y``:
+    a loop through a subpackage's front door is seen; and a submodule's ``from . import``
+    of a sibling is no arrow back to its own package (imported before it anyway)."""
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "_z.py").write_text("from .sub import y\n")
+    (package / "sub" / "__init__.py").write_text("from . import _x\nfrom ._y import y\n")
+    (package / "sub" / "_x.py").write_text("from . import _w\n")
+    (package / "sub" / "_w.py").write_text("")
+    (package / "sub" / "_y.py").write_text("from .._z import z\ny = 1\n")
+    assert ownership.cycles(package) == [["pkg._z", "pkg.sub", "pkg.sub._y"]]
+
+
 #: the folders whose modules and classes are held to the sizes: the package (issue 43), and the
 #: benchmarks and the tests' shared support (issue 54)
 SIZED = [

@@ -4,28 +4,17 @@
 This is its front door: the rest of the package imports from here, never from a module
 inside (``tests/test_structure.py`` holds it to that). The shell drives the
 :class:`Engine` through its methods and carries out the effects it leaves in the
-:class:`Outbox` the shell gave it; the other names are the values that pass between them
-(streams, shards, batches, spool rows) and pure helpers of the floors above (the spool's
-rows for ``_disk``, the request clock for ``_aws``, stream names and ARNs).
+:class:`Outbox` the shell gave it (their kinds are in ``effects``); the other names are the
+values that pass between them (streams, shards, batches, spool rows) and pure helpers of
+the floors above (the spool's rows for ``_disk``, the request clock for ``_aws``, stream
+names and ARNs).
 """
 
+from . import _effects as effects
 from ._aggregation import UserRecord, deaggregate
 from ._batch import Batch, at_index, unpack
 from ._deadline import BUILT_FIRST, RequestClock, answer_limit
-from ._effects import (
-    DeadLetters,
-    Effect,
-    NoRoom,
-    Outbox,
-    Queue,
-    Refresh,
-    RefreshCredentials,
-    RetireShard,
-    RetryAt,
-    SendApart,
-    StartShard,
-    Wake,
-)
+from ._effects import NoRoom, Outbox
 from ._engine import Engine
 from ._interpret import in_flight
 from ._limiter import SHARD_BYTES_PER_SECOND, SHARD_RECORDS_PER_SECOND
@@ -63,33 +52,23 @@ __all__ = [
     "SHARD_RECORDS_PER_SECOND",
     "Batch",
     "Commit",
-    "DeadLetters",
-    "Effect",
     "Engine",
     "Inserts",
     "KRecord",
     "MetricWindow",
     "NoRoom",
     "Outbox",
-    "Queue",
     "Record",
     "RecoveryReport",
-    "Refresh",
-    "RefreshCredentials",
     "RequestClock",
-    "RetireShard",
-    "RetryAt",
     "Row",
-    "SendApart",
     "Shard",
     "ShardBuffer",
     "ShardMap",
-    "StartShard",
     "Stats",
     "StreamFacts",
     "StreamState",
     "UserRecord",
-    "Wake",
     "Waker",
     "answer_limit",
     "arn_ref",
@@ -101,6 +80,7 @@ __all__ = [
     "deaggregate",
     "default_stream_ref",
     "dry_run_body",
+    "effects",
     "hash_key_for",
     "in_flight",
     "is_arn",

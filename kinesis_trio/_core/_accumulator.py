@@ -127,18 +127,11 @@ class Accumulator:
         self.flushing -= 1
 
     def add(
-        self,
-        stream: StreamState,
-        outcome: Record,
-        partition_key: str,
-        n: int,
-        pk_len: int,
-        pk_grow: int,
-        now: float,
+        self, stream: StreamState, outcome: Record, pk_grow: int, now: float
     ) -> ShardBuffer | None:
-        """Place a newly accepted record (``n`` data bytes; ``pk_grow``: the bytes its key
-        would add to an aggregate's key table). Returns the shard whose aggregate in
-        formation holds it (``None``: it went on its own).
+        """Place a newly accepted record (``pk_grow``: the bytes its key would add to an
+        aggregate's key table). Returns the shard whose aggregate in formation holds it
+        (``None``: it went on its own).
 
         The common case (aggregating, room in the open aggregate) runs inline: the routing
         and sizing of :meth:`place` and ``AggregateSizer.grow/add`` (tests hold them equal).
@@ -146,6 +139,8 @@ class Accumulator:
         channel is full.
         """
         hash_key = outcome.hash_key
+        data = outcome.data
+        n = len(data)  # type: ignore[arg-type]
         shard_map = stream.map
         index = bisect_right(shard_map.starts, hash_key) - 1
         if (
@@ -163,8 +158,9 @@ class Accumulator:
             if lane.owed + sizer.size >= lane.allow:
                 lane.refused(now)
                 raise NoRoom
+            partition_key = outcome.partition_key
             pks = sizer.pks
-            found = pks.get(partition_key)
+            found = pks.get(partition_key)  # type: ignore[arg-type]
             if found is None:
                 key_index = len(pks)
                 grow = pk_grow
@@ -179,7 +175,7 @@ class Accumulator:
             grow += (2 if inner < 0x80 else 3 if inner < 0x4000 else 1 + _vlen(inner)) + inner
             if sizer.size + grow <= shard.agg_max and sizer.count < self.agg_max_count:
                 if found is None:
-                    pks[partition_key] = key_index
+                    pks[partition_key] = key_index  # type: ignore[index]
                 sizer.took(grow)
                 if shard.open_deadline == _INF:  # :meth:`_open`, inline (once per aggregate)
                     linger = self.linger
@@ -197,15 +193,15 @@ class Accumulator:
                             _LEN3_HEADERS[inner],
                             _PK_INDEX_PIECES[key_index],
                             _LEN3_HEADERS[n],
-                            outcome.data,  # type: ignore[arg-type]
+                            data,  # type: ignore[arg-type]
                         )
                     else:
-                        parts += (record_header(key_index, n, inner), outcome.data)  # type: ignore[arg-type]
+                        parts += (record_header(key_index, n, inner), data)  # type: ignore[arg-type]
                 stream.window_bytes += grow
                 if stream.window_bytes >= self.early_size:
                     self.send_early(stream, now)
                 return shard
-        return self.place(stream, outcome, pk_len, now, check_room=True)
+        return self.place(stream, outcome, outcome.size - n, now, check_room=True)
 
     def place(
         self, stream: StreamState, outcome: Record, pk_len: int, now: float, check_room: bool

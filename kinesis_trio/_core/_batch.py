@@ -308,7 +308,7 @@ class Batches(Generic[R]):
             ):
                 size = n + pk_len
                 outcome = make(data, pk, ehk, hash_key, size, now, name, epoch)
-                place(stream, outcome, pk, n, pk_len, pk_grow, now)
+                place(stream, outcome, pk_grow, now)
                 counted(outcome, size)
                 append(outcome)
                 if spool is not None:

@@ -369,11 +369,11 @@ class Engine(Generic[R]):
             outcome.attempted(recovered_attempt(now))
         order = self._order
         if order is None:
-            self._acc.add(stream, outcome, partition_key, n, pk_len, pk_grow, now)  # type: ignore[arg-type]
+            self._acc.add(stream, outcome, pk_grow, now)
         else:
             if stream.refusal is not None:
                 raise ValueError(stream.refusal)
-            order.accept(stream, outcome, partition_key, n, pk_len, pk_grow, now)  # type: ignore[arg-type]
+            order.accept(stream, outcome, pk_grow, now)
         ledger.accept(outcome, size)
         stream.received += 1
         if spool is not None:

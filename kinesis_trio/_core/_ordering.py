@@ -125,16 +125,7 @@ class KeyOrder:
 
     # -- accepting --------------------------------------------------------------------------
 
-    def accept(
-        self,
-        stream: StreamState,
-        outcome: Record,
-        partition_key: str,
-        n: int,
-        pk_len: int,
-        pk_grow: int,
-        now: float,
-    ) -> None:
+    def accept(self, stream: StreamState, outcome: Record, pk_grow: int, now: float) -> None:
         """Place a newly accepted record, or queue it behind its key's unconfirmed ones.
         Raises ``NoRoom`` (changing nothing) as ``Accumulator.add`` does, and
         when the shard it routes to does not admit it (admission by time)."""
@@ -145,9 +136,10 @@ class KeyOrder:
         table = self.tables.get(stream.name)
         if table is None:
             table = self.tables[stream.name] = {}
+        partition_key: str = outcome.partition_key  # type: ignore[assignment]
         key = table.get(partition_key)
         if key is None:
-            shard = self.acc.add(stream, outcome, partition_key, n, pk_len, pk_grow, now)
+            shard = self.acc.add(stream, outcome, pk_grow, now)
             key = table[partition_key] = _Key(stream, outcome)
             key.at(shard)
             return

@@ -40,24 +40,15 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from .._aws._client import KinesisClient
 from .._config import ProducerConfig
 from .._core import (
-    DeadLetters,
-    Effect,
     Engine,
     KRecord,
     Outbox,
-    Queue,
-    Refresh,
-    RefreshCredentials,
-    RetireShard,
-    RetryAt,
-    SendApart,
     Shard,
     ShardBuffer,
     ShardMap,
-    StartShard,
     StreamFacts,
     StreamState,
-    Wake,
+    effects,
     in_flight,
 )
 from .._dead_letters import FailedRecord
@@ -249,31 +240,31 @@ class Pipeline:
             return  # most calls leave nothing: no list made anew for them
         for effect in outbox.take():
             kind = type(effect)
-            if kind is Queue:
+            if kind is effects.Queue:
                 shard = effect.shard  # type: ignore[union-attr]
                 worker = self._workers.get(shard) or self._crew.start(shard)
                 worker.send.send_nowait(effect.batch)  # type: ignore[union-attr]
-            elif kind is Wake:
+            elif kind is effects.Wake:
                 _poke(self._tasks[effect.stream].timer_scope, effect.at)  # type: ignore[union-attr]
             else:
                 self._apply_rare(effect)
         if progress:
             self.progress()
 
-    def _apply_rare(self, effect: Effect) -> None:
-        if isinstance(effect, StartShard):  # its worker starts with its first batch
+    def _apply_rare(self, effect: effects.Effect) -> None:
+        if isinstance(effect, effects.StartShard):  # its worker starts with its first batch
             self._crew.homes[effect.shard] = effect.stream
-        elif isinstance(effect, RetireShard):
+        elif isinstance(effect, effects.RetireShard):
             self._crew.retire(effect.shard)
-        elif isinstance(effect, RetryAt):
+        elif isinstance(effect, effects.RetryAt):
             _poke(self._tasks[effect.stream].retry_scope, effect.due)
-        elif isinstance(effect, Refresh):
+        elif isinstance(effect, effects.Refresh):
             self.refresh(effect.stream)
-        elif isinstance(effect, RefreshCredentials):
+        elif isinstance(effect, effects.RefreshCredentials):
             self.tg.start_soon(self._refresh_credentials)
-        elif isinstance(effect, SendApart):
+        elif isinstance(effect, effects.SendApart):
             self.tg.start_soon(self._send_part, effect.stream, effect.krecs)
-        elif isinstance(effect, DeadLetters):
+        elif isinstance(effect, effects.DeadLetters):
             if self.on_failed is not None:
                 self.on_failed(effect.records, effect.at, effect.tickets)
         else:  # pragma: no cover - every effect is handled above

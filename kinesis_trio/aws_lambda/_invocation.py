@@ -235,11 +235,14 @@ class Invocation:
             _SCOPE.reset(token)
 
     def _item(self, item: str | None) -> str | None:
-        """The item a record is tied to: ``item=``, else the scope's it is put in."""
+        """The item a record is tied to: ``item=``, else the scope's it is put in. Raises
+        ``ItemSkippedError`` for an item at or after the first failed one (SQS FIFO)."""
         if item is None:
             scope = _SCOPE.get()
             if scope is not None and scope[0] is self:
-                return scope[1]
+                item = scope[1]
+        if self._skipping(item):
+            raise ItemSkippedError(f"message {item!r} is after a failed one: not sent")
         return item
 
     def _place(self, item: str) -> int | None:
@@ -282,8 +285,6 @@ class Invocation:
         when the handler returns. Call :meth:`send` before waiting on a future inside the
         handler."""
         item = self._item(item)
-        if self._skipping(item):
-            raise ItemSkippedError(f"message {item!r} is after a failed one: not sent")
         sync = self._owner.producer
         pending = sync._check(data, partition_key, explicit_hash_key, stream_name)
         self._pending.append(pending)
@@ -312,8 +313,6 @@ class Invocation:
         stream it has not written to yet, so a stream that does not exist raises here: in
         an item's scope, that is the item's failure."""
         item = self._item(item)
-        if self._skipping(item):
-            raise ItemSkippedError(f"message {item!r} is after a failed one: not sent")
         producer = self._owner.producer._producer
         outcome = await producer.put(
             data, partition_key, explicit_hash_key, stream_name=stream_name

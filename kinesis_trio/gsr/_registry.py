@@ -111,6 +111,12 @@ class _Flight(Generic[_V]):
         self.value: _V | None = None
         self.error: BaseException | None = None
 
+    def land(self, value: _V) -> None:
+        self.value, self.landed = value, True
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+
 
 class SingleFlight(Generic[_K, _V]):
     """Concurrent calls for one key make one call of ``fetch``; the others wait for it.
@@ -143,11 +149,10 @@ class SingleFlight(Generic[_K, _V]):
         try:
             value = await fetch()
         except Exception as exc:
-            flight.error = exc
+            flight.fail(exc)
             raise
         else:
-            flight.value = value
-            flight.landed = True
+            flight.land(value)
             return value
         finally:  # cancelled: neither landed nor failed, the waiters go again
             if self._flights.get(key) is flight:

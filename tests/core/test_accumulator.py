@@ -49,7 +49,7 @@ class _Outstanding:
 def add(acc: Accumulator, stream: StreamState, data: bytes, key: str, now: float = 0.0) -> None:
     o = outcome(data, key, now)
     pk_len = len(key.encode())
-    acc.add(stream, o, key, len(data), pk_len, 1 + _vlen(pk_len) + pk_len, now)
+    acc.add(stream, o, 1 + _vlen(pk_len) + pk_len, now)
 
 
 def every_batch(shell: RecordingShell, acc: Accumulator, stream: StreamState) -> list[KRecord]:

@@ -111,14 +111,15 @@ def _lineage(cls: _Class, by_name: dict[str, list[_Class]]) -> list[_Class]:
     return out
 
 
-def _imports(module: str, tree: ast.Module) -> set[str]:
+def _imports(module: str, tree: ast.Module, trees: dict[str, ast.Module]) -> set[str]:
     """The package modules ``module`` imports (TYPE_CHECKING imports included)."""
     out = {module}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
-    for base, names in _from_imports(module, tree):
-        out.add(base)
+    for base, names in _from_imports(module, tree, trees):
+        if not module.startswith(base + "."):  # its own package is imported before it anyway
+            out.add(base)
         out.update(f"{base}.{name}" for name in names)
     return out
 
@@ -137,7 +138,8 @@ def cycles(package: Path = PACKAGE) -> list[list[str]]:
     or more modules (sorted)."""
     trees = _trees(package)
     graph = {
-        m: sorted(i for i in _imports(m, t) if i in trees and i != m) for m, t in trees.items()
+        m: sorted(i for i in _imports(m, t, trees) if i in trees and i != m)
+        for m, t in trees.items()
     }
     return _loops(graph)
 
@@ -162,15 +164,19 @@ def floor_imports(package: Path = PACKAGE) -> dict[str, set[str]]:
     for m, t in trees.items():
         here = floor_of(m, package)
         found = out.setdefault(here, set())
-        for i in _imports(m, t):
+        for i in _imports(m, t, trees):
             if i in trees and floor_of(i, package) != here:
                 found.add(floor_of(i, package))
     return out
 
 
-def _from_imports(module: str, tree: ast.Module) -> list[tuple[str, list[str]]]:
-    """``(module imported from, names)`` of each ``from ... import`` in ``module``."""
-    package = module.rsplit(".", 1)[0] if "." in module else module
+def _from_imports(
+    module: str, tree: ast.Module, trees: dict[str, ast.Module]
+) -> list[tuple[str, list[str]]]:
+    """``(module imported from, names)`` of each ``from ... import`` in ``module`` (a
+    package's ``__init__`` imports relative to the package itself)."""
+    is_package = any(k.startswith(module + ".") for k in trees)
+    package = module if is_package or "." not in module else module.rsplit(".", 1)[0]
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
@@ -198,8 +204,8 @@ def door_breaches(floor: str = "_core", package: Path = PACKAGE) -> dict[str, li
     for m, t in trees.items():
         if m == door or m.startswith(door + "."):
             continue
-        found = sorted(i for i in _imports(m, t) if i in trees and i.startswith(door + "."))
-        for base, names in _from_imports(m, t):
+        found = sorted(i for i in _imports(m, t, trees) if i in trees and i.startswith(door + "."))
+        for base, names in _from_imports(m, t, trees):
             if base == door:
                 found += sorted(f"{door}.{n}" for n in names if n not in listed)
         if found:
@@ -268,7 +274,7 @@ def _writers(package: Path) -> dict[str, frozenset[str]]:
             if attr in c.fields:
                 out[f"{c.module}.{c.name}.{attr}"].add(module)
 
-    direct = {module: _imports(module, tree) for module, tree in trees.items()}
+    direct = {module: _imports(module, tree, trees) for module, tree in trees.items()}
     for module, tree in trees.items():
         seen, todo = set(), [module]
         while todo:
