@@ -24,6 +24,17 @@ environment with its development tools (httpx imports click and rich when they a
 Both run against the Python local engine (one process, started once; a fresh stream of 4
 shards per round), interleaved within a round; the figures are medians over the rounds.
 
+Two deployments, the same for both contenders. The **zip** one (every figure but one) holds
+no bytecode, as AWS's guide to .zip packages recommends ("We recommend that you don't
+include ``__pycache__`` folders in your function's deployment package", docs.aws.amazon.com
+/lambda/latest/dg/python-package.html#python-package-pycache) and uv's recipe for them
+(``uv pip install --no-compile-bytecode``); nor can a function write any (its package is
+read-only): each cold start compiles every module it imports outside the standard library.
+The children run with ``PYTHONDONTWRITEBYTECODE=1`` so that no round leaves bytecode for
+the next. The **compiled** one holds the bytecode of every module
+(``uv pip install --compile-bytecode``, as uv's guide does for a container image, "to
+improve cold-start performance"): its cold start alone is measured, a child of its own.
+
     uv run python -m benchmarks lambda            # --rounds 5 --warm 15
 """
 
@@ -105,6 +116,9 @@ raise SystemExit
 _RUN = """
 handler({"n": 1}, Context())
 cold = time.perf_counter() - t0
+if not WARM:
+    print("RESULT " + json.dumps({"cold": cold}))
+    raise SystemExit
 warm = {}
 for n in SIZES:
     times = []
@@ -118,8 +132,13 @@ print("RESULT " + json.dumps({"cold": cold, "warm": warm}))
 """
 
 
-def _deployment(folder: Path) -> str:
-    """A virtual environment as a Lambda deployment package: the package and boto3."""
+#: the deployments: each contender's cold start is measured in both
+DEPLOYMENTS = {"zip": "--no-compile-bytecode", "compiled": "--compile-bytecode"}
+
+
+def _deployment(folder: Path, bytecode: str) -> str:
+    """A virtual environment as a Lambda deployment package: the package and boto3, with
+    their bytecode or without (``bytecode``: uv's flag)."""
     import boto3
 
     root = Path(__file__).resolve().parents[1]
@@ -132,6 +151,7 @@ def _deployment(folder: Path) -> str:
             "pip",
             "install",
             "-q",
+            bytecode,
             "--python",
             python,
             str(root),
@@ -140,6 +160,17 @@ def _deployment(folder: Path) -> str:
         check=True,
     )
     return python
+
+
+def _pycache_count(python: str) -> int:
+    """How many bytecode files the environment's site-packages hold."""
+    out = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return sum(1 for _ in Path(out.stdout.strip()).rglob("*.pyc"))
 
 
 def _child(python: str, code: str, endpoint: str, stream: str, warm: int) -> dict[str, Any]:
@@ -152,6 +183,7 @@ def _child(python: str, code: str, endpoint: str, stream: str, warm: int) -> dic
         )
     env = dict(
         os.environ,
+        PYTHONDONTWRITEBYTECODE="1",  # a function's package is read-only: none is written
         AWS_ACCESS_KEY_ID="AKIDLAMBDA",
         AWS_SECRET_ACCESS_KEY="lambda-secret",
         AWS_SESSION_TOKEN="lambda-session-token",
@@ -177,9 +209,17 @@ def main() -> None:
     info = machine_info()
     started = time.perf_counter()
     runs: dict[str, list[dict[str, Any]]] = {"kinesis_trio": [], "boto3": [], "dependencies": []}
+    compiled: dict[str, list[dict[str, Any]]] = {name: [] for name in runs}
     codes = {"kinesis_trio": KINESIS_TRIO, "boto3": BOTO3, "dependencies": DEPENDENCIES}
-    with tempfile.TemporaryDirectory() as folder, LocalKinesis("python") as engine:
-        python = _deployment(Path(folder))
+    with (
+        tempfile.TemporaryDirectory() as zip_folder,
+        tempfile.TemporaryDirectory() as compiled_folder,
+        LocalKinesis("python") as engine,
+    ):
+        python = _deployment(Path(zip_folder), DEPLOYMENTS["zip"])
+        python_compiled = _deployment(Path(compiled_folder), DEPLOYMENTS["compiled"])
+        pycs = {"zip": _pycache_count(python), "compiled": _pycache_count(python_compiled)}
+        print(f"bytecode files in the deployments: {pycs}", flush=True)
         endpoint = engine.endpoint_url
         for r in range(args.rounds):
             stream = create_stream(endpoint, 4, prefix="lambda")
@@ -187,7 +227,12 @@ def main() -> None:
             for name in order:
                 runs[name].append(_child(python, codes[name], endpoint, stream, args.warm))
                 print(f"round {r + 1} {name}: {runs[name][-1]}", flush=True)
+            for name in order:
+                compiled[name].append(_child(python_compiled, codes[name], endpoint, stream, 0))
+                print(f"round {r + 1} {name} (compiled): {compiled[name][-1]}", flush=True)
             delete_stream(endpoint, stream)
+        if _pycache_count(python) != pycs["zip"]:
+            raise RuntimeError("a child wrote bytecode into the zip deployment")
     total = time.perf_counter() - started
     medians = {
         name: {
@@ -199,11 +244,15 @@ def main() -> None:
     }
     floor = median_of([x["cold"] for x in runs["dependencies"]])
     medians["dependencies"] = {"cold": floor}
+    for name, found in compiled.items():
+        medians[name]["cold_compiled"] = median_of([x["cold"] for x in found])
     ours, theirs = medians["kinesis_trio"], medians["boto3"]
+    floor_compiled = medians["dependencies"]["cold_compiled"]
     rows = [
         [
             name,
             f"{medians[name]['cold'] * 1000:.0f}",
+            f"{medians[name]['cold_compiled'] * 1000:.0f}",
             *(f"{medians[name][n] * 1000:.1f}" for n in SIZES),
         ]
         for name in ("kinesis_trio", "boto3")
@@ -212,11 +261,26 @@ def main() -> None:
         [
             "kinesis_trio / boto3",
             f"{ours['cold'] / theirs['cold']:.2f}x",
+            f"{ours['cold_compiled'] / theirs['cold_compiled']:.2f}x",
             *(f"{ours[n] / theirs[n]:.2f}x" for n in SIZES),
         ]
     )
-    rows.append(["dependencies (import only)", f"{floor * 1000:.0f}", *("" for _ in SIZES)])
-    rows.append(["dependencies / boto3", f"{floor / theirs['cold']:.2f}x", *("" for _ in SIZES)])
+    rows.append(
+        [
+            "dependencies (import only)",
+            f"{floor * 1000:.0f}",
+            f"{floor_compiled * 1000:.0f}",
+            *("" for _ in SIZES),
+        ]
+    )
+    rows.append(
+        [
+            "dependencies / boto3",
+            f"{floor / theirs['cold']:.2f}x",
+            f"{floor_compiled / theirs['cold_compiled']:.2f}x",
+            *("" for _ in SIZES),
+        ]
+    )
     md = report_header("# Lambda: cold start and warm invocations", info, total)
     md += [
         f"Medians of {args.rounds} rounds (a fresh process per contender and round, the "
@@ -225,15 +289,27 @@ def main() -> None:
         "import to the first confirmed record. Warm: one invocation putting N records of "
         "200 bytes and returning once all are confirmed. Dependencies: the import alone of "
         "what the package must load before its first request (httpx, h11, anyio, asyncio, "
-        "botocore's signer and credential providers), the floor of its cold start.",
+        "botocore's signer and credential providers), the floor of its cold start. Both "
+        "contenders deploy alike: as a .zip package without bytecode, as AWS's guide "
+        "recommends (every column but one), and compiled to bytecode (`uv pip install "
+        "--compile-bytecode`, as uv's guide does for a container image): the cold start "
+        f"alone, a child of its own. Bytecode files in the deployments: {pycs['zip']:,} "
+        f"(zip), {pycs['compiled']:,} (compiled).",
         "",
         markdown_table(
-            ["", "cold start", *(f"warm, {n:,}" for n in SIZES)],
+            ["", "cold start", "cold, compiled", *(f"warm, {n:,}" for n in SIZES)],
             rows,
-            "l" + "r" * (1 + len(SIZES)),
+            "l" + "r" * (2 + len(SIZES)),
         ),
     ]
-    data = {"rounds": args.rounds, "warm": args.warm, "runs": runs, "medians": medians}
+    data = {
+        "rounds": args.rounds,
+        "warm": args.warm,
+        "runs": runs,
+        "compiled": compiled,
+        "pycache": pycs,
+        "medians": medians,
+    }
     publish("lambda", md, data, total)
 
 
