@@ -71,10 +71,26 @@ def _varint_len(value: int) -> int:
     return (value.bit_length() + 6) // 7
 
 
+def _varints(count: int) -> list[bytes]:
+    """``[_varint(n) for n in range(count)]`` for ``count`` up to 2**14 (one or two bytes
+    each), built from 256 one-byte pieces instead of ``count`` calls: the tables below are
+    made at import, in every cold start."""
+    if count > 0x4000:
+        raise ValueError(f"two-byte varints end at {0x4000}, not {count}")
+    one = [bytes((n,)) for n in range(0x100)]
+    # n >= 0x80: its low 7 bits with the continuation bit, then the rest
+    return one[: min(count, 0x80)] + [
+        one[0x80 | (n & 0x7F)] + one[n >> 7] for n in range(0x80, count)
+    ]
+
+
+_VARINTS = _varints(4096)
+
+
 def _tagged_varints(tag: int, count: int) -> list[bytes]:
     """``[bytes([tag]) + _varint(n) for n in range(count)]``."""
     prefix = bytes((tag,))
-    return [prefix + _varint(n) for n in range(count)]
+    return [prefix + v for v in _VARINTS[:count]]
 
 
 # Precomputed "tag + varint(n)" pieces, so the hot path indexes a list instead of encoding
