@@ -266,6 +266,35 @@ class Line:
             if self.pump_idle:
                 self._wake_pump()
 
+    def add_many_and_flush(self, items: Sequence[Item], timeout: float | None) -> None:
+        """``add_many(items)`` then ``flush(timeout)``: when the records all fit now, with
+        one lock acquisition and one wake-up of the pump, which finds the records and the
+        flush behind them together (not the records, then a wake-up of its own for the
+        flush once it went idle again); otherwise the two in turn."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        size = 0
+        for item in items:
+            size += item.size
+        with self.cond:
+            if (
+                self.state == OPEN
+                and self.outstanding_records + len(items) <= self.max_records
+                and self.outstanding_bytes + size <= self.max_bytes
+            ):
+                self.outstanding_records += len(items)
+                self.outstanding_bytes += size
+                epoch = self.epoch
+                counts = self.epoch_counts
+                if items:
+                    counts[epoch] = counts.get(epoch, 0) + len(items)
+                for item in items:
+                    item.flush_epoch = epoch
+                self.queue.extend(items)
+                self._flush_locked(deadline, timeout)
+                return
+        self.add_many(items)
+        self.flush(timeout)
+
     def defer(self, fn: Callable[[], object]) -> None:
         """Have the loop call ``fn`` before it takes the next record queued (not at once:
         it rides on the wake-up that record brings, no hand-off of its own)."""
@@ -329,25 +358,30 @@ class Line:
         """Queue a flush; return when every record accepted before it is settled."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self.cond:
-            if self.state == FORKED:
-                raise ProducerForkedError(self.forked_message)
-            target = self.epoch
-            counts = self.epoch_counts
-            if not counts:
-                return
-            self.epoch += 1
-            if self.state == OPEN:
-                self.queue.append(FLUSH)
-                if self.pump_idle:
-                    self._wake_pump()
-            while counts and min(counts) <= target:
-                remaining = None
-                if deadline is not None:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        left = sum(n for e, n in counts.items() if e <= target)
-                        raise TimeoutError(f"flush: {left} records not resolved within {timeout} s")
-                self._wait(remaining)
+            self._flush_locked(deadline, timeout)
+
+    def _flush_locked(self, deadline: float | None, timeout: float | None) -> None:
+        """``flush``, holding ``cond``: queue the flush and wake the pump if idle, then
+        wait until every record accepted before it is settled."""
+        if self.state == FORKED:
+            raise ProducerForkedError(self.forked_message)
+        target = self.epoch
+        counts = self.epoch_counts
+        if not counts:
+            return
+        self.epoch += 1
+        if self.state == OPEN:
+            self.queue.append(FLUSH)
+            if self.pump_idle:
+                self._wake_pump()
+        while counts and min(counts) <= target:
+            remaining = None
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    left = sum(n for e, n in counts.items() if e <= target)
+                    raise TimeoutError(f"flush: {left} records not resolved within {timeout} s")
+            self._wait(remaining)
 
     def durable_mark(self) -> Future[None] | None:
         """Queue a mark that is done once every record accepted before it is in the spool

@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
@@ -58,6 +58,8 @@ if TYPE_CHECKING:
     from ..gsr._types import SchemaRegistry
 
 __all__ = ["SyncProducer"]
+
+_T = TypeVar("_T")
 
 
 Data = bytes | bytearray | memoryview
@@ -361,12 +363,7 @@ class SyncProducer(SyncSchemaPuts):
         if self._sync_put:
             self._line.not_on_loop("put() with spool_sync='put'")
             item.wants_durable()
-        try:
-            self._line.add(item, timeout)
-        except ProducerForkedError:
-            if not self._reopened():
-                raise
-            self._line.add(item, timeout)
+        self._on_line(lambda line: line.add(item, timeout))
         if self._sync_put:
             await_durable((item,))
         return item.future
@@ -399,14 +396,29 @@ class SyncProducer(SyncSchemaPuts):
         if self._sync_put and items:
             self._line.not_on_loop("put_many() with spool_sync='put'")
             items[-1].wants_durable()  # the pump moves them in order: the last one is enough
+        self._on_line(lambda line: line.add_many(items))
+        if self._sync_put and items:
+            await_durable(items)
+
+    def _hand_over_and_flush(self, items: list[Item], timeout: float | None) -> None:
+        """``_hand_over(items)`` then ``flush(timeout)`` (the Lambda helper's last records
+        and its wait) in one hand-over to the loop, which finds the records and the flush
+        together (but under ``spool_sync="put"``: the records wait for the spool first)."""
+        if self._sync_put or self._line.loop_thread == threading.get_ident():
+            self._hand_over(items)
+            self.flush(timeout)  # (raises on the loop's thread, as flush does)
+        else:
+            self._on_line(lambda line: line.add_many_and_flush(items, timeout))
+
+    def _on_line(self, call: Callable[[Line], _T]) -> _T:
+        """``call(line)``; in a forked child with ``after_fork="reopen"``, on the line of
+        the producer it opens (``ProducerForkedError`` otherwise)."""
         try:
-            self._line.add_many(items)
+            return call(self._line)
         except ProducerForkedError:
             if not self._reopened():
                 raise
-            self._line.add_many(items)
-        if self._sync_put and items:
-            await_durable(items)
+            return call(self._line)
 
     def _check(
         self,
@@ -452,12 +464,7 @@ class SyncProducer(SyncSchemaPuts):
         """
         if self._line.loop_thread == threading.get_ident():
             raise RuntimeError("flush() cannot be called from the producer's own thread")
-        try:
-            self._line.flush(timeout)
-        except ProducerForkedError:
-            if not self._reopened():
-                raise
-            self._line.flush(timeout)
+        self._on_line(lambda line: line.flush(timeout))
 
     # -- the spool ------------------------------------------------------------------------
 
@@ -471,12 +478,7 @@ class SyncProducer(SyncSchemaPuts):
         if self._config.spool_dir is None:
             return
         self._line.not_on_loop("wait_durable()")
-        try:
-            mark = self._line.durable_mark()
-        except ProducerForkedError:
-            if not self._reopened():
-                raise
-            mark = self._line.durable_mark()
+        mark = self._on_line(Line.durable_mark)
         if mark is None:
             spooler = self._producer._spooler
             if self._line.state == CLOSED and spooler is not None:

@@ -252,11 +252,12 @@ class LambdaProducer:
                 else:
                     try:
                         answer = fn(event, context) if two else fn(event, context, invocation)
-                    finally:
+                    except BaseException:
                         invocation.send()
-                    if invocation._futures:
+                        raise
+                    if invocation._futures:  # the last records and the wait: one hand-over
                         with contextlib.suppress(TimeoutError):
-                            sync.flush(timeout=self._budget(context))
+                            invocation._send_and_wait(self._budget(context))
                 return self._answer(invocation, answer)
             finally:
                 _CURRENT.reset(token)

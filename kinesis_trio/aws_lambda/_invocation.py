@@ -300,6 +300,13 @@ class Invocation:
         if pending:
             self._owner.producer._hand_over(pending)
 
+    def _send_and_wait(self, timeout: float) -> None:
+        """The handler returned: hand over the records left (:meth:`send`) and wait up to
+        ``timeout`` seconds until every record put is settled, in one hand-over to the
+        producer's thread (``TimeoutError`` past it)."""
+        pending, self._pending = self._pending, []
+        self._owner.producer._hand_over_and_flush(pending, timeout)
+
     async def aput(
         self,
         data: Data,

@@ -288,6 +288,60 @@ def test_flush_timeout_when_backend_hangs(backend: str) -> None:
         assert all(f.result().ok for f in futures)
 
 
+def test_records_handed_over_with_their_flush_wake_the_loop_once(backend: str) -> None:
+    # the Lambda helper's last records and its wait: the idle pump is woken once, and
+    # finds the records and the flush together; every record is settled at the return
+    fake = new_fake()
+    with sync_producer(fake, backend) as producer:
+        line = producer._line
+        wait_until(lambda: line.pump_idle, what="the pump idle")
+        call_soon = line.call_soon
+        assert call_soon is not None
+        wakes: list[object] = []
+
+        def counted(fn: Callable[[], object]) -> object:
+            wakes.append(fn)
+            return call_soon(fn)
+
+        line.call_soon = counted
+        items = [producer._check(b"w%d" % i, "k", None, None) for i in range(10)]
+        producer._hand_over_and_flush(items, 30)
+        line.call_soon = call_soon
+        assert [item.future.result(timeout=0).ok for item in items] == [True] * 10
+        assert len(wakes) == 1
+        assert producer.outstanding_records == 0
+    assert sorted(landed(fake)) == sorted(b"w%d" % i for i in range(10))
+
+
+def test_records_handed_over_with_their_flush_beyond_the_room_wait_for_it(
+    backend: str,
+) -> None:
+    # more records than the backpressure limit: accepted as room is made, then flushed
+    fake = new_fake()
+    with sync_producer(fake, backend, max_outstanding_records=3) as producer:
+        items = [producer._check(b"r%d" % i, "k", None, None) for i in range(10)]
+        producer._hand_over_and_flush(items, 30)
+        assert [item.future.result(timeout=0).ok for item in items] == [True] * 10
+        assert producer.outstanding_records == 0
+
+
+def test_records_handed_over_with_their_flush_time_out_or_are_refused(backend: str) -> None:
+    gate = Gate()
+    fake = new_fake(gate)
+    producer = sync_producer(fake, backend).open()
+    items = [producer._check(b"t%d" % i, "k", None, None) for i in range(3)]
+    with pytest.raises(TimeoutError, match="3 records not resolved"):
+        producer._hand_over_and_flush(items, 0.3)
+    assert not any(item.future.done() for item in items)  # accepted, still in flight
+    gate.opened.set()
+    producer.close()
+    assert all(item.future.result(timeout=0).ok for item in items)
+    late = [producer._check(b"late", "k", None, None)]
+    with pytest.raises(ProducerClosedError):
+        producer._hand_over_and_flush(late, 1)
+    assert not late[0].future.done()  # refused: never accepted
+
+
 def test_close_timeout_fails_what_is_unconfirmed(backend: str) -> None:
     gate = Gate()
     fake = new_fake(gate)
