@@ -9,7 +9,10 @@ import os
 import subprocess
 import sys
 
+import anyio
 import pytest
+
+from tests.support.emulators import EmulatorEndpoint, new_stream
 
 RULES = ["kinesis_trio._aws._rules", "botocore.regions", "botocore.loaders", "jmespath"]
 SINKS = ["kinesis_trio.metrics._cloudwatch", "kinesis_trio.metrics._otel"]
@@ -97,3 +100,69 @@ def test_a_lambda_functions_first_invocation_imports_neither_typed_records_nor_s
     assert lines[0] == ""
     if typed:  # named: imported then
         assert lines[1] == LAMBDA[0]
+
+
+#: what a Lambda function's first invocation against its endpoint (a sync handler, the
+#: credentials in the environment variables as Lambda sets them, no spool, no sinks) does
+#: not import: botocore's session and client machinery (the credentials are the
+#: environment's, read by botocore's ``EnvProvider`` alone), the endpoint rules, structlog
+#: (nothing logged), the trio backend, the Glue client, the spool's writer and disk
+#: formats, the GSR and protobuf; and the typed records and spool slots
+FIRST_INVOCATION = [
+    "botocore.session",
+    "botocore.client",
+    "botocore.loaders",
+    "botocore.regions",
+    "jmespath",
+    "structlog",
+    "trio",
+    "anyio._backends._trio",
+    "kinesis_trio._aws._glue",
+    "kinesis_trio._aws._rules",
+    "kinesis_trio._shell._spooler",
+    "kinesis_trio._disk",
+    "kinesis_trio.gsr",
+    "google.protobuf",
+    *LAMBDA,
+]
+
+_FIRST = """
+import sys
+from kinesis_trio.aws_lambda import LambdaProducer
+kinesis = LambdaProducer(sys.argv[2], endpoint_url=sys.argv[1])
+
+class Context:
+    def get_remaining_time_in_millis(self):
+        return 60_000
+
+@kinesis.handler
+def handler(event, context, records):
+    records.put(b"x", partition_key="k")
+    return "ok"
+
+assert handler({}, Context()) == "ok"
+assert kinesis.producer.outstanding_records == 0
+print(" ".join(m for m in sys.modules if m in sys.argv[3:]))
+kinesis.close()
+"""
+
+
+def test_a_lambda_functions_first_invocation_against_an_engine_imports_only_its_path(
+    local_engine: EmulatorEndpoint,
+) -> None:
+    stream = anyio.run(new_stream, local_engine, 1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(  # as Lambda sets them
+        AWS_ACCESS_KEY_ID="AKIDLAMBDA",
+        AWS_SECRET_ACCESS_KEY="lambda-secret",
+        AWS_SESSION_TOKEN="lambda-token",
+        AWS_REGION="us-east-1",
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", _FIRST, local_engine.endpoint_url, stream, *FIRST_INVOCATION],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert out.stdout.split() == []
