@@ -21,6 +21,9 @@ Both run in a virtual environment of their own holding what a deployment package
 this checkout's package with its runtime dependencies, and boto3 at the version of the
 project's environment (made once per run with uv, in a temporary folder), not the project's
 environment with its development tools (httpx imports click and rich when they are there).
+Each child runs in its deployment's folder, as a function runs in its package's: ``python -c``
+puts the working directory first on ``sys.path``, and from the checkout a child would import
+the checkout's ``kinesis_trio`` (its source, without bytecode), not the deployment's.
 Both run against the Python local engine (one process, started once; a fresh stream of 4
 shards per round), interleaved within a round; the figures are medians over the rounds.
 
@@ -162,6 +165,25 @@ def _deployment(folder: Path, bytecode: str) -> str:
     return python
 
 
+def _folder(python: str) -> Path:
+    """The deployment's folder (it holds ``venv``), where its children run: ``python -c``
+    puts the working directory first on ``sys.path``, and run from the checkout a child
+    would import the checkout's package, from its source, not the deployment's."""
+    return Path(python).parents[2]
+
+
+def _package_of(python: str) -> Path:
+    """Where a child of the deployment imports ``kinesis_trio`` from."""
+    out = subprocess.run(
+        [python, "-c", "import kinesis_trio; print(kinesis_trio.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=_folder(python),
+    )
+    return Path(out.stdout.strip())
+
+
 def _pycache_count(python: str) -> int:
     """How many bytecode files the environment's site-packages hold."""
     out = subprocess.run(
@@ -191,7 +213,12 @@ def _child(python: str, code: str, endpoint: str, stream: str, warm: int) -> dic
         AWS_DEFAULT_REGION="us-east-1",
     )
     out = subprocess.run(
-        [python, "-c", script], capture_output=True, text=True, env=env, timeout=600
+        [python, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        cwd=_folder(python),
     )
     line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
     if out.returncode != 0 or line is None:
@@ -219,6 +246,9 @@ def main() -> None:
         python = _deployment(Path(zip_folder), DEPLOYMENTS["zip"])
         python_compiled = _deployment(Path(compiled_folder), DEPLOYMENTS["compiled"])
         pycs = {"zip": _pycache_count(python), "compiled": _pycache_count(python_compiled)}
+        for deployed in (python, python_compiled):
+            if _folder(deployed) not in _package_of(deployed).parents:
+                raise RuntimeError(f"the children of {deployed} import another kinesis_trio")
         print(f"bytecode files in the deployments: {pycs}", flush=True)
         endpoint = engine.endpoint_url
         for r in range(args.rounds):
