@@ -10,10 +10,13 @@ that grew with the shard's throttles on top of it kept a throttled record out wh
 newer records behind it took the shard's share (in a fleet, until its TTL). A limiter at
 its floor cannot slow down more (from about 14 producers on a shard, their floors add up
 to more than the shard takes): the shard's backoff grows again, as for any failure, or the
-fleet's retries would storm the shard. When a retry is due its
-records go *first*: the next batch their shard sends starts with them, before anything the
-shard holds (``ShardBuffer.retry_first``, taken by ``Outgoing.batch``), so a record waits
-behind the records older than it, never behind those accepted after it.
+fleet's retries would storm the shard. When a retry is due its records go *first*: the
+next batch their shard sends starts with them, before anything the shard holds
+(``ShardBuffer.retry_first``, taken by ``Outgoing.batch``), so a record waits behind the
+records older than it, never behind those accepted after it. A throttled aggregate larger
+than its shard's aggregates may be now goes back in parts of that size (:func:`split`):
+an entry goes only when the shard's bucket holds its size, which a shared shard's never
+does for a large one.
 
 Retries after timeouts and server errors also pay the producer's
 :class:`~kinesis_trio._core._congestion.RetryBudget` (what they cost:
@@ -32,17 +35,51 @@ import random
 from .._backoff import backoff_delay
 from .._error_codes import THROTTLING_CODES
 from .._results import Attempt
-from ._accumulator import prune
+from ._accumulator import _aggregate, plain, prune, unpack
 from ._congestion import RetryBudget
 from ._effects import RetryAt
 from ._pipeline_data import KRecord, ShardBuffer, StreamState
 from ._placing import Parts, Placing
+from ._record import Record
 
 __all__ = ["Retries"]
 
 _INF = math.inf
 #: (due, order, records, retry budget cost, when they began to wait for the budget)
 _Entry = tuple[float, int, list[KRecord], float, float | None]
+
+
+def split(krec: KRecord, most: int) -> list[KRecord]:
+    """An aggregate throttled while larger than its shard's aggregates may be now
+    (``ShardBuffer.agg_max``, which follows the limiter: ``_limiter.paced_size``), as
+    aggregates of its members in order, each of at most ``most`` bytes of them (a member
+    alone goes as a plain record; members of ``most`` bytes or less in all stay one).
+
+    Kinesis takes an entry only when the shard's bucket holds its size: while other
+    producers draw small entries from it as it refills, it never holds a large one's, and
+    a large aggregate made before the shard was shared was throttled at every retry until
+    its records expired."""
+    live = krec.live()
+    if len(live) < 2 or sum(o.size for o in live) <= most:
+        return [krec]
+    unpack(krec)
+    with_ehks = any(o.explicit_hash_key is not None for o in live)
+    parts: list[KRecord] = []
+    chunk: list[Record] = []
+    size = 0
+    for o in [*live, None]:
+        if o is None or (chunk and size + o.size > most):
+            if len(chunk) == 1:
+                part = plain(chunk[0], krec.shard)
+            else:
+                part = _aggregate(chunk, krec.shard, krec.send_by, with_ehks)
+            part.waiting_since(krec.since)
+            parts.append(part)
+            chunk, size = [], 0
+        if o is not None:
+            chunk.append(o)
+            size += o.size
+    return parts
 
 
 class Retries(Placing):
@@ -92,7 +129,8 @@ class Retries(Placing):
         for krec, attempt in failures:
             shard = krec.shard
             # throttled: one step while its shard's limiter paces it; else the shard's backoff
-            paced = attempt.error_code in THROTTLING_CODES and not shard.limiter.at_floor()
+            throttled = attempt.error_code in THROTTLING_CODES
+            paced = throttled and not shard.limiter.at_floor()
             steps = 1 if paced else max(1, shard.failures)
             due = now + backoff_delay(steps, base=base, cap=cap, rand=self.rand)
             live = krec.live()
@@ -107,6 +145,9 @@ class Retries(Placing):
                     continue
             else:
                 retry = [krec]
+            if throttled and krec.aggregated and krec.size > shard.agg_max and not self.together:
+                # (per-key ordering: a key's records stay in one Kinesis record)
+                retry = [part for k in retry for part in split(k, shard.agg_max)]
             for k in retry:
                 k.waiting_since(now)
             by_due.setdefault(due, []).extend(retry)

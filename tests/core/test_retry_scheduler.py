@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 
 from kinesis_trio import Outcome
+from kinesis_trio._core._aggregation import deaggregate
 from kinesis_trio._core._congestion import RetryBudget
 from kinesis_trio._core._engine import Engine
 from kinesis_trio._core._pipeline_data import KRecord, StreamState
@@ -177,3 +179,90 @@ def test_at_its_limiters_floor_a_throttled_shard_backs_off_again() -> None:
         retry_due(eng, stream, 10.0 * i + 6.0)
     assert limiter.at_floor()
     assert max(waits[-10:]) > 0.5  # the shard's backoff, grown with its failures
+
+
+def throttle_all(
+    eng: Engine[Outcome], stream: StreamState, krecs: list[KRecord], at: float
+) -> None:
+    entry = {"ErrorCode": "ProvisionedThroughputExceededException", "ErrorMessage": "slow down"}
+    eng.apply_answer(stream, krecs, {"Records": [entry] * len(krecs)}, at, at + 0.01)
+
+
+def payload(i: int, size: int) -> bytes:
+    return b"%04d" % i + b"x" * (size - 4)
+
+
+def one_aggregate(
+    size: int = 1000, count: int = 40, **config: Any
+) -> tuple[Engine[Outcome], StreamState, list[Outcome], KRecord]:
+    """``count`` records of ``size`` bytes on one shard, sealed into one aggregate."""
+    eng, _shell, stream = engine(record_ttl=30.0, retry_backoff_base=0.1, **config)
+    outcomes = [eng.accept(stream, payload(i, size), f"k{i}", None, 0.0) for i in range(count)]
+    krecs = sealed(eng, stream)
+    shell_of(eng).sealed_batches.clear()
+    assert len(krecs) == 1 and krecs[0].aggregated and krecs[0].size > size * count
+    return eng, stream, outcomes, krecs[0]
+
+
+def retried(eng: Engine[Outcome], stream: StreamState, now: float) -> list[KRecord]:
+    return [k for ks in retry_due(eng, stream, now).values() for k in ks]
+
+
+def test_a_throttled_aggregate_larger_than_its_shard_sends_now_goes_back_in_parts() -> None:
+    # Kinesis takes an entry only when the shard's bucket holds its size: while a fleet
+    # draws small entries from it, a 40 kB aggregate made before the shard was shared was
+    # throttled at every retry until it expired (24 producers on 4 shards at 4x: issue 61).
+    eng, stream, outcomes, krec = one_aggregate()
+    throttle_all(eng, stream, [krec], 0.0)
+    shard = stream.shards[0]
+    assert shard.limiter.multiplier == 0.5 and shard.agg_max == 25_600  # halved, and so
+    parts = retried(eng, stream, 1.0)
+    assert len(parts) == 2 and all(k.aggregated for k in parts)
+    assert all(sum(o.size for o in k.members) <= shard.agg_max for k in parts)
+    # every record once, in the order put, each part an aggregate that decodes to them
+    assert [o for k in parts for o in k.members] == outcomes
+    data = [r.data for k in parts for r in deaggregate(k.data, k.partition_key)]
+    assert data == [payload(i, 1000) for i in range(40)]
+    # the lane still owes their bytes once; the parts' answer resolves every record
+    assert shard.lane.owed == sum(o.size for o in outcomes)
+    answer_ok(eng, stream, parts, 1.5)
+    assert all(o.result().ok for o in outcomes) and shard.lane.owed == 0
+    # parts within the size are not split again
+    eng2, stream2, _, krec2 = one_aggregate()
+    throttle_all(eng2, stream2, [krec2], 0.0)
+    parts2 = retried(eng2, stream2, 1.0)
+    throttle_all(eng2, stream2, parts2, 1.0)  # a quarter: 12,800 bytes
+    again = retried(eng2, stream2, 2.0)
+    # 25 and 15 records of about 1,004 bytes, each in parts of at most 12 (each part its
+    # own draw of the backoff)
+    assert sorted(len(k.members) for k in again) == [1, 3, 12, 12, 12]
+    assert all(sum(o.size for o in k.members) <= 12_800 for k in again)
+
+
+def test_at_the_limiters_floor_too_and_a_part_of_one_record_goes_plain() -> None:
+    eng, stream, outcomes, krec = one_aggregate(size=3000, count=16)
+    shard = stream.shards[0]
+    for t in range(6):  # other producers' throttles took it to its floor
+        shard.limiter.on_throttled(float(t))
+    throttle_all(eng, stream, [krec], 10.0)
+    assert shard.limiter.at_floor() and shard.agg_max == 4096
+    parts = retried(eng, stream, 20.0)  # (the shard's backoff, grown at the floor)
+    assert [k.aggregated for k in parts] == [False] * 16  # two would be 6 kB
+    assert [k.data for k in parts] == [payload(i, 3000) for i in range(16)]
+    answer_ok(eng, stream, parts, 20.5)
+    assert all(o.result().ok for o in outcomes) and shard.lane.owed == 0
+
+
+def test_per_key_ordering_keeps_a_throttled_aggregate_whole() -> None:
+    # a key's records stay in one Kinesis record: parts could be written out of order
+    eng, stream, outcomes, krec = one_aggregate(ordering="per_key")
+    throttle_all(eng, stream, [krec], 0.0)
+    parts = retried(eng, stream, 1.0)
+    assert len(parts) == 1 and parts[0].members == outcomes
+
+
+def test_an_aggregate_that_failed_otherwise_goes_back_whole() -> None:
+    eng, stream, _outcomes, krec = one_aggregate()
+    entry = {"ErrorCode": "InternalFailure", "ErrorMessage": "try again"}
+    eng.apply_answer(stream, [krec], {"Records": [entry]}, 0.0, 0.01)
+    assert retried(eng, stream, 10.0) == [krec]
