@@ -196,8 +196,9 @@ def one_aggregate(
     size: int = 1000, count: int = 40, **config: Any
 ) -> tuple[Engine[Outcome], StreamState, list[Outcome], KRecord]:
     """``count`` records of ``size`` bytes on one shard, sealed into one aggregate."""
-    eng, _shell, stream = engine(record_ttl=30.0, retry_backoff_base=0.1, **config)
-    outcomes = [eng.accept(stream, payload(i, size), f"k{i}", None, 0.0) for i in range(count)]
+    config = {"record_ttl": 30.0, "retry_backoff_base": 0.1, **config}
+    eng, _shell, stream = engine(**config)
+    outcomes = [eng.accept(stream, payload(i, size), f"k{i:02d}", None, 0.0) for i in range(count)]
     krecs = sealed(eng, stream)
     shell_of(eng).sealed_batches.clear()
     assert len(krecs) == 1 and krecs[0].aggregated and krecs[0].size > size * count
@@ -233,23 +234,31 @@ def test_a_throttled_aggregate_larger_than_its_shard_sends_now_goes_back_in_part
     parts2 = retried(eng2, stream2, 1.0)
     throttle_all(eng2, stream2, parts2, 1.0)  # a quarter: 12,800 bytes
     again = retried(eng2, stream2, 2.0)
-    # 25 and 15 records of about 1,004 bytes, each in parts of at most 12 (each part its
-    # own draw of the backoff)
+    # 25 and 15 records of about 1,004 bytes: halves over 12,800 bytes are that size,
+    # 12 records (each part its own draw of the backoff)
     assert sorted(len(k.members) for k in again) == [1, 3, 12, 12, 12]
     assert all(sum(o.size for o in k.members) <= 12_800 for k in again)
 
 
-def test_at_the_limiters_floor_too_and_a_part_of_one_record_goes_plain() -> None:
-    eng, stream, outcomes, krec = one_aggregate(size=3000, count=16)
+def test_at_the_limiters_floor_too_halved_at_each_throttle_down_to_plain_records() -> None:
+    eng, stream, outcomes, krec = one_aggregate(size=3000, count=16, record_ttl=120.0)
     shard = stream.shards[0]
     for t in range(6):  # other producers' throttles took it to its floor
         shard.limiter.on_throttled(float(t))
-    throttle_all(eng, stream, [krec], 10.0)
-    assert shard.limiter.at_floor() and shard.agg_max == 4096
-    parts = retried(eng, stream, 20.0)  # (the shard's backoff, grown at the floor)
-    assert [k.aggregated for k in parts] == [False] * 16  # two would be 6 kB
+    order = {id(o): i for i, o in enumerate(outcomes)}
+    parts = [krec]
+    sizes = []
+    for i in range(4):  # (the shard's backoff, grown at the floor: 10 s apart is past it)
+        throttle_all(eng, stream, parts, 10.0 * (i + 1))
+        assert shard.limiter.at_floor() and shard.agg_max == 4096
+        parts = retried(eng, stream, 10.0 * (i + 1) + 9.0)
+        parts.sort(key=lambda k: order[id(k.members[0])])
+        sizes.append([len(k.members) for k in parts])
+    # halves of 48 kB, down to the floor's 4 kB: two records of 3 kB are more than that
+    assert sizes == [[8] * 2, [4] * 4, [2] * 8, [1] * 16]
+    assert [k.aggregated for k in parts] == [False] * 16
     assert [k.data for k in parts] == [payload(i, 3000) for i in range(16)]
-    answer_ok(eng, stream, parts, 20.5)
+    answer_ok(eng, stream, parts, 50.5)
     assert all(o.result().ok for o in outcomes) and shard.lane.owed == 0
 
 
