@@ -172,27 +172,23 @@ def _folder(python: str) -> Path:
     return Path(python).parents[2]
 
 
+def _ask(python: str, code: str) -> str:
+    """What ``code`` prints, run by the deployment's Python in its folder."""
+    out = subprocess.run(
+        [python, "-c", code], capture_output=True, text=True, check=True, cwd=_folder(python)
+    )
+    return out.stdout.strip()
+
+
 def _package_of(python: str) -> Path:
     """Where a child of the deployment imports ``kinesis_trio`` from."""
-    out = subprocess.run(
-        [python, "-c", "import kinesis_trio; print(kinesis_trio.__file__)"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=_folder(python),
-    )
-    return Path(out.stdout.strip())
+    return Path(_ask(python, "import kinesis_trio; print(kinesis_trio.__file__)"))
 
 
 def _pycache_count(python: str) -> int:
     """How many bytecode files the environment's site-packages hold."""
-    out = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return sum(1 for _ in Path(out.stdout.strip()).rglob("*.pyc"))
+    purelib = _ask(python, "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    return sum(1 for _ in Path(purelib).rglob("*.pyc"))
 
 
 def _child(python: str, code: str, endpoint: str, stream: str, warm: int) -> dict[str, Any]:

@@ -244,56 +244,40 @@ class Line:
 
     def add_many(self, items: Sequence[Item]) -> None:
         """Accept records in order, with one lock acquisition per run of records that fit."""
-        i, n = 0, len(items)
         with self.cond:
-            while i < n:
-                item = items[i]
-                size = item.size
-                if not (
-                    self.state == OPEN
-                    and self.outstanding_records < self.max_records
-                    and self.outstanding_bytes + size <= self.max_bytes
-                ):
-                    if self.pump_idle:
-                        self._wake_pump()
-                    self._wait_room(size, None)
-                self.outstanding_records += 1
-                self.outstanding_bytes += size
-                epoch = item.flush_epoch = self.epoch
-                self.epoch_counts[epoch] = self.epoch_counts.get(epoch, 0) + 1
-                self.queue.append(item)
-                i += 1
+            self._add_locked(items)
             if self.pump_idle:
                 self._wake_pump()
 
     def add_many_and_flush(self, items: Sequence[Item], timeout: float | None) -> None:
-        """``add_many(items)`` then ``flush(timeout)``: when the records all fit now, with
-        one lock acquisition and one wake-up of the pump, which finds the records and the
-        flush behind them together (not the records, then a wake-up of its own for the
-        flush once it went idle again); otherwise the two in turn."""
+        """``add_many(items)`` then ``flush(timeout)`` under one lock: one wake-up of the
+        pump, which finds the records and the flush behind them together (not the records,
+        then a wake-up of its own for the flush once it went idle again)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        size = 0
-        for item in items:
-            size += item.size
         with self.cond:
-            if (
+            self._add_locked(items)
+            self._flush_locked(deadline, timeout)
+
+    def _add_locked(self, items: Sequence[Item]) -> None:
+        """``add_many``, holding ``cond`` (waking the pump only to wait for room)."""
+        i, n = 0, len(items)
+        while i < n:
+            item = items[i]
+            size = item.size
+            if not (
                 self.state == OPEN
-                and self.outstanding_records + len(items) <= self.max_records
+                and self.outstanding_records < self.max_records
                 and self.outstanding_bytes + size <= self.max_bytes
             ):
-                self.outstanding_records += len(items)
-                self.outstanding_bytes += size
-                epoch = self.epoch
-                counts = self.epoch_counts
-                if items:
-                    counts[epoch] = counts.get(epoch, 0) + len(items)
-                for item in items:
-                    item.flush_epoch = epoch
-                self.queue.extend(items)
-                self._flush_locked(deadline, timeout)
-                return
-        self.add_many(items)
-        self.flush(timeout)
+                if self.pump_idle:
+                    self._wake_pump()
+                self._wait_room(size, None)
+            self.outstanding_records += 1
+            self.outstanding_bytes += size
+            epoch = item.flush_epoch = self.epoch
+            self.epoch_counts[epoch] = self.epoch_counts.get(epoch, 0) + 1
+            self.queue.append(item)
+            i += 1
 
     def defer(self, fn: Callable[[], object]) -> None:
         """Have the loop call ``fn`` before it takes the next record queued (not at once:
