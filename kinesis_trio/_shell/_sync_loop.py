@@ -56,7 +56,6 @@ class Loop:
         "_on_failure",
         "_producer",
         "_resolver_event",
-        "_tg",
         "_timed_out",
         "_unsent_failures",
         "_waiting",
@@ -78,7 +77,6 @@ class Loop:
         self._waiting: collections.deque[Item] = collections.deque()
         self._resolver_event: anyio.Event | None = None
         self._close_event: anyio.Event | None = None
-        self._tg: anyio.abc.TaskGroup | None = None
         self._timed_out = False
         self._error: BaseException | None = None
         #: records failed here, never handed to the Producer (queued when it closed)
@@ -125,7 +123,6 @@ class Loop:
         try:
             async with producer:
                 async with anyio.create_task_group() as tg:
-                    self._tg = tg
                     pumped = anyio.Event()
                     tg.start_soon(self._resolver)
                     tg.start_soon(self._pump, producer, pumped)
