@@ -18,9 +18,10 @@ package needs before its first request (httpx, h11, anyio with its memory stream
 portal, asyncio, botocore's SigV4 signer and credential providers), timed the same way.
 
 Both run in a virtual environment of their own holding what a deployment package would:
-this checkout's package with its runtime dependencies, and boto3 at the version of the
-project's environment (made once per run with uv, in a temporary folder), not the project's
-environment with its development tools (httpx imports click and rich when they are there).
+this checkout's package with its runtime dependencies at the lockfile's versions, and boto3
+at the version of the project's environment (made once per run with uv, in a temporary
+folder), not the project's environment with its development tools (httpx imports click and
+rich when they are there).
 Each child runs in its deployment's folder, as a function runs in its package's: ``python -c``
 puts the working directory first on ``sys.path``, and from the checkout a child would import
 the checkout's ``kinesis_trio`` (its source, without bytecode), not the deployment's.
@@ -141,13 +142,24 @@ DEPLOYMENTS = {"zip": "--no-compile-bytecode", "compiled": "--compile-bytecode"}
 
 def _deployment(folder: Path, bytecode: str) -> str:
     """A virtual environment as a Lambda deployment package: the package and boto3, with
-    their bytecode or without (``bytecode``: uv's flag)."""
+    their bytecode or without (``bytecode``: uv's flag), at the versions of the project's
+    lockfile (``uv export``, as uv's guide to Lambda builds a package: without it the
+    newest release of each dependency is taken, e.g. another httpx than the one tested)."""
     import boto3
 
     root = Path(__file__).resolve().parents[1]
     venv = folder / "venv"
     subprocess.run(["uv", "venv", "-q", "--python", sys.executable, str(venv)], check=True)
     python = str(venv / "bin" / "python")
+    pins = folder / "constraints.txt"
+    locked = subprocess.run(
+        ["uv", "export", "--frozen", "--all-groups", "--no-hashes", "--no-emit-project"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=root,
+    )
+    pins.write_text(locked.stdout)
     subprocess.run(
         [
             "uv",
@@ -157,6 +169,8 @@ def _deployment(folder: Path, bytecode: str) -> str:
             bytecode,
             "--python",
             python,
+            "-c",
+            str(pins),
             str(root),
             f"boto3=={boto3.__version__}",
         ],
