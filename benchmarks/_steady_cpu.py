@@ -42,6 +42,7 @@ from benchmarks._harness import (
     _NullProducer,
     run_module,
 )
+from tests.support.clock import virtual_asyncio_loop
 
 #: the virtual round trip of a request (kinesalite's p50 here: 10-13 ms)
 RTT = 0.010
@@ -126,35 +127,6 @@ class _VirtualStream(anyio.abc.ByteStream):
 
     async def aclose(self) -> None:
         return None
-
-
-def virtual_asyncio_loop() -> Any:
-    """An asyncio event loop whose clock jumps to its next timer instead of sleeping (also
-    the asyncio side of the tests that run on virtual time: ``tests/shell/test_fleet.py``)."""
-    import asyncio
-    import selectors
-
-    class Selector(selectors.DefaultSelector):
-        def __init__(self) -> None:
-            super().__init__()
-            self.now = 0.0
-
-        def select(self, timeout: float | None = None) -> Any:
-            ready = super().select(0)
-            if ready or timeout == 0:
-                return ready
-            if timeout is None:  # no timer at all: only a thread can wake the loop
-                return super().select(None)
-            self.now += timeout
-            return []
-
-    selector = Selector()
-
-    class Loop(asyncio.SelectorEventLoop):
-        def time(self) -> float:
-            return selector.now
-
-    return Loop(selector)
 
 
 @dataclass

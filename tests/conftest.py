@@ -10,7 +10,7 @@ from hypothesis import settings
 from trio.testing import MockClock
 
 from kinesis_trio import Outcome
-from tests.support.clock import wait_for_disk
+from tests.support.clock import hash_in_loop, virtual_asyncio_loop, wait_for_disk
 
 # Property tests are deterministic by default (the same examples on every run: a CI run
 # never fails on an example nobody saw); HYPOTHESIS_PROFILE=explore searches afresh. No
@@ -25,25 +25,26 @@ pytest_plugins = ("tests.support.emulators", "tests.support.hangs")
 @pytest.fixture(params=["trio", "asyncio"])
 def anyio_backend(request: pytest.FixtureRequest) -> Any:
     """Every async test on trio and on asyncio. A test marked ``virtual_time`` (or its
-    module, ``pytestmark``) gets trio on a virtual clock (``MockClock``, jumping ahead
-    whenever every task sleeps, but not while the spool's disk works: ``wait_for_disk``):
-    linger, TTL and backoff take no real time there. A test marked ``real_time`` keeps the
-    real clock in a ``virtual_time`` module."""
+    module, ``pytestmark``) runs on virtual time on both: trio on a ``MockClock``, jumping
+    ahead whenever every task sleeps; asyncio on a loop whose clock leaps to its next timer
+    instead of sleeping (``virtual_asyncio_loop``). Neither moves while the spool's disk
+    works (``wait_for_disk``): linger, TTL and backoff take no real time there. A test marked
+    ``real_time`` keeps the real clock in a ``virtual_time`` module."""
     node = request.node
-    if (
-        request.param == "trio"
-        and node.get_closest_marker("virtual_time")
-        and not node.get_closest_marker("real_time")
-    ):
-        return ("trio", {"clock": MockClock(autojump_threshold=0)})
+    if node.get_closest_marker("virtual_time") and not node.get_closest_marker("real_time"):
+        if request.param == "trio":
+            return ("trio", {"clock": MockClock(autojump_threshold=0)})
+        return ("asyncio", {"loop_factory": virtual_asyncio_loop})
     return request.param
 
 
 @pytest.fixture(autouse=True)
-def _fresh_mock_clock(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test on ``("trio", {"clock": MockClock(...)})`` gets a clock of its own at 0,
-    which waits for the spool's disk (``wait_for_disk``: a store call in its worker thread
-    takes no virtual time).
+def _fresh_virtual_clock(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test on ``("trio", {"clock": MockClock(...)})`` gets a clock of its own at 0
+    (on asyncio each run makes a loop of its own, its clock at 0), and on either backend
+    the clock waits for the spool's disk (``wait_for_disk``: a store call in its worker
+    thread takes no virtual time); on asyncio a large body is hashed in the loop, not in a
+    thread the clock would leap past (``hash_in_loop``; the package sees a ``MockClock``).
 
     A parametrize value is built once per module, so without this every test would share
     one virtual clock and start where the previous one stopped: its timing (linger windows,
@@ -51,11 +52,16 @@ def _fresh_mock_clock(request: pytest.FixtureRequest, monkeypatch: pytest.Monkey
     if "anyio_backend" not in request.fixturenames:
         return
     backend = request.getfixturevalue("anyio_backend")
-    if isinstance(backend, tuple) and isinstance(backend[1].get("clock"), MockClock):
+    if not isinstance(backend, tuple):
+        return
+    if isinstance(backend[1].get("clock"), MockClock):
         old = backend[1]["clock"]
         clock = MockClock(rate=old.rate, autojump_threshold=old.autojump_threshold)
         backend[1]["clock"] = clock
         wait_for_disk(monkeypatch, clock)
+    elif backend[1].get("loop_factory") is virtual_asyncio_loop:
+        wait_for_disk(monkeypatch)
+        hash_in_loop(monkeypatch)
 
 
 @pytest.fixture

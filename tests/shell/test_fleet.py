@@ -19,30 +19,17 @@ from typing import Any
 
 import anyio
 import pytest
-from trio.testing import MockClock
 
-from benchmarks._steady_cpu import virtual_asyncio_loop
 from kinesis_trio import Outcome, Producer, ProducerConfig, RecordResult
-from kinesis_trio._aws import _service
 from kinesis_trio.testing import FakeKinesis
 from tests.support.helpers import CREDS
 
-pytestmark = [pytest.mark.anyio]
+pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
 
 #: the shard's bytes per second (the fake's limit), and each producer's offered rate
 SHARD_BYTES = 1_048_576
 OFFERED = 1_048_576
 SIZE = 20_000
-
-
-@pytest.fixture(params=["trio", "asyncio"])
-def anyio_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """Both backends on virtual time."""
-    if request.param == "trio":
-        return ("trio", {"clock": MockClock(autojump_threshold=0)})
-    # a large body's hash would run in a worker thread, which the clock would leap past
-    monkeypatch.setattr(_service, "_virtual_clock", lambda: True)
-    return ("asyncio", {"loop_factory": virtual_asyncio_loop})
 
 
 async def run_fleet(
