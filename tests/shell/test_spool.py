@@ -32,7 +32,6 @@ import anyio.from_thread
 import anyio.lowlevel
 import httpx
 import pytest
-import sniffio
 
 from kinesis_trio import (
     Outcome,
@@ -168,10 +167,6 @@ def stored(fake: FakeKinesis, stream: str = "s") -> list[tuple[str | None, bytes
 HOLD: dict[str, Any] = {"record_max_buffered_time": 1e5, "record_ttl": 1e6}
 
 
-def on_trio() -> bool:
-    return sniffio.current_async_library() == "trio"
-
-
 async def recovered(producer: Producer) -> RecoveryReport:
     """``producer.recovered()``, failing instead of hanging if recovery never ends: a
     watchdog thread bounds it in real time, on either backend."""
@@ -228,18 +223,17 @@ async def test_put_returns_once_the_record_is_in_the_spool(tmp_path: Path, store
 
 
 async def test_on_the_virtual_clock_the_disk_takes_no_time(tmp_path: Path, stores: Stores) -> None:
-    """The tests' own clock (``tests/support/clock.py``): on trio's virtual clock a store
-    call in its worker thread takes no virtual time. Before, trio's MockClock leapt from
-    timer to timer of the producer while each commit ran (hours of virtual time in a
-    test)."""
+    """The tests' own clock (``tests/support/clock.py``): on virtual time (trio's and
+    asyncio's) a store call in its worker thread takes no virtual time. Before, trio's
+    MockClock leapt from timer to timer of the producer while each commit ran (hours of
+    virtual time in a test)."""
     fake = new_fake()
     spool = tmp_path / "spool"
     async with spooled(fake, spool, spool_sync="put", **HOLD) as producer:
         started = anyio.current_time()
         for i in range(20):
             await producer.put(b"r%d" % i, "k")  # each waits for a commit in a thread
-        if on_trio():
-            assert anyio.current_time() == started
+        assert anyio.current_time() == started
         await producer.flush()
     assert len([c for c in stores[0].commits if c.inserts]) == 20
     assert len(stored(fake)) == 20
@@ -280,14 +274,13 @@ async def test_interval_put_returns_at_once_and_the_record_is_written_within_the
         before = len(store.commits)
         started = anyio.current_time()
         await p.put(b"r0", "k")
-        if on_trio():
-            assert anyio.current_time() == started  # no wait for the disk
+        assert anyio.current_time() == started  # no wait for the disk
         assert data_on_disk(spool) == []
         await anyio.sleep(interval)
         await commit_done(store, before)
         assert data_on_disk(spool) == [b"r0"]
-        if on_trio():  # virtual time: the loss window is the interval
-            assert anyio.current_time() - started <= interval + 1e-6
+        # virtual time: the loss window is the interval
+        assert anyio.current_time() - started <= interval + 1e-6
         # put_nowait, then wait for durability
         async with frozen_clock():
             for i in range(1, 4):
@@ -381,8 +374,8 @@ async def test_wait_durable_asked_as_the_writers_interval_ends_commits_at_once(
             asked = anyio.current_time()
             producer.put_nowait(b"r%d" % i, "k")
             await producer.wait_durable()  # asked in this very turn: no checkpoint before
-            if on_trio():  # the disk takes no virtual time: at once, not an interval later
-                assert anyio.current_time() == asked, i
+            # the disk takes no virtual time: at once, not an interval later
+            assert anyio.current_time() == asked, i
             assert data_on_disk(spool)[-1] == b"r%d" % i
         await producer.flush()
     assert len(stored(fake)) == 30

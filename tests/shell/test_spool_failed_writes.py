@@ -22,7 +22,6 @@ from tests.shell.test_spool import (
     commit_done,
     frozen_clock,
     new_fake,
-    on_trio,
     spooled,
 )
 from tests.support.spool import BIG, FRESH_PAGES, RoomLater, Stores, data_on_disk
@@ -59,10 +58,10 @@ async def test_a_failed_commit_under_put_is_retried_after_the_interval_and_the_e
                 # virtual time stands still: no retry is due
                 await real_pause(0.3)
                 assert len(store.failed) == 1, len(store.failed)
-            if on_trio():  # the next try, an interval later
-                await anyio.sleep(60)
-                await commit_done(store, 1, failed=True)
-                assert len(store.failed) == 2
+            # the next try, an interval later
+            await anyio.sleep(60)
+            await commit_done(store, 1, failed=True)
+            assert len(store.failed) == 2
             raise failed.value
     assert not watchdog.hung, "the exit waited for the disk to have room"
     assert store.failed  # the close tried once more
