@@ -24,11 +24,6 @@ def test_the_fsync_probe_times_each_write_and_leaves_no_file(tmp_path: Path) -> 
     assert "mounted on" in spool.filesystem_of(tmp_path)
 
 
-def _is_virtual(anyio_backend: Any) -> bool:
-    """trio on ``MockClock`` (the ``virtual_time`` marker); asyncio runs on the real clock."""
-    return isinstance(anyio_backend, tuple)
-
-
 async def _waiting_put(key: str) -> str:
     await anyio.sleep(0.01)  # as a put waits for the spool's fsync
     return key
@@ -36,7 +31,7 @@ async def _waiting_put(key: str) -> str:
 
 @pytest.mark.anyio
 @pytest.mark.virtual_time
-async def test_putters_keep_to_the_schedule_while_each_put_waits(anyio_backend: Any) -> None:
+async def test_putters_keep_to_the_schedule_while_each_put_waits() -> None:
     keys = ["a", "b", "c"]
     paced, put_latency = await _runner.put_paced_pool(
         _waiting_put, keys, 10, 1000.0, anyio.current_time, tasks=10
@@ -44,24 +39,21 @@ async def test_putters_keep_to_the_schedule_while_each_put_waits(anyio_backend: 
     assert paced.outcomes == [keys[i % 3] for i in range(10)]
     assert paced.scheduled == [paced.t_start + i / 1000.0 for i in range(10)]
     assert all(lat >= 0.01 - 1e-9 for lat in put_latency)
-    if _is_virtual(anyio_backend):  # real time (asyncio) gives no upper bound under load
-        assert paced.max_lag == 0.0
-        assert max(put_latency) == pytest.approx(0.01, abs=1e-6)
+    # virtual time on both backends: exact
+    assert paced.max_lag == 0.0
+    assert max(put_latency) == pytest.approx(0.01, abs=1e-6)
 
 
 @pytest.mark.anyio
 @pytest.mark.virtual_time
-async def test_one_putter_falls_behind_and_its_lag_counts_from_the_schedule(
-    anyio_backend: Any,
-) -> None:
+async def test_one_putter_falls_behind_and_its_lag_counts_from_the_schedule() -> None:
     paced, put_latency = await _runner.put_paced_pool(
         _waiting_put, ["k"], 10, 1000.0, anyio.current_time, tasks=1
     )
     # one put at a time: record 9 starts after nine puts of 10 ms, 9 ms after it was due
     assert put_latency[9] >= 10 * 0.01 - 9 / 1000.0 - 1e-9
     assert paced.max_lag >= 9 * 0.01 - 9 / 1000.0 - 1e-9
-    if _is_virtual(anyio_backend):
-        assert put_latency[9] == pytest.approx(0.091, abs=1e-6)
+    assert put_latency[9] == pytest.approx(0.091, abs=1e-6)
 
 
 @pytest.mark.anyio

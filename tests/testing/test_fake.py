@@ -688,10 +688,8 @@ async def test_stream_lifecycle_over_the_api() -> None:
 # -- long runs under virtual time ------------------------------------------------------------
 
 
-async def test_an_hour_of_bursts_with_limits_faults_and_a_reshard(virtual: bool) -> None:
+async def test_an_hour_of_bursts_with_limits_faults_and_a_reshard() -> None:
     """One hour of virtual time: bursts over the limit, retried, a split at half-time."""
-    if not virtual:
-        pytest.skip("an hour needs trio's MockClock")
     real_start = time.monotonic()
     fake = FakeKinesis(
         enforce_limits=True,
