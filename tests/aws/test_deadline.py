@@ -1,5 +1,5 @@
 """A call's deadline follows its bytes (``_core._deadline`` through the pool and the signed
-client): on the in-memory fake, trio in virtual time, asyncio with the times scaled down."""
+client): on the in-memory fake, in virtual time on both backends."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import json
 import pickle
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import pytest
 
@@ -22,10 +21,9 @@ MIB = 1024 * 1024
 
 
 @pytest.fixture
-def timeout(anyio_backend: Any) -> float:
-    """The request and connect timeouts: the defaults on trio's virtual clock, a fraction
-    of a second on asyncio's real one."""
-    return 6.0 if isinstance(anyio_backend, tuple) else 0.5
+def timeout() -> float:
+    """The request and connect timeouts: the defaults (virtual time: they take none)."""
+    return 6.0
 
 
 @asynccontextmanager
