@@ -1,11 +1,8 @@
 """Time-dependent behaviour: linger, TTL, close timeout, request timeouts.
 
-On trio these run under ``MockClock(autojump_threshold=0)`` with the KPL's real defaults (a
-30 s TTL takes milliseconds), and the timings are asserted exactly. On asyncio the same
-scenarios run on a scaled-down real clock, where a loaded machine makes every wait last
-longer than asked: there they assert what that cannot change (nothing sent before its time,
-nothing expired before its TTL, the outcomes), with durations long enough that the steps a
-scenario needs to take together (a window's puts) still fall together.
+On virtual time on both backends (trio's ``MockClock(autojump_threshold=0)``, an asyncio
+loop whose clock leaps to its next timer) with the KPL's real defaults (a 30 s TTL takes
+milliseconds), and the timings are asserted exactly.
 """
 
 from __future__ import annotations
@@ -24,16 +21,8 @@ from tests.support.helpers import error_response, fake_producer, throttle_respon
 pytestmark = [pytest.mark.anyio, pytest.mark.virtual_time]
 
 
-@pytest.fixture
-def scale(anyio_backend: Any) -> float:
-    """1.0 on trio's virtual clock; a small factor on asyncio's real one."""
-    return 1.0 if isinstance(anyio_backend, tuple) else 0.02
-
-
-def _window(scale: float) -> float:
-    """A linger window whose puts (a few dozen) all fall in it: on asyncio's real clock a
-    loaded machine took more than 50 ms for them, and they went in two windows."""
-    return 0.1 if scale == 1.0 else 1.0
+#: the linger window of the tests that need one of the default size
+WINDOW = 0.1
 
 
 #: How much earlier than its deadline a timer may fire (asyncio runs the callbacks due
@@ -48,11 +37,10 @@ async def window_start(linger: float) -> None:
     await anyio.sleep((math.floor(now / linger) + 1) * linger - now + linger * 0.01)
 
 
-async def test_linger_sends_a_lone_record_at_its_deadline(scale: float) -> None:
+async def test_linger_sends_a_lone_record_at_its_deadline() -> None:
     """A record waits at most the linger: until the end of its linger window (deadlines fall
     on the clock's multiples of the linger, so every shard's containers seal together)."""
-    virtual = scale == 1.0
-    linger = _window(scale)
+    linger = WINDOW
     fake = FakeKinesis()
     fake.create_stream("s", 2)
     async with fake_producer(fake, record_max_buffered_time=linger) as producer:
@@ -61,23 +49,20 @@ async def test_linger_sends_a_lone_record_at_its_deadline(scale: float) -> None:
         window_end = (math.floor(start / linger) + 1) * linger
         outcome = await producer.put(b"v", "k")
         await anyio.sleep(linger * 0.5)
-        if virtual:  # (on a real clock the sleep may end after the window)
-            assert not outcome.done()  # still lingering
+        assert not outcome.done()  # still lingering
         result = await outcome.wait()
         elapsed = anyio.current_time() - start
     assert result.ok
     assert result.attempts[0].start >= window_end - _EARLY  # not sent before its deadline
     assert window_end - start <= elapsed
-    if virtual:  # sent at its deadline, not after it
-        assert elapsed < linger + 0.01
+    assert elapsed < linger + 0.01  # sent at its deadline, not after it
     assert result.attempts[0].delay >= (window_end - start) * 0.99
 
 
-async def test_a_window_that_fills_early_goes_before_its_end(scale: float) -> None:
+async def test_a_window_that_fills_early_goes_before_its_end() -> None:
     """``linger_window_bytes``: records that fill a window's byte budget go at once,
     without waiting for the window's end; a record after them waits for it."""
-    virtual = scale == 1.0
-    linger = 10.0 if virtual else 2.0
+    linger = 10.0
     fake = FakeKinesis()
     fake.create_stream("s", 4)
     async with fake_producer(
@@ -92,20 +77,18 @@ async def test_a_window_that_fills_early_goes_before_its_end(scale: float) -> No
         late = await producer.put(b"y", "late")
         late_end = (math.floor(anyio.current_time() / linger) + 1) * linger
         await anyio.sleep(linger * 0.5)
-        if virtual:  # (on a real clock the sleep may end after the window)
-            assert not late.done()  # below the budget: it lingers
+        assert not late.done()  # below the budget: it lingers
         late_result = await late.wait()
     assert all(r.ok for r in results)
     # the window's budget filled: its records went before the window's end
     assert max(r.attempts[0].start for r in results) < window_end
-    if virtual:
-        assert early < linger * 0.2
+    assert early < linger * 0.2
     # below the budget: the late record lingered to its window's end
     assert late_result.ok and late_result.attempts[0].start >= late_end - _EARLY
 
 
 async def test_a_windows_shards_are_sealed_by_the_timer_in_order_past_a_limiter(
-    scale: float, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """At a window's end the timer seals every due shard and hands the batches to the
     collector itself: no shard worker is woken, and the shards go in one request. A batch
@@ -121,7 +104,7 @@ async def test_a_windows_shards_are_sealed_by_the_timer_in_order_past_a_limiter(
         nudge(self)
 
     monkeypatch.setattr(_shell._Worker, "nudge", counted)
-    linger = _window(scale)
+    linger = WINDOW
     fake = FakeKinesis()
     fake.create_stream("s", 4)
     # 2 % of a shard's 1,000 records/s: a bucket of 20 records
@@ -173,11 +156,11 @@ def _collector_messages(producer: Any, monkeypatch: pytest.MonkeyPatch) -> list[
 
 
 async def test_the_timer_hands_a_windows_shards_to_the_collector_in_one_message(
-    scale: float, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The batches the timer seals in one pass go to the collector as one message (one
     channel send, one wake-up of the collector), in the order of the shards."""
-    linger = _window(scale)
+    linger = WINDOW
     fake = FakeKinesis()
     fake.create_stream("s", 4)
     async with fake_producer(
@@ -198,12 +181,12 @@ async def test_the_timer_hands_a_windows_shards_to_the_collector_in_one_message(
 
 
 async def test_with_the_collectors_channel_full_the_timer_leaves_the_batches_to_the_workers(
-    scale: float, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """When the collector's channel has no room, the timer's pass seals each due shard and
     queues its batch for the shard's worker, which sends it when the channel has room;
     every record is written, each key's in put order."""
-    linger = _window(scale)
+    linger = WINDOW
     fake = FakeKinesis()
     fake.create_stream("s", 4)
     async with fake_producer(
@@ -235,10 +218,8 @@ async def test_with_the_collectors_channel_full_the_timer_leaves_the_batches_to_
         assert seqs == sorted(seqs)
 
 
-async def test_always_throttled_records_expire_after_the_ttl(scale: float) -> None:
-    virtual = scale == 1.0
-    scale = scale if virtual else 0.1  # a TTL of 3 s: at least 3 attempts on a busy machine
-    ttl = 30.0 * scale
+async def test_always_throttled_records_expire_after_the_ttl() -> None:
+    ttl = 30.0
 
     async def hook(operation: str, body: dict[str, Any]) -> httpx.Response | None:
         return throttle_response(body) if operation == "PutRecords" else None
@@ -249,8 +230,8 @@ async def test_always_throttled_records_expire_after_the_ttl(scale: float) -> No
         fake,
         record_ttl=ttl,
         record_max_buffered_time=0.01,
-        retry_backoff_base=0.1 * scale,
-        retry_backoff_max=5.0 * scale,
+        retry_backoff_base=0.1,
+        retry_backoff_max=5.0,
     ) as producer:
         start = anyio.current_time()
         outcomes = [await producer.put(b"v", f"k{i}") for i in range(20)]
@@ -265,15 +246,13 @@ async def test_always_throttled_records_expire_after_the_ttl(scale: float) -> No
     )
     assert "record_ttl" in (results[0].error_message or "")
     # A record fails when its next retry would come after its TTL: within one maximal
-    # backoff step before the TTL, and never after it (on the virtual clock, where no
-    # machine's slowness adds to the time).
-    assert all(r.resolved_at - r.accepted_at >= ttl - 5.0 * scale for r in results)
-    assert ttl - 5.0 * scale <= elapsed
-    if virtual:
-        assert elapsed <= ttl + 0.25
+    # backoff step before the TTL, and never after it.
+    assert all(r.resolved_at - r.accepted_at >= ttl - 5.0 for r in results)
+    assert ttl - 5.0 <= elapsed
+    assert elapsed <= ttl + 0.25
 
 
-async def test_close_timeout_fails_what_is_left(scale: float) -> None:
+async def test_close_timeout_fails_what_is_left() -> None:
     async def hook(operation: str, body: dict[str, Any]) -> httpx.Response | None:
         if operation == "PutRecords":
             await anyio.sleep_forever()
@@ -282,7 +261,7 @@ async def test_close_timeout_fails_what_is_left(scale: float) -> None:
     fake = FakeKinesis(hook=hook)
     fake.create_stream("s", 1)
     outcomes: list[Outcome] = []
-    close_timeout = 10.0 * scale
+    close_timeout = 10.0
     async with fake_producer(
         fake, close_timeout=close_timeout, request_timeout=1000.0, record_ttl=1000.0
     ) as producer:
@@ -291,11 +270,11 @@ async def test_close_timeout_fails_what_is_left(scale: float) -> None:
     elapsed = anyio.current_time() - start
     result = outcomes[0].result()
     assert not result.ok and result.error_code == "ProducerCloseTimeout"
-    # at the close timeout, not at the request's (1,000 s): exactly so on the virtual clock
-    assert close_timeout * 0.999 <= elapsed < close_timeout + (1.0 if scale == 1.0 else 10.0)
+    # at the close timeout, not at the request's (1,000 s): exactly so
+    assert close_timeout * 0.999 <= elapsed < close_timeout + 1.0
 
 
-async def test_timed_out_request_is_retried_never_reported_ok(scale: float) -> None:
+async def test_timed_out_request_is_retried_never_reported_ok() -> None:
     calls = 0
 
     async def hook(operation: str, body: dict[str, Any]) -> httpx.Response | None:
@@ -309,7 +288,7 @@ async def test_timed_out_request_is_retried_never_reported_ok(scale: float) -> N
     fake = FakeKinesis(hook=hook)
     fake.create_stream("s", 1)
     # (on asyncio 1 s: the second request must be answered within it on a busy machine)
-    timeout = 6.0 * scale if scale == 1.0 else 1.0
+    timeout = 6.0
     async with fake_producer(
         fake, request_timeout=timeout, connect_timeout=timeout, record_max_buffered_time=0.01
     ) as producer:
@@ -323,7 +302,7 @@ async def test_timed_out_request_is_retried_never_reported_ok(scale: float) -> N
     assert len(fake.records("s")) == 1
 
 
-async def test_request_timeout_until_ttl_fails_with_history(scale: float) -> None:
+async def test_request_timeout_until_ttl_fails_with_history() -> None:
     async def hook(operation: str, body: dict[str, Any]) -> httpx.Response | None:
         if operation == "PutRecords":
             await anyio.sleep_forever()
@@ -331,12 +310,11 @@ async def test_request_timeout_until_ttl_fails_with_history(scale: float) -> Non
 
     fake = FakeKinesis(hook=hook)
     fake.create_stream("s", 1)
-    scale = max(scale, 0.1)  # on asyncio a 3 s TTL: room for two attempts on a busy machine
     async with fake_producer(
         fake,
-        request_timeout=2.0 * scale,
-        connect_timeout=1.0 * scale,
-        record_ttl=30.0 * scale,
+        request_timeout=2.0,
+        connect_timeout=1.0,
+        record_ttl=30.0,
         record_max_buffered_time=0.01,
     ) as producer:
         result = await (await producer.put(b"v", "k")).wait()
@@ -347,13 +325,7 @@ async def test_request_timeout_until_ttl_fails_with_history(scale: float) -> Non
 
 # -- aggregates whose members are of different ages --------------------------------------------
 # Sealing hands a record's bytes to its aggregate; when only some members expire, the others
-# get their bytes back from the aggregate and go on alone. Timings are in "units": seconds on
-# trio's virtual clock, 0.25 s on asyncio's real one (margins of >= 750 ms there: at 0.05 s,
-# 150 ms, a busy machine's late wake-up could move a put into the next window).
-
-
-def _unit(scale: float) -> float:
-    return 1.0 if scale == 1.0 else 0.25
+# get their bytes back from the aggregate and go on alone.
 
 
 def _stored(fake: FakeKinesis) -> dict[str, bytes]:
@@ -364,17 +336,16 @@ def _stored(fake: FakeKinesis) -> dict[str, bytes]:
     }
 
 
-async def test_a_member_that_expired_while_lingering_leaves_its_aggregate(scale: float) -> None:
-    unit = _unit(scale)
+async def test_a_member_that_expired_while_lingering_leaves_its_aggregate() -> None:
     fake = FakeKinesis()
     fake.create_stream("s", 1)
     old_data, young_data = b"old" * 50, b"young" * 50
     async with fake_producer(
-        fake, record_max_buffered_time=8 * unit, record_ttl=5 * unit, rate_limit=1e6
+        fake, record_max_buffered_time=8, record_ttl=5, rate_limit=1e6
     ) as producer:
-        await window_start(8 * unit)
+        await window_start(8)
         old = await producer.put(old_data, "old")  # expires at 5, sealed at 8
-        await anyio.sleep(6 * unit)
+        await anyio.sleep(6)
         young = await producer.put(young_data, "young")  # expires at 11
         old_result, young_result = await old.wait(), await young.wait()
     assert not old_result.ok and old_result.error_code == "RecordExpired"
@@ -383,10 +354,7 @@ async def test_a_member_that_expired_while_lingering_leaves_its_aggregate(scale:
     assert _stored(fake) == {"young": young_data}
 
 
-async def test_a_failed_aggregate_whose_oldest_member_expired_resends_the_others(
-    scale: float,
-) -> None:
-    unit = _unit(scale)
+async def test_a_failed_aggregate_whose_oldest_member_expired_resends_the_others() -> None:
     calls = 0
 
     async def hook(operation: str, body: dict[str, Any]) -> httpx.Response | None:
@@ -395,7 +363,7 @@ async def test_a_failed_aggregate_whose_oldest_member_expired_resends_the_others
             return None
         calls += 1
         if calls == 1:  # answered after the oldest member's TTL: it expires, not the other
-            await anyio.sleep(2 * unit)
+            await anyio.sleep(2)
             return error_response(500, "InternalFailure")
         return None
 
@@ -404,14 +372,14 @@ async def test_a_failed_aggregate_whose_oldest_member_expired_resends_the_others
     old_data, young_data = b"old" * 50, b"young" * 50
     async with fake_producer(
         fake,
-        record_max_buffered_time=8 * unit,
-        record_ttl=9 * unit,
-        retry_backoff_base=0.01 * unit,
+        record_max_buffered_time=8,
+        record_ttl=9,
+        retry_backoff_base=0.01,
         rate_limit=1e6,
     ) as producer:
-        await window_start(8 * unit)
+        await window_start(8)
         old = await producer.put(old_data, "old")  # sent at 8, answered at 10, expires at 9
-        await anyio.sleep(6 * unit)
+        await anyio.sleep(6)
         young = await producer.put(young_data, "young")  # expires at 15
         old_result, young_result = await old.wait(), await young.wait()
     assert not old_result.ok and old_result.error_code == "RecordExpired"
