@@ -1,7 +1,8 @@
 """Tests for the KPL-style metrics recorder and its sinks (no sockets: httpx.MockTransport).
 
-Time-dependent tests run on trio under ``MockClock(autojump_threshold=0)`` (virtual time,
-the KPL's real 60 s upload interval) and on asyncio with short real intervals.
+Time-dependent tests run on virtual time on both backends (trio's
+``MockClock(autojump_threshold=0)``, an asyncio loop whose clock leaps to its next timer),
+with the KPL's real 60 s upload interval.
 """
 
 from __future__ import annotations
@@ -72,14 +73,9 @@ DETAILED_ONLY = {
 
 
 @pytest.fixture
-def virtual(anyio_backend: Any) -> bool:
-    """True under trio's MockClock (time is virtual: long intervals cost nothing)."""
-    return isinstance(anyio_backend, tuple)
-
-
-@pytest.fixture
-def interval(virtual: bool) -> float:
-    return 60.0 if virtual else 0.1
+def interval() -> float:
+    """The KPL's upload interval (virtual time: it costs nothing)."""
+    return 60.0
 
 
 @pytest.fixture(autouse=True)
@@ -430,7 +426,7 @@ def test_validation() -> None:
 # -- windows, run(), flush() -----------------------------------------------------------------
 
 
-async def test_run_rolls_windows_every_upload_interval(interval: float, virtual: bool) -> None:
+async def test_run_rolls_windows_every_upload_interval(interval: float) -> None:
     sink = TimedSink()
     m = Metrics(sinks=[sink], upload_interval=interval)
     async with anyio.create_task_group() as tg:
@@ -443,8 +439,7 @@ async def test_run_rolls_windows_every_upload_interval(interval: float, virtual:
             interval=interval / 10,
             what="the first window at the sink",
         )
-        if virtual:
-            assert sink.times[0] - start == pytest.approx(interval)
+        assert sink.times[0] - start == pytest.approx(interval)
         assert find(sink.latest(), "UserRecordsPut").count == 3
         assert m.snapshot() == []
 
@@ -456,8 +451,7 @@ async def test_run_rolls_windows_every_upload_interval(interval: float, virtual:
             what="the second window at the sink",
         )
         assert find(sink.latest(), "UserRecordsPut").count == 5  # not cumulative
-        if virtual:
-            assert sink.times[1] - start == pytest.approx(2 * interval)
+        assert sink.times[1] - start == pytest.approx(2 * interval)
         # empty windows are not published
         await anyio.sleep(interval * 3)
         assert len(sink.all()) == 2
@@ -503,10 +497,10 @@ async def test_in_memory_sink_is_bounded() -> None:
 
 
 async def test_failing_and_hanging_sinks_do_not_stop_others(
-    virtual: bool, caplog: pytest.LogCaptureFixture
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, logger="kinesis_trio.metrics")
-    timeout = 5.0 if virtual else 0.2
+    timeout = 5.0
     raising, hanging, memory = RaisingSink(), HangingSink(), InMemorySink()
     m = Metrics(sinks=[raising, hanging, memory], sink_timeout=timeout)
     m.user_records_put("s", SHARD0, 1, 10)
@@ -529,7 +523,7 @@ async def test_failing_and_hanging_sinks_do_not_stop_others(
     assert (raising.calls, hanging.calls, m.sink_failures) == (2, 2, 4)
 
 
-async def test_run_keeps_going_with_failing_sinks(interval: float, virtual: bool) -> None:
+async def test_run_keeps_going_with_failing_sinks(interval: float) -> None:
     memory = InMemorySink()
     m = Metrics(
         sinks=[RaisingSink(), HangingSink(), memory],
