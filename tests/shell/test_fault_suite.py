@@ -56,13 +56,11 @@ FORCED = (
 @pytest.mark.scenario
 @pytest.mark.parametrize("aggregation", [True, False], ids=["agg", "plain"])
 async def test_hundred_thousand_records_through_every_fault(
-    anyio_backend: Any, aggregation: bool, double_resolutions: list[Outcome]
+    aggregation: bool, double_resolutions: list[Outcome]
 ) -> None:
-    virtual = isinstance(anyio_backend, tuple)
     n = 100_000 if aggregation else 50_000  # 150,000 records per backend in all
     shards = 8
-    # AWS limits on the virtual clock; on asyncio's real clock the same shape, 20x faster
-    rate = 1000 if virtual else 20_000
+    rate = 1000  # AWS's limits
     fake = FakeKinesis(
         enforce_limits=True,
         records_per_second=rate,
@@ -78,14 +76,13 @@ async def test_hundred_thousand_records_through_every_fault(
         request_timeout=1.0,
         connect_timeout=1.0,
         record_ttl=120.0,
-        rate_limit=150 if virtual else 150 * rate / 1000,
+        rate_limit=150,
         max_outstanding_records=20_000,
     )
     async with fake_producer(fake, **config) as producer:
         for i, (data, key) in enumerate(records(n, seed=n)):
             if i == n // 4:
-                # Every kind at least once, whatever the timing: under the real clock the
-                # number of requests (so of random draws) varies from run to run.
+                # Every kind at least once, whatever the random draws give.
                 for kind in FORCED:
                     fake.fail_next(1, kind)
             if i == n // 2:
