@@ -147,8 +147,7 @@ def create(fake: FakeKinesis, name: str, shards: int = 1) -> None:
 
 def spooled(fake: FakeKinesis, spool: Path, **config: Any) -> Producer:
     config.setdefault("record_max_buffered_time", 0.01)
-    # records must not expire on the way, however busy the machine (asyncio's clock is
-    # the real one)
+    # records must not expire on the way
     config.setdefault("record_ttl", 1e6)
     return fake_producer(fake, spool_dir=spool, **config)
 

@@ -302,7 +302,7 @@ def fake_with(hook: Hook) -> FakeKinesis:
     return fake
 
 
-async def test_throttled_get_records_back_off_and_retry(anyio_backend: Any) -> None:
+async def test_throttled_get_records_back_off_and_retry() -> None:
     times: list[float] = []
 
     async def hook(operation: str, body: dict[str, Any]) -> httpx.Response | None:
@@ -319,8 +319,6 @@ async def test_throttled_get_records_back_off_and_retry(anyio_backend: Any) -> N
         run = await run_tail(client)
     assert sorted(run.lines) == sorted(d for d, _ in keyed(20))
     assert len(times) > 3  # three throttled calls, then the reads that got the records
-    if anyio_backend == "asyncio":
-        return  # real time: a loaded machine shifts when each call reaches the fake
     gaps = [b - a for a, b in itertools.pairwise(times)]
     # the one backoff: full jitter under 0.5, 1, 2 s, never under the call rate's 0.2 s
     for gap, ceiling in zip(gaps, (0.5, 1.0, 2.0), strict=False):
@@ -400,7 +398,7 @@ async def test_a_malformed_list_shards_entry_is_read_again() -> None:
     assert served >= 3 and sorted(run.lines) == sorted(d for d, _ in keyed(5))
 
 
-async def test_get_records_calls_are_paced_by_count_and_bytes(anyio_backend: Any) -> None:
+async def test_get_records_calls_are_paced_by_count_and_bytes() -> None:
     times: list[float] = []
 
     async def hook(operation: str, body: dict[str, Any]) -> httpx.Response | None:
@@ -417,17 +415,13 @@ async def test_get_records_calls_are_paced_by_count_and_bytes(anyio_backend: Any
         run = await run_tail(client)
         assert len(run.lines) == 4
         # 4 MiB read in the first call: the next waits 2 s (2 MiB/s per shard). The pacer
-        # counts from before the call left, the hook sees it arrive: on asyncio's real clock
-        # a loaded machine delays the first arrival (33 ms seen in CI), so only the virtual
-        # clock is exact; real time still tells 2 s of byte pacing from 0.2 s of call rate.
-        exact = anyio_backend != "asyncio"
-        assert times[1] - times[0] >= (2.0 - 0.01 if exact else 1.0)
+        # counts from before the call left, the hook sees it arrive.
+        assert times[1] - times[0] >= 2.0 - 0.01
         times.clear()
         with anyio.move_on_after(2.0):
             await run_tail(client, follow=True, idle_interval=0.0)  # idle: only the call rate
     assert len(times) <= 2.0 * 5 + 1  # five calls a second at most: delays only lower it
-    if exact:
-        assert all(b - a >= 0.2 - 0.01 for a, b in itertools.pairwise(times))
+    assert all(b - a >= 0.2 - 0.01 for a, b in itertools.pairwise(times))
 
 
 async def test_an_expired_iterator_is_replaced_after_the_last_record_read() -> None:
@@ -464,8 +458,7 @@ async def test_an_expired_iterator_is_replaced_after_the_last_record_read() -> N
 
 async def test_progress_lines_on_stderr_at_most_every_quarter_second_and_on_change() -> None:
     """A line each 0.25 s at most while records arrive, and none once nothing changes. The
-    tail runs until its line shows every record and then 1 s more, so a loaded machine's
-    slow real clock (asyncio) stretches the run, not the counts."""
+    tail runs until its line shows every record and then 1 s more."""
     fake = FakeKinesis()
     fake.create_stream("s", shard_count=2)
     done = "reading: 30 records, 2 shards reading, 0 closed shards read"
