@@ -35,7 +35,7 @@ import random
 from .._backoff import backoff_delay
 from .._error_codes import THROTTLING_CODES
 from .._results import Attempt
-from ._accumulator import _aggregate, plain, prune, unpack
+from ._accumulator import prune, regroup
 from ._congestion import RetryBudget
 from ._effects import RetryAt
 from ._pipeline_data import KRecord, ShardBuffer, StreamState
@@ -69,24 +69,16 @@ def split(krec: KRecord, most: int) -> list[KRecord]:
     if len(live) < 2 or total <= most:
         return [krec]
     most = max(most, (total + 1) // 2)
-    unpack(krec)
-    with_ehks = any(o.explicit_hash_key is not None for o in live)
     parts: list[KRecord] = []
     chunk: list[Record] = []
     size = 0
-    for o in [*live, None]:
-        if o is None or (chunk and size + o.size > most):
-            if len(chunk) == 1:
-                part = plain(chunk[0], krec.shard)
-            else:
-                part = _aggregate(chunk, krec.shard, krec.send_by, with_ehks)
-            part.waiting_since(krec.since)
-            parts.append(part)
+    for o in live:
+        if chunk and size + o.size > most:
+            parts += regroup(krec, chunk)  # (a member alone: a plain record)
             chunk, size = [], 0
-        if o is not None:
-            chunk.append(o)
-            size += o.size
-    return parts
+        chunk.append(o)
+        size += o.size
+    return parts + regroup(krec, chunk)
 
 
 class Retries(Placing):
